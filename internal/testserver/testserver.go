@@ -1,0 +1,273 @@
+// Package testserver starts throwaway FerretDB servers for tests, the demo
+// and benchmarks: each on a free loopback port, with its own temporary
+// SQLite storage and an oplog collection (local.oplog.rs) already created.
+//
+// The server binary is built by `make ferretdb` into bin/ferretdb; set
+// MONGOFERRY_FERRETDB to use another one.
+package testserver
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// DefaultOplogBytes is the capped size of the oplog collection created on a
+// new server. FerretDB re-scans the whole oplog on every tailer re-open, so
+// test oplogs are kept small.
+const DefaultOplogBytes = 8 << 20
+
+// Options configures a server.
+type Options struct {
+	// Host is the loopback address to listen on; 127.0.0.1 when empty.
+	Host string
+	// OplogBytes is the capped size of local.oplog.rs; DefaultOplogBytes
+	// when zero, no oplog when negative.
+	OplogBytes int64
+	// Username and Password, when set, create that user and enforce
+	// authentication.
+	Username, Password string
+	// Dir keeps the storage in this directory (it survives Stop); a new
+	// temporary directory when empty.
+	Dir string
+	// LogFile receives the server's output; discarded when empty.
+	LogFile string
+}
+
+// Server is a running FerretDB process.
+type Server struct {
+	// Addr is host:port.
+	Addr string
+	// URI is a mongodb:// URI without credentials.
+	URI string
+
+	opts    Options
+	cmd     *exec.Cmd
+	tempDir string
+	done    chan struct{}
+	stop    sync.Once
+}
+
+// Binary returns the path of the FerretDB binary, or an error that says how
+// to build it.
+func Binary() (string, error) {
+	if p := os.Getenv("MONGOFERRY_FERRETDB"); p != "" {
+		return p, nil
+	}
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			p := filepath.Join(dir, "bin", "ferretdb")
+			if _, err := os.Stat(p); err != nil {
+				return "", fmt.Errorf("FerretDB binary not found at %s: run `make ferretdb` (or set MONGOFERRY_FERRETDB)", p)
+			}
+			return p, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("FerretDB binary not found: run `make ferretdb` in the repository (or set MONGOFERRY_FERRETDB)")
+		}
+		dir = parent
+	}
+}
+
+// Start starts a server for a test and stops it when the test ends.
+func Start(t testing.TB, opts ...Options) *Server {
+	t.Helper()
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	s, err := StartProcess(context.Background(), o)
+	if err != nil {
+		t.Fatalf("start FerretDB: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// StartProcess starts a server; the caller must call Stop.
+func StartProcess(ctx context.Context, o Options) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, err
+	}
+	if o.Host == "" {
+		o.Host = "127.0.0.1"
+	}
+	if o.OplogBytes == 0 {
+		o.OplogBytes = DefaultOplogBytes
+	}
+	s := &Server{opts: o, done: make(chan struct{})}
+	dir := o.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "mongoferry-ferretdb-"); err != nil {
+			return nil, err
+		}
+		s.tempDir = dir
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+		return nil, err
+	}
+	port, err := freePort(o.Host)
+	if err != nil {
+		return nil, err
+	}
+	debugPort, err := freePort(o.Host)
+	if err != nil {
+		return nil, err
+	}
+	s.Addr = net.JoinHostPort(o.Host, strconv.Itoa(port))
+	args := []string{
+		"--handler=sqlite",
+		"--sqlite-url=file:" + filepath.Join(dir, "data") + "/",
+		"--state-dir=" + dir,
+		"--listen-addr=" + s.Addr,
+		"--debug-addr=" + net.JoinHostPort(o.Host, strconv.Itoa(debugPort)),
+		"--telemetry=disable",
+		"--log-level=warn",
+	}
+	if o.Username != "" {
+		args = append(args, "--test-enable-new-auth", "--setup-database=admin",
+			"--setup-username="+o.Username, "--setup-password="+o.Password)
+	}
+	s.cmd = exec.Command(bin, args...)
+	var logBuf bytes.Buffer
+	s.cmd.Stdout, s.cmd.Stderr = &logBuf, &logBuf
+	if o.LogFile != "" {
+		f, err := os.Create(o.LogFile)
+		if err != nil {
+			return nil, err
+		}
+		s.cmd.Stdout, s.cmd.Stderr = f, f
+	}
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	go func() { _ = s.cmd.Wait(); close(s.done) }()
+	s.URI = "mongodb://" + s.Addr + "/?directConnection=true"
+
+	if err := s.waitReady(ctx); err != nil {
+		s.Stop()
+		return nil, fmt.Errorf("FerretDB on %s did not become ready: %w\n%s", s.Addr, err, logBuf.String())
+	}
+	if o.OplogBytes > 0 {
+		if err := s.createOplog(ctx, o.OplogBytes); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// AuthURI returns the URI with the server's credentials embedded, for test
+// clients only.
+func (s *Server) AuthURI() string {
+	if s.opts.Username == "" {
+		return s.URI
+	}
+	u := url.URL{Scheme: "mongodb", Host: s.Addr, Path: "/",
+		User: url.UserPassword(s.opts.Username, s.opts.Password), RawQuery: "directConnection=true"}
+	return u.String()
+}
+
+// Client connects a client with the server's credentials.
+func (s *Server) Client(ctx context.Context) (*mongo.Client, error) {
+	return mongo.Connect(options.Client().ApplyURI(s.AuthURI()).SetTimeout(2 * time.Minute))
+}
+
+// MustClient connects a client for a test and disconnects it when the test
+// ends.
+func (s *Server) MustClient(t testing.TB) *mongo.Client {
+	t.Helper()
+	c, err := s.Client(context.Background())
+	if err != nil {
+		t.Fatalf("connect %s: %v", s.Addr, err)
+	}
+	t.Cleanup(func() { _ = c.Disconnect(context.Background()) })
+	return c
+}
+
+// Stop kills the server and removes its temporary storage.
+func (s *Server) Stop() {
+	s.stop.Do(func() {
+		if s.cmd != nil && s.cmd.Process != nil {
+			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+			<-s.done
+		}
+		if s.tempDir != "" {
+			_ = os.RemoveAll(s.tempDir)
+		}
+	})
+}
+
+func (s *Server) waitReady(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var last error
+	for {
+		select {
+		case <-s.done:
+			return errors.New("server exited")
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)
+		case <-time.After(100 * time.Millisecond):
+		}
+		c, err := s.Client(ctx)
+		if err != nil {
+			last = err
+			continue
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		err = c.Database("admin").RunCommand(pctx, bson.D{{Key: "ping", Value: 1}}).Err()
+		pcancel()
+		_ = c.Disconnect(context.Background())
+		if err == nil {
+			return nil
+		}
+		last = err
+	}
+}
+
+func (s *Server) createOplog(ctx context.Context, size int64) error {
+	c, err := s.Client(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Disconnect(context.Background()) }()
+	err = c.Database("local").RunCommand(ctx, bson.D{
+		{Key: "create", Value: "oplog.rs"}, {Key: "capped", Value: true}, {Key: "size", Value: size},
+	}).Err()
+	if err != nil {
+		return fmt.Errorf("create local.oplog.rs: %w", err)
+	}
+	return nil
+}
+
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,317 @@
+// Package config is the task model shared by the `ferry` CLI (YAML files)
+// and the SyncTask custom resource (which embeds Spec): one set of types,
+// one set of defaults and one validator, so a field means the same thing in
+// both places.
+//
+// Parts: Task/Spec and their sections (this file), Load (YAML with unknown
+// fields rejected), SetDefaults and Validate (defaults.go, validate.go), and
+// ByteSize (human byte sizes such as 64MiB).
+package config
+
+// Mode says what a task copies.
+// +kubebuilder:validation:Enum=full;incremental;fullAndIncremental
+type Mode string
+
+// Modes.
+const (
+	ModeFull               Mode = "full"
+	ModeIncremental        Mode = "incremental"
+	ModeFullAndIncremental Mode = "fullAndIncremental"
+)
+
+// ClusterKind is the topology of a deployment.
+// +kubebuilder:validation:Enum=auto;replicaSet;sharded
+type ClusterKind string
+
+// Cluster kinds.
+const (
+	KindAuto       ClusterKind = "auto"
+	KindReplicaSet ClusterKind = "replicaSet"
+	KindSharded    ClusterKind = "sharded"
+)
+
+// ConflictPolicy says what the full copy does with a document whose _id
+// already exists on the target.
+// +kubebuilder:validation:Enum=overwrite;skip;fail
+type ConflictPolicy string
+
+// Conflict policies.
+const (
+	ConflictOverwrite ConflictPolicy = "overwrite"
+	ConflictSkip      ConflictPolicy = "skip"
+	ConflictFail      ConflictPolicy = "fail"
+)
+
+// IndexBuild says when indexes are created on the target.
+// +kubebuilder:validation:Enum=before;after
+type IndexBuild string
+
+// Index build times.
+const (
+	IndexesBefore IndexBuild = "before"
+	IndexesAfter  IndexBuild = "after"
+)
+
+// IncrementalMethod is how changes are read from the source.
+// +kubebuilder:validation:Enum=oplog;changeStream
+type IncrementalMethod string
+
+// Incremental methods.
+const (
+	MethodOplog        IncrementalMethod = "oplog"
+	MethodChangeStream IncrementalMethod = "changeStream"
+)
+
+// VerifyMode is how source and target are compared.
+// +kubebuilder:validation:Enum=none;count;hash;sample
+type VerifyMode string
+
+// Verify modes.
+const (
+	VerifyNone   VerifyMode = "none"
+	VerifyCount  VerifyMode = "count"
+	VerifyHash   VerifyMode = "hash"
+	VerifySample VerifyMode = "sample"
+)
+
+// Task is a task file for the `ferry` CLI: a name and a Spec.
+type Task struct {
+	// Name identifies the task; its progress and checkpoint are kept under
+	// this name in the target's checkpoint database.
+	Name string `json:"name"`
+	Spec `json:",inline"`
+}
+
+// Spec is what to copy, from where to where, and how hard to push.
+type Spec struct {
+	// Mode is full (copy once), incremental (replay changes only) or
+	// fullAndIncremental (copy, then keep replaying).
+	// +kubebuilder:default=fullAndIncremental
+	// +optional
+	Mode Mode `json:"mode,omitempty"`
+	// Source is the deployment data is read from.
+	Source Endpoint `json:"source"`
+	// Target is the deployment data is written to.
+	Target Endpoint `json:"target"`
+	// Namespaces selects and renames what is copied.
+	// +optional
+	Namespaces Namespaces `json:"namespaces,omitempty"`
+	// Threads sets read and write concurrency.
+	// +optional
+	Threads Threads `json:"threads,omitempty"`
+	// Cache bounds in-flight buffering in documents and bytes.
+	// +optional
+	Cache Cache `json:"cache,omitempty"`
+	// FullSync tunes the full copy.
+	// +optional
+	FullSync FullSync `json:"fullSync,omitempty"`
+	// Incremental tunes change replay.
+	// +optional
+	Incremental Incremental `json:"incremental,omitempty"`
+	// DDL replays collection and index changes (create, drop, rename,
+	// createIndexes, ...) when true.
+	// +kubebuilder:default=true
+	// +optional
+	DDL *bool `json:"ddl,omitempty"`
+	// Verify compares source and target after the copy.
+	// +optional
+	Verify Verify `json:"verify,omitempty"`
+	// RateLimit is a ceiling on documents read from the source per second;
+	// 0 means no limit.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RateLimit int64 `json:"rateLimit,omitempty"`
+	// Checkpoint says where progress is kept.
+	// +optional
+	Checkpoint Checkpoint `json:"checkpoint,omitempty"`
+	// Suspend stops the workers and keeps the checkpoint.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// Endpoint is one MongoDB deployment.
+type Endpoint struct {
+	// URI is a mongodb:// or mongodb+srv:// URI without credentials.
+	// +kubebuilder:validation:MinLength=1
+	URI string `json:"uri"`
+	// Kind is the topology; auto asks the server.
+	// +kubebuilder:default=auto
+	// +optional
+	Kind ClusterKind `json:"kind,omitempty"`
+	// Shards overrides the shard addresses read from config.shards of a
+	// sharded source.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Shards []Shard `json:"shards,omitempty"`
+	// CredentialsSecret names a Kubernetes Secret with keys username and
+	// password (SyncTask only).
+	// +optional
+	CredentialsSecret string `json:"credentialsSecret,omitempty"`
+	// Username to authenticate as.
+	// +optional
+	Username string `json:"username,omitempty"`
+	// PasswordFile is a file holding the password (for example a mounted
+	// Secret key).
+	// +optional
+	PasswordFile string `json:"passwordFile,omitempty"`
+	// PasswordEnv is an environment variable holding the password.
+	// +optional
+	PasswordEnv string `json:"passwordEnv,omitempty"`
+	// AuthSource is the authentication database; admin by default.
+	// +optional
+	AuthSource string `json:"authSource,omitempty"`
+	// TLS settings.
+	// +optional
+	TLS *TLS `json:"tls,omitempty"`
+}
+
+// Shard is the address of one shard's replica set.
+type Shard struct {
+	// Name is the shard's _id in config.shards.
+	Name string `json:"name"`
+	// URI reaches the shard's replica set.
+	URI string `json:"uri"`
+}
+
+// TLS configures transport security.
+type TLS struct {
+	// Enabled turns TLS on.
+	Enabled bool `json:"enabled,omitempty"`
+	// CAFile is a PEM file of trusted certificate authorities.
+	// +optional
+	CAFile string `json:"caFile,omitempty"`
+	// CertificateKeyFile is a PEM file with the client certificate and key.
+	// +optional
+	CertificateKeyFile string `json:"certificateKeyFile,omitempty"`
+	// InsecureSkipVerify disables server certificate checks.
+	// +optional
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+}
+
+// Namespaces selects and renames namespaces (db.collection).
+type Namespaces struct {
+	// Include lists regular expressions on db.collection; empty means all.
+	// +optional
+	Include []string `json:"include,omitempty"`
+	// Exclude lists regular expressions on db.collection; exclusion wins.
+	// +optional
+	Exclude []string `json:"exclude,omitempty"`
+	// Rename maps a database (from: db) or a collection (from: db.coll) to
+	// a new name on the target.
+	// +optional
+	Rename []Rename `json:"rename,omitempty"`
+}
+
+// Rename maps one source name to one target name.
+type Rename struct {
+	// From is a database name or db.collection on the source.
+	From string `json:"from"`
+	// To is the database name or db.collection on the target.
+	To string `json:"to"`
+}
+
+// Threads sets concurrency.
+type Threads struct {
+	// Readers is the number of parallel source readers.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	// +kubebuilder:default=4
+	// +optional
+	Readers int `json:"readers,omitempty"`
+	// Writers is the number of parallel target writers.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=256
+	// +kubebuilder:default=4
+	// +optional
+	Writers int `json:"writers,omitempty"`
+}
+
+// Cache bounds in-flight data: BucketNum queues of BucketSize batches of
+// BatchSize documents, and never more than MaxBytes in all.
+type Cache struct {
+	// BucketNum is the number of queues between readers and writers.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=4
+	// +optional
+	BucketNum int `json:"bucketNum,omitempty"`
+	// BucketSize is the number of batches one queue holds.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=4
+	// +optional
+	BucketSize int `json:"bucketSize,omitempty"`
+	// BatchSize is the number of documents in one write batch.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	// +kubebuilder:default=1000
+	// +optional
+	BatchSize int `json:"batchSize,omitempty"`
+	// MaxBytes caps the bytes of documents in flight, for example 256MiB.
+	// +kubebuilder:default="256MiB"
+	// +optional
+	MaxBytes ByteSize `json:"maxBytes,omitempty"`
+}
+
+// FullSync tunes the full copy.
+type FullSync struct {
+	// OnConflict says what to do with a document whose _id already exists
+	// on the target: overwrite it, skip it, or fail the task.
+	// +kubebuilder:default=fail
+	// +optional
+	OnConflict ConflictPolicy `json:"onConflict,omitempty"`
+	// CopyIndexes creates the source's indexes on the target.
+	// +kubebuilder:default=true
+	// +optional
+	CopyIndexes *bool `json:"copyIndexes,omitempty"`
+	// IndexBuild is before (create indexes, then copy) or after (copy,
+	// then build indexes; faster).
+	// +kubebuilder:default=after
+	// +optional
+	IndexBuild IndexBuild `json:"indexBuild,omitempty"`
+	// DropTarget drops each target collection before copying into it.
+	// +optional
+	DropTarget bool `json:"dropTarget,omitempty"`
+	// RangeDocuments is about how many documents one copy range holds;
+	// finished ranges are not copied again after a restart.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=50000
+	// +optional
+	RangeDocuments int64 `json:"rangeDocuments,omitempty"`
+}
+
+// Incremental tunes change replay.
+type Incremental struct {
+	// Method reads changes from the oplog or from a change stream.
+	// +kubebuilder:default=oplog
+	// +optional
+	Method IncrementalMethod `json:"method,omitempty"`
+}
+
+// Verify configures the comparison of source and target.
+type Verify struct {
+	// Mode is none, count, hash (an order-independent hash per collection,
+	// with differing documents listed) or sample.
+	// +kubebuilder:default=hash
+	// +optional
+	Mode VerifyMode `json:"mode,omitempty"`
+	// SampleSize is the number of documents compared per collection in
+	// sample mode.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=1000
+	// +optional
+	SampleSize int `json:"sampleSize,omitempty"`
+}
+
+// Checkpoint says where progress and checkpoints are kept.
+type Checkpoint struct {
+	// Database on the target that holds copy progress and checkpoints.
+	// +kubebuilder:default=mongoferry
+	// +optional
+	Database string `json:"database,omitempty"`
+}
+
+// ReplayDDL reports whether DDL is replayed (true unless set to false).
+func (s *Spec) ReplayDDL() bool { return s.DDL == nil || *s.DDL }
+
+// CopyIndexesEnabled reports whether indexes are copied (true unless set to false).
+func (f *FullSync) CopyIndexesEnabled() bool { return f.CopyIndexes == nil || *f.CopyIndexes }

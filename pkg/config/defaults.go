@@ -1,0 +1,67 @@
+package config
+
+// Defaults, also written as kubebuilder markers on the fields.
+const (
+	DefaultReaders        = 4
+	DefaultWriters        = 4
+	DefaultBucketNum      = 4
+	DefaultBucketSize     = 4
+	DefaultBatchSize      = 1000
+	DefaultMaxBytes       = ByteSize("256MiB")
+	DefaultRangeDocuments = 50000
+	DefaultSampleSize     = 1000
+	DefaultDatabase       = "mongoferry"
+)
+
+// SetDefaults fills every unset field with its default.
+func (s *Spec) SetDefaults() {
+	if s.Mode == "" {
+		s.Mode = ModeFullAndIncremental
+	}
+	for _, e := range []*Endpoint{&s.Source, &s.Target} {
+		if e.Kind == "" {
+			e.Kind = KindAuto
+		}
+	}
+	setInt(&s.Threads.Readers, DefaultReaders)
+	setInt(&s.Threads.Writers, DefaultWriters)
+	setInt(&s.Cache.BucketNum, DefaultBucketNum)
+	setInt(&s.Cache.BucketSize, DefaultBucketSize)
+	setInt(&s.Cache.BatchSize, DefaultBatchSize)
+	if s.Cache.MaxBytes == "" {
+		s.Cache.MaxBytes = DefaultMaxBytes
+	}
+	if s.FullSync.OnConflict == "" {
+		s.FullSync.OnConflict = ConflictFail
+	}
+	if s.FullSync.CopyIndexes == nil {
+		t := true
+		s.FullSync.CopyIndexes = &t
+	}
+	if s.FullSync.IndexBuild == "" {
+		s.FullSync.IndexBuild = IndexesAfter
+	}
+	if s.FullSync.RangeDocuments == 0 {
+		s.FullSync.RangeDocuments = DefaultRangeDocuments
+	}
+	if s.Incremental.Method == "" {
+		s.Incremental.Method = MethodOplog
+	}
+	if s.DDL == nil {
+		t := true
+		s.DDL = &t
+	}
+	if s.Verify.Mode == "" {
+		s.Verify.Mode = VerifyHash
+	}
+	setInt(&s.Verify.SampleSize, DefaultSampleSize)
+	if s.Checkpoint.Database == "" {
+		s.Checkpoint.Database = DefaultDatabase
+	}
+}
+
+func setInt(p *int, v int) {
+	if *p == 0 {
+		*p = v
+	}
+}

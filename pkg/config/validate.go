@@ -1,0 +1,238 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"slices"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
+)
+
+// FieldError is one problem with one field: which field, what is wrong and
+// what to do about it.
+type FieldError struct {
+	Field   string
+	Message string
+}
+
+func (e FieldError) Error() string { return e.Field + ": " + e.Message }
+
+// ValidationError lists every problem found in a task.
+type ValidationError []FieldError
+
+func (v ValidationError) Error() string {
+	lines := make([]string, len(v))
+	for i, e := range v {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// ErrInvalid is wrapped by every validation failure.
+var ErrInvalid = errors.New("invalid task")
+
+// Is lets errors.Is(err, ErrInvalid) match a ValidationError.
+func (v ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// MinMaxBytes is the smallest cache.maxBytes accepted: one 16 MiB document
+// (the BSON limit) must fit.
+const MinMaxBytes = 16 << 20
+
+// InternalDatabases are never copied and may not be a rename target.
+var InternalDatabases = []string{"admin", "local", "config"}
+
+var namePattern = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._-]{0,62}$`)
+
+// Validate checks a CLI task file.
+func (t *Task) Validate() error {
+	var errs ValidationError
+	if !namePattern.MatchString(t.Name) {
+		errs = append(errs, FieldError{"name", fmt.Sprintf("%q is not a valid task name: use 1-63 letters, digits, '.', '_' or '-', starting with a letter or digit", t.Name)})
+	}
+	if err := t.Spec.Validate(); err != nil {
+		var v ValidationError
+		if errors.As(err, &v) {
+			errs = append(errs, v...)
+		}
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// Validate checks a spec whose defaults have been set. It reports every
+// problem, each naming the field and the fix.
+func (s *Spec) Validate() error {
+	var errs ValidationError
+	add := func(field, format string, args ...any) {
+		errs = append(errs, FieldError{field, fmt.Sprintf(format, args...)})
+	}
+
+	oneOf(add, "mode", string(s.Mode), ModeFull, ModeIncremental, ModeFullAndIncremental)
+	src := validateEndpoint(add, "source", &s.Source)
+	dst := validateEndpoint(add, "target", &s.Target)
+	if src != nil && dst != nil && sameHosts(src.Hosts, dst.Hosts) && src.Database == dst.Database {
+		add("target.uri", "names the same deployment as source.uri (%s); a task copies from one deployment to another: point target.uri at the destination",
+			strings.Join(src.Hosts, ","))
+	}
+
+	for i, expr := range s.Namespaces.Include {
+		if _, err := regexp.Compile(expr); err != nil {
+			add(fmt.Sprintf("namespaces.include[%d]", i), "invalid regular expression %q: %v", expr, unwrapRegexp(err))
+		}
+	}
+	for i, expr := range s.Namespaces.Exclude {
+		if _, err := regexp.Compile(expr); err != nil {
+			add(fmt.Sprintf("namespaces.exclude[%d]", i), "invalid regular expression %q: %v", expr, unwrapRegexp(err))
+		}
+	}
+	validateRenames(add, s.Namespaces.Rename, s.Checkpoint.Database)
+
+	intRange(add, "threads.readers", s.Threads.Readers, 1, 256)
+	intRange(add, "threads.writers", s.Threads.Writers, 1, 256)
+	intRange(add, "cache.bucketNum", s.Cache.BucketNum, 1, 1024)
+	intRange(add, "cache.bucketSize", s.Cache.BucketSize, 1, 1024)
+	intRange(add, "cache.batchSize", s.Cache.BatchSize, 1, 100000)
+	if n, err := s.Cache.MaxBytes.Bytes(); err != nil {
+		add("cache.maxBytes", "%v", err)
+	} else if n < MinMaxBytes {
+		add("cache.maxBytes", "must be at least %s, got %s: one document may be 16MiB", FormatBytes(MinMaxBytes), FormatBytes(n))
+	}
+
+	oneOf(add, "fullSync.onConflict", string(s.FullSync.OnConflict), ConflictOverwrite, ConflictSkip, ConflictFail)
+	oneOf(add, "fullSync.indexBuild", string(s.FullSync.IndexBuild), IndexesBefore, IndexesAfter)
+	if s.FullSync.RangeDocuments < 1 {
+		add("fullSync.rangeDocuments", "must be at least 1, got %d", s.FullSync.RangeDocuments)
+	}
+	oneOf(add, "incremental.method", string(s.Incremental.Method), MethodOplog, MethodChangeStream)
+	oneOf(add, "verify.mode", string(s.Verify.Mode), VerifyNone, VerifyCount, VerifyHash, VerifySample)
+	if s.Verify.SampleSize < 1 {
+		add("verify.sampleSize", "must be at least 1, got %d", s.Verify.SampleSize)
+	}
+	if s.RateLimit < 0 {
+		add("rateLimit", "must be 0 (no limit) or a positive number of documents per second, got %d", s.RateLimit)
+	}
+	if db := s.Checkpoint.Database; db == "" || slices.Contains(InternalDatabases, db) || strings.ContainsAny(db, `/\. "$`) {
+		add("checkpoint.database", "%q cannot hold checkpoints: use a plain database name such as %q", db, DefaultDatabase)
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	return nil
+}
+
+// HasCredentials reports whether the URI embeds a user name or password.
+func HasCredentials(uri string) bool {
+	cs, err := connstring.Parse(uri)
+	return err == nil && (cs.Username != "" || cs.PasswordSet)
+}
+
+func validateEndpoint(add func(string, string, ...any), name string, e *Endpoint) *connstring.ConnString {
+	oneOf(add, name+".kind", string(e.Kind), KindAuto, KindReplicaSet, KindSharded)
+	if e.PasswordFile != "" && e.PasswordEnv != "" {
+		add(name+".passwordFile", "set only one of passwordFile and passwordEnv")
+	}
+	if (e.PasswordFile != "" || e.PasswordEnv != "") && e.Username == "" {
+		add(name+".username", "is required when a password is given")
+	}
+	for i, sh := range e.Shards {
+		f := fmt.Sprintf("%s.shards[%d]", name, i)
+		if sh.Name == "" {
+			add(f+".name", "is required: use the shard's _id from config.shards")
+		}
+		if _, err := connstring.ParseAndValidate(sh.URI); err != nil {
+			add(f+".uri", "is not a valid MongoDB URI: %s", RedactError(err, sh.URI))
+		}
+	}
+	if strings.TrimSpace(e.URI) == "" {
+		add(name+".uri", "is required: write it as mongodb://host:port/")
+		return nil
+	}
+	cs, err := connstring.ParseAndValidate(e.URI)
+	if err != nil {
+		add(name+".uri", "is not a valid MongoDB URI (%s): %s; write it as mongodb://host:port/?options", Redact(e.URI), RedactError(err, e.URI))
+		return nil
+	}
+	if (cs.Username != "" || cs.PasswordSet) && (e.Username != "" || e.CredentialsSecret != "") {
+		add(name+".uri", "contains credentials and %s.username or %s.credentialsSecret is set too: keep credentials in one place, outside the URI", name, name)
+	}
+	return cs
+}
+
+func validateRenames(add func(string, string, ...any), renames []Rename, checkpointDB string) {
+	seenFrom := map[string]bool{}
+	seenTo := map[string]string{}
+	for i, r := range renames {
+		f := fmt.Sprintf("namespaces.rename[%d]", i)
+		fromColl, toColl := strings.Contains(r.From, "."), strings.Contains(r.To, ".")
+		switch {
+		case r.From == "" || r.To == "":
+			add(f, "from and to are both required, for example {from: sales, to: sales_copy} or {from: sales.orders, to: archive.orders}")
+			continue
+		case fromColl != toColl:
+			add(f, "maps %q to %q: rename a database to a database or db.collection to db.collection", r.From, r.To)
+			continue
+		}
+		db, _, _ := strings.Cut(r.To, ".")
+		if slices.Contains(InternalDatabases, db) || db == checkpointDB {
+			add(f+".to", "%q is a reserved database: choose another target name", db)
+		}
+		if seenFrom[r.From] {
+			add(f+".from", "%q is renamed twice: keep one rule for it", r.From)
+		}
+		seenFrom[r.From] = true
+		if prev, ok := seenTo[r.To]; ok {
+			add(f+".to", "%q is the target of both %q and %q: two sources would be merged into one", r.To, prev, r.From)
+		}
+		seenTo[r.To] = r.From
+	}
+}
+
+func oneOf[T ~string](add func(string, string, ...any), field, got string, allowed ...T) {
+	for _, a := range allowed {
+		if string(a) == got {
+			return
+		}
+	}
+	names := make([]string, len(allowed))
+	for i, a := range allowed {
+		names[i] = string(a)
+	}
+	add(field, "must be one of %s, got %q", strings.Join(names, ", "), got)
+}
+
+func intRange(add func(string, string, ...any), field string, v, lo, hi int) {
+	if v < lo || v > hi {
+		add(field, "must be between %d and %d, got %d", lo, hi, v)
+	}
+}
+
+func sameHosts(a, b []string) bool {
+	norm := func(hs []string) []string {
+		out := make([]string, 0, len(hs))
+		for _, h := range hs {
+			host, port, err := net.SplitHostPort(h)
+			if err != nil {
+				host, port = h, "27017"
+			}
+			host = strings.ToLower(host)
+			if host == "localhost" || host == "::1" {
+				host = "127.0.0.1"
+			}
+			out = append(out, net.JoinHostPort(host, port))
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(norm(a), norm(b))
+}
+
+// unwrapRegexp drops the "error parsing regexp: " prefix the regexp
+// package puts on every message.
+func unwrapRegexp(err error) string {
+	return strings.TrimPrefix(err.Error(), "error parsing regexp: ")
+}

@@ -1,0 +1,77 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// codeNamespaceExists is returned by create for an existing collection.
+const codeNamespaceExists = 48
+
+// CreateCollection creates the target collection with the source's options.
+// An existing collection is left as it is. A view's viewOn is mapped
+// through the mapper so a renamed database keeps working views.
+func CreateCollection(ctx context.Context, target *mongo.Client, c Collection, m *Mapper) error {
+	cmd := bson.D{{Key: "create", Value: c.Target.Coll}}
+	if len(c.Options) > 0 {
+		elems, err := c.Options.Elements()
+		if err != nil {
+			return fmt.Errorf("options of %s: %w", c.Source, err)
+		}
+		for _, e := range elems {
+			switch e.Key() {
+			case "autoIndexId", "flags", "uuid":
+				// legacy or server-assigned; not accepted by create
+			case "viewOn":
+				on := m.Target(Namespace{DB: c.Source.DB, Coll: e.Value().StringValue()})
+				cmd = append(cmd, bson.E{Key: "viewOn", Value: on.Coll})
+			default:
+				cmd = append(cmd, bson.E{Key: e.Key(), Value: e.Value()})
+			}
+		}
+	}
+	err := target.Database(c.Target.DB).RunCommand(ctx, cmd).Err()
+	var ce mongo.CommandError
+	if errors.As(err, &ce) && ce.Code == codeNamespaceExists {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", c.Target, err)
+	}
+	return nil
+}
+
+// CreateIndexes builds the source's indexes on the target collection.
+// Server-specific fields (v, ns, background) are dropped from the specs.
+func CreateIndexes(ctx context.Context, target *mongo.Client, c Collection) error {
+	if len(c.Indexes) == 0 {
+		return nil
+	}
+	specs := make(bson.A, 0, len(c.Indexes))
+	for _, raw := range c.Indexes {
+		elems, err := raw.Elements()
+		if err != nil {
+			return fmt.Errorf("index of %s: %w", c.Source, err)
+		}
+		spec := bson.D{}
+		for _, e := range elems {
+			switch e.Key() {
+			case "v", "ns", "background":
+			default:
+				spec = append(spec, bson.E{Key: e.Key(), Value: e.Value()})
+			}
+		}
+		specs = append(specs, spec)
+	}
+	err := target.Database(c.Target.DB).RunCommand(ctx, bson.D{
+		{Key: "createIndexes", Value: c.Target.Coll}, {Key: "indexes", Value: specs},
+	}).Err()
+	if err != nil {
+		return fmt.Errorf("create indexes on %s: %w", c.Target, err)
+	}
+	return nil
+}

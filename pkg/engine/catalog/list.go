@@ -1,0 +1,106 @@
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// Collection is one source collection the task copies.
+type Collection struct {
+	// Source and Target name the collection on each side.
+	Source, Target Namespace
+	// Type is "collection", "view" or "timeseries".
+	Type string
+	// Options are the listCollections options (capped, collation,
+	// validator, clusteredIndex, timeseries, viewOn, pipeline, ...).
+	Options bson.Raw
+	// Indexes are the listIndexes specifications, _id index excluded.
+	Indexes []bson.Raw
+}
+
+// Copyable reports whether the collection holds documents to copy (views
+// are recreated, not copied).
+func (c Collection) Copyable() bool { return c.Type != "view" }
+
+// List returns the source collections the mapper selects, sorted by name,
+// with their options and indexes.
+func List(ctx context.Context, client *mongo.Client, m *Mapper) ([]Collection, error) {
+	dbs, err := client.ListDatabaseNames(ctx, bson.D{})
+	if err != nil {
+		return nil, fmt.Errorf("list databases: %w", err)
+	}
+	slices.Sort(dbs)
+	var out []Collection
+	for _, db := range dbs {
+		if !m.SelectedDB(db) {
+			continue
+		}
+		cur, err := client.Database(db).ListCollections(ctx, bson.D{})
+		if err != nil {
+			return nil, fmt.Errorf("list collections of %s: %w", db, err)
+		}
+		var specs []struct {
+			Name    string   `bson:"name"`
+			Type    string   `bson:"type"`
+			Options bson.Raw `bson:"options"`
+		}
+		if err := cur.All(ctx, &specs); err != nil {
+			return nil, fmt.Errorf("list collections of %s: %w", db, err)
+		}
+		for _, s := range specs {
+			ns := Namespace{DB: db, Coll: s.Name}
+			if !m.Selected(ns) {
+				continue
+			}
+			c := Collection{Source: ns, Target: m.Target(ns), Type: s.Type, Options: s.Options}
+			if c.Type == "" {
+				c.Type = "collection"
+			}
+			if c.Type != "view" {
+				if c.Indexes, err = listIndexes(ctx, client.Database(db).Collection(s.Name)); err != nil {
+					return nil, err
+				}
+			}
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b Collection) int {
+		if a.Source.DB != b.Source.DB {
+			return compareStrings(a.Source.DB, b.Source.DB)
+		}
+		return compareStrings(a.Source.Coll, b.Source.Coll)
+	})
+	return out, nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func listIndexes(ctx context.Context, coll *mongo.Collection) ([]bson.Raw, error) {
+	cur, err := coll.Indexes().List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list indexes of %s.%s: %w", coll.Database().Name(), coll.Name(), err)
+	}
+	var specs []bson.Raw
+	for cur.Next(ctx) {
+		if name, _ := cur.Current.Lookup("name").StringValueOK(); name == "_id_" {
+			continue
+		}
+		specs = append(specs, slices.Clone(cur.Current))
+	}
+	if err := cur.Err(); err != nil {
+		return nil, fmt.Errorf("list indexes of %s.%s: %w", coll.Database().Name(), coll.Name(), err)
+	}
+	return specs, nil
+}
