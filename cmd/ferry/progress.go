@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/mongoferry/mongoferry/pkg/engine"
+)
+
+// progressMode is how a long command shows progress.
+type progressMode string
+
+const (
+	progressAuto progressMode = "auto"
+	progressBar  progressMode = "bar"
+	progressLog  progressMode = "log"
+	progressNone progressMode = "none"
+)
+
+func (m progressMode) resolve(w io.Writer) progressMode {
+	if m != progressAuto {
+		return m
+	}
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		return progressBar
+	}
+	return progressLog
+}
+
+// showProgress draws a bar on a terminal (redrawn in place) or logs a line
+// every interval, until ctx ends. It returns a func that stops it and
+// waits for the last line.
+func showProgress(ctx context.Context, mode progressMode, w io.Writer, log *slog.Logger, interval time.Duration, status func() engine.Status) func() {
+	mode = mode.resolve(w)
+	if mode == progressNone {
+		return func() {}
+	}
+	tick := 250 * time.Millisecond
+	if mode == progressLog {
+		tick = interval
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				if mode == progressBar {
+					fmt.Fprintf(w, "\r%s\n", barLine(status()))
+				}
+				return
+			case <-t.C:
+				s := status()
+				if mode == progressBar {
+					fmt.Fprintf(w, "\r%s", barLine(s))
+				} else {
+					logProgress(log, s)
+				}
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+func barLine(s engine.Status) string {
+	const width = 30
+	c := s.Copy
+	var pct float64
+	label := string(s.Phase)
+	detail := ""
+	switch {
+	case s.Phase == engine.PhaseVerifying && s.Verify != nil && s.Verify.Running:
+		if s.Verify.Total > 0 {
+			pct = 100 * float64(s.Verify.Done) / float64(s.Verify.Total)
+		}
+		detail = fmt.Sprintf("verifying %s %s/%s", s.Verify.CurrentNS, human(s.Verify.Done), human(s.Verify.Total))
+	default:
+		pct = c.Percent
+		eta := "-"
+		if c.ETASeconds >= 0 && c.Percent < 100 {
+			eta = (time.Duration(c.ETASeconds) * time.Second).String()
+		}
+		detail = fmt.Sprintf("%s/%s docs  %s/s  %s docs/s  ETA %s  %s",
+			human(c.Documents), human(c.EstimatedDocuments), bytesHuman(int64(c.BytesPerSecond)), human(int64(c.DocsPerSecond)), eta, c.Stage)
+	}
+	filled := int(pct / 100 * width)
+	filled = max(0, min(width, filled))
+	bar := strings.Repeat("=", filled) + strings.Repeat(" ", width-filled)
+	if filled > 0 && filled < width {
+		bar = strings.Repeat("=", filled-1) + ">" + strings.Repeat(" ", width-filled)
+	}
+	line := fmt.Sprintf("%-9s [%s] %5.1f%%  %s", label, bar, pct, detail)
+	return fmt.Sprintf("%-120s", line)
+}
+
+func logProgress(log *slog.Logger, s engine.Status) {
+	c := s.Copy
+	switch {
+	case s.Phase == engine.PhaseVerifying && s.Verify != nil && s.Verify.Running:
+		log.Info("progress", "phase", s.Phase, "ns", s.Verify.CurrentNS, "done", s.Verify.Done, "total", s.Verify.Total)
+	default:
+		log.Info("progress", "phase", s.Phase, "stage", c.Stage, "percent", fmt.Sprintf("%.1f", c.Percent),
+			"documents", c.Documents, "estimated", c.EstimatedDocuments, "docsPerSecond", int64(c.DocsPerSecond),
+			"bytesPerSecond", int64(c.BytesPerSecond), "etaSeconds", int64(c.ETASeconds), "bufferedBytes", c.BufferedBytes)
+	}
+}
+
+// human writes 1234567 as 1.23M.
+func human(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.2fG", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.2fM", float64(n)/1e6)
+	case n >= 1e4:
+		return fmt.Sprintf("%.1fk", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}
+
+func bytesHuman(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2fGiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}

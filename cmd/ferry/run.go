@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/metrics"
+)
+
+type runFlags struct {
+	file             string
+	listen           string
+	progress         string
+	progressInterval time.Duration
+	logFormat        string
+	logLevel         string
+}
+
+func init() {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run -f task.yaml",
+		Short: "Run a sync task: copy, then verify",
+		Long: `run executes the task in a task file until it completes or fails.
+
+Progress is kept in the target's checkpoint database (mongoferry by default):
+run the same command again after a crash or Ctrl-C and it continues where it
+stopped, without copying finished ranges again.
+
+While it runs, --listen serves /metrics (Prometheus), /status (JSON) and
+/healthz. Exit codes: 0 done, 1 failed, 2 verification found differences.`,
+		Example: `  # copy everything from one deployment to another, then verify
+  ferry run -f task.yaml
+
+  # log lines instead of a progress bar, metrics on another port
+  ferry run -f task.yaml --progress log --listen 127.0.0.1:9999
+
+  # a minimal task.yaml
+  name: orders-move
+  mode: full
+  source: {uri: "mongodb://10.0.0.1:27017/", username: ferry, passwordEnv: SRC_PASSWORD}
+  target: {uri: "mongodb://10.0.0.2:27017/"}
+  namespaces: {include: ["shop\\..*"], rename: [{from: shop, to: shop_v2}]}`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runTask(cmd.Context(), f) },
+	}
+	cmd.Flags().StringVarP(&f.file, "file", "f", "", "task file (YAML)")
+	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:9750", "address for /metrics, /status and /healthz; empty to disable")
+	cmd.Flags().StringVar(&f.progress, "progress", "auto", "progress output: auto (bar on a terminal, log lines otherwise), bar, log or none")
+	cmd.Flags().DurationVar(&f.progressInterval, "progress-interval", 10*time.Second, "interval between progress log lines")
+	cmd.Flags().StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	_ = cmd.MarkFlagRequired("file")
+	commands = append(commands, cmd)
+}
+
+func newLogger(format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is not text or json", format)
+}
+
+// limitMemory sets the Go soft memory limit from cache.maxBytes (unless
+// GOMEMLIMIT is set), so the heap the garbage collector lets grow stays in
+// proportion to the configured buffer rather than to luck.
+func limitMemory(spec *config.Spec, log *slog.Logger) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	maxBytes, err := spec.Cache.MaxBytes.Bytes()
+	if err != nil {
+		return
+	}
+	limit := maxBytes + 64<<20
+	debug.SetMemoryLimit(limit)
+	log.Debug("memory limit", "bytes", limit)
+}
+
+func runTask(ctx context.Context, f runFlags) error {
+	log, err := newLogger(f.logFormat, f.logLevel)
+	if err != nil {
+		return err
+	}
+	mode := progressMode(f.progress)
+	switch mode {
+	case progressAuto, progressBar, progressLog, progressNone:
+	default:
+		return fmt.Errorf("--progress: %q is not one of auto, bar, log, none", f.progress)
+	}
+	task, err := config.Load(f.file)
+	if err != nil {
+		return err
+	}
+	limitMemory(&task.Spec, log)
+	latency := metrics.WriteLatency(task.Name)
+	insertLatency := latency.WithLabelValues("insert")
+	eng, err := engine.Open(ctx, task, engine.Options{Log: log,
+		ObserveWrite: func(d time.Duration) { insertLatency.Observe(d.Seconds()) }})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+
+	if f.listen != "" {
+		reg := metrics.NewRegistry(metrics.NewCollector(eng.Status), latency)
+		ln, err := net.Listen("tcp", f.listen)
+		if err != nil {
+			return fmt.Errorf("--listen %s: %w", f.listen, err)
+		}
+		srv := &http.Server{Handler: metrics.Handler(reg, eng.Status), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer func() { _ = srv.Close() }()
+		log.Info("serving /metrics and /status", "addr", ln.Addr().String())
+	}
+	log.Info("starting", "task", task.Name, "mode", task.Mode, "source", config.Redact(task.Source.URI), "target", config.Redact(task.Target.URI))
+	stop := showProgress(ctx, mode, os.Stderr, log, f.progressInterval, eng.Status)
+	err = eng.Run(ctx)
+	stop()
+	if rep := eng.VerifyReport(); rep != nil {
+		rep.WriteTable(os.Stdout)
+	}
+	s := eng.Status()
+	switch {
+	case errors.Is(err, engine.ErrVerificationFailed):
+		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
+		return exitError{code: 2}
+	case err != nil && ctx.Err() != nil:
+		log.Info("stopped; run the same command again to continue from the checkpoint", "task", task.Name)
+		return exitError{code: 130}
+	case err != nil:
+		return err
+	}
+	log.Info("done", "task", task.Name, "phase", s.Phase, "documents", s.Copy.Documents, "bytes", s.Copy.Bytes,
+		"seconds", fmt.Sprintf("%.1f", s.ElapsedSeconds))
+	return nil
+}

@@ -1,0 +1,5 @@
+// Package checkpoint keeps a task's progress in the target's checkpoint
+// database (mongoferry by default) so that a restarted worker continues
+// where it stopped: Store holds the task record, the full-copy plan of each
+// namespace (its _id ranges) and the state of every range.
+package checkpoint

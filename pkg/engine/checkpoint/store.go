@@ -1,0 +1,219 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// Collections in the checkpoint database.
+const (
+	TasksCollection  = "tasks"
+	PlansCollection  = "copy_plans"
+	RangesCollection = "copy_ranges"
+)
+
+// Range states.
+const (
+	RangePending = "pending"
+	RangeStarted = "started"
+	RangeDone    = "done"
+)
+
+// TaskRecord is a task's top-level progress.
+type TaskRecord struct {
+	ID        string    `bson:"_id"`
+	Phase     string    `bson:"phase"`
+	CopyDone  bool      `bson:"copyDone"`
+	StartedAt time.Time `bson:"startedAt"`
+	UpdatedAt time.Time `bson:"updatedAt"`
+	// Runs counts starts of the task, 1 on the first.
+	Runs int `bson:"runs"`
+}
+
+// Plan is one namespace's full-copy plan, written once the target
+// collection is prepared and its ranges are saved.
+type Plan struct {
+	ID        string `bson:"_id"`
+	Task      string `bson:"task"`
+	NS        string `bson:"ns"`
+	Ranges    int    `bson:"ranges"`
+	Estimated int64  `bson:"estimated"`
+	// IndexesBuilt is set once the target's indexes exist.
+	IndexesBuilt bool `bson:"indexesBuilt"`
+}
+
+// Range is one _id range of a namespace and how far its copy got.
+type Range struct {
+	ID    string `bson:"_id"`
+	Task  string `bson:"task"`
+	NS    string `bson:"ns"`
+	Index int    `bson:"index"`
+	// Filter is the find filter as raw BSON bytes: stored as binary,
+	// because servers refuse stored field names such as $gte.
+	Filter []byte `bson:"filter"`
+	// Describe says in words what the range covers, for logs.
+	Describe string `bson:"describe"`
+	State    string `bson:"state"`
+	Attempts int    `bson:"attempts"`
+	Docs     int64  `bson:"docs"`
+	Bytes    int64  `bson:"bytes"`
+}
+
+// Store reads and writes one task's progress.
+type Store struct {
+	db   *mongo.Database
+	task string
+}
+
+// NewStore returns the store of task in database db on the target.
+func NewStore(target *mongo.Client, db, task string) *Store {
+	return &Store{db: target.Database(db), task: task}
+}
+
+// Start loads the task record, creating it on the first run, and counts
+// this run.
+func (s *Store) Start(ctx context.Context) (TaskRecord, error) {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	var rec TaskRecord
+	err := s.db.Collection(TasksCollection).FindOneAndUpdate(ctx,
+		bson.D{{Key: "_id", Value: s.task}},
+		bson.D{
+			{Key: "$setOnInsert", Value: bson.D{{Key: "startedAt", Value: now}, {Key: "phase", Value: "Pending"}, {Key: "copyDone", Value: false}}},
+			{Key: "$set", Value: bson.D{{Key: "updatedAt", Value: now}}},
+			{Key: "$inc", Value: bson.D{{Key: "runs", Value: 1}}},
+		},
+		options.FindOneAndUpdate().SetUpsert(true).SetReturnDocument(options.After),
+	).Decode(&rec)
+	if err != nil {
+		return rec, fmt.Errorf("checkpoint: load task %s: %w", s.task, err)
+	}
+	return rec, nil
+}
+
+// SetPhase records the task's phase; copyDone is set once and never unset.
+func (s *Store) SetPhase(ctx context.Context, phase string, copyDone bool) error {
+	set := bson.D{{Key: "phase", Value: phase}, {Key: "updatedAt", Value: time.Now().UTC()}}
+	if copyDone {
+		set = append(set, bson.E{Key: "copyDone", Value: true})
+	}
+	_, err := s.db.Collection(TasksCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: s.task}}, bson.D{{Key: "$set", Value: set}})
+	if err != nil {
+		return fmt.Errorf("checkpoint: set phase: %w", err)
+	}
+	return nil
+}
+
+// Plans returns the saved plans by namespace.
+func (s *Store) Plans(ctx context.Context) (map[string]Plan, error) {
+	cur, err := s.db.Collection(PlansCollection).Find(ctx, bson.D{{Key: "task", Value: s.task}})
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read plans: %w", err)
+	}
+	var plans []Plan
+	if err := cur.All(ctx, &plans); err != nil {
+		return nil, fmt.Errorf("checkpoint: read plans: %w", err)
+	}
+	out := make(map[string]Plan, len(plans))
+	for _, p := range plans {
+		out[p.NS] = p
+	}
+	return out, nil
+}
+
+// SavePlan stores a namespace's ranges, then its plan. Leftover ranges of
+// an earlier, unfinished planning of the namespace are replaced: nothing
+// of a namespace is copied before its plan is saved.
+func (s *Store) SavePlan(ctx context.Context, p Plan, ranges []Range) error {
+	p.ID, p.Task = s.task+"/"+p.NS, s.task
+	if _, err := s.db.Collection(RangesCollection).DeleteMany(ctx, bson.D{{Key: "task", Value: s.task}, {Key: "ns", Value: p.NS}}); err != nil {
+		return fmt.Errorf("checkpoint: clear ranges of %s: %w", p.NS, err)
+	}
+	docs := make([]any, len(ranges))
+	for i := range ranges {
+		r := ranges[i]
+		r.ID = fmt.Sprintf("%s/%s/%06d", s.task, p.NS, r.Index)
+		r.Task, r.NS, r.State = s.task, p.NS, RangePending
+		docs[i] = r
+	}
+	if len(docs) > 0 {
+		if _, err := s.db.Collection(RangesCollection).InsertMany(ctx, docs); err != nil {
+			return fmt.Errorf("checkpoint: save ranges of %s: %w", p.NS, err)
+		}
+	}
+	if _, err := s.db.Collection(PlansCollection).ReplaceOne(ctx, bson.D{{Key: "_id", Value: p.ID}}, p, options.Replace().SetUpsert(true)); err != nil {
+		return fmt.Errorf("checkpoint: save plan of %s: %w", p.NS, err)
+	}
+	return nil
+}
+
+// MarkIndexesBuilt records that a namespace's indexes exist on the target.
+func (s *Store) MarkIndexesBuilt(ctx context.Context, ns string) error {
+	_, err := s.db.Collection(PlansCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: s.task + "/" + ns}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "indexesBuilt", Value: true}}}})
+	if err != nil {
+		return fmt.Errorf("checkpoint: mark indexes of %s: %w", ns, err)
+	}
+	return nil
+}
+
+// Ranges returns every range of the task, ordered by namespace and index.
+func (s *Store) Ranges(ctx context.Context) ([]Range, error) {
+	cur, err := s.db.Collection(RangesCollection).Find(ctx, bson.D{{Key: "task", Value: s.task}},
+		options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read ranges: %w", err)
+	}
+	var out []Range
+	if err := cur.All(ctx, &out); err != nil {
+		return nil, fmt.Errorf("checkpoint: read ranges: %w", err)
+	}
+	return out, nil
+}
+
+// MarkStarted records that a range's copy began (again).
+func (s *Store) MarkStarted(ctx context.Context, id string) error {
+	return s.updateRange(ctx, id, bson.D{
+		{Key: "$set", Value: bson.D{{Key: "state", Value: RangeStarted}}},
+		{Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}},
+	})
+}
+
+// MarkDone records that every document of a range is on the target.
+func (s *Store) MarkDone(ctx context.Context, id string, docs, bytes int64) error {
+	return s.updateRange(ctx, id, bson.D{{Key: "$set", Value: bson.D{
+		{Key: "state", Value: RangeDone}, {Key: "docs", Value: docs}, {Key: "bytes", Value: bytes},
+	}}})
+}
+
+func (s *Store) updateRange(ctx context.Context, id string, update bson.D) error {
+	r, err := s.db.Collection(RangesCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, update)
+	if err != nil {
+		return fmt.Errorf("checkpoint: update range %s: %w", id, err)
+	}
+	if r.MatchedCount == 0 {
+		return fmt.Errorf("checkpoint: range %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// ErrNotFound means a progress record is missing.
+var ErrNotFound = errors.New("progress record not found")
+
+// Drop removes everything the task keeps.
+func (s *Store) Drop(ctx context.Context) error {
+	for _, c := range []string{RangesCollection, PlansCollection} {
+		if _, err := s.db.Collection(c).DeleteMany(ctx, bson.D{{Key: "task", Value: s.task}}); err != nil {
+			return fmt.Errorf("checkpoint: drop %s: %w", c, err)
+		}
+	}
+	if _, err := s.db.Collection(TasksCollection).DeleteOne(ctx, bson.D{{Key: "_id", Value: s.task}}); err != nil {
+		return fmt.Errorf("checkpoint: drop task: %w", err)
+	}
+	return nil
+}

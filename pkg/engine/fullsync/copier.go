@@ -1,0 +1,508 @@
+// Package fullsync copies every selected collection once: Copier prepares
+// the target collections, plans _id ranges, runs parallel readers and
+// writers through the byte-bounded pipeline, records each finished range
+// so a restart skips it, and builds indexes; Status reports its progress.
+package fullsync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/pipeline"
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
+)
+
+// ErrTargetNotEmpty is returned before anything is written when
+// onConflict is fail and a target collection already holds documents.
+var ErrTargetNotEmpty = errors.New("target collection is not empty")
+
+// Options are a Copier's parts.
+type Options struct {
+	Task           string
+	Spec           *config.Spec
+	Source, Target *mongo.Client
+	Store          *checkpoint.Store
+	Log            *slog.Logger
+	// ObserveWrite, when set, is told the duration of every write batch.
+	ObserveWrite func(time.Duration)
+	// Hook, when set, is called after each batch is written (tests use it
+	// to stop a copy midway).
+	Hook func(docs int64)
+}
+
+// Copier runs a full copy.
+type Copier struct {
+	opts     Options
+	log      *slog.Logger
+	mapper   *catalog.Mapper
+	budget   *pipeline.Budget
+	progress *progress
+	writer   *sink.Writer
+	limiter  *rate.Limiter
+	// batchBytes caps one batch; cursor buffers and writer buffers hold
+	// about this much each, outside the queue budget.
+	batchBytes int64
+}
+
+// New builds a Copier. The byte budget is cache.maxBytes less one batch per
+// reader (its cursor buffer) and one per writer (its encoded request), so
+// documents held anywhere in the copy stay within cache.maxBytes.
+func New(o Options) (*Copier, error) {
+	mapper, err := catalog.NewMapper(o.Spec.Namespaces, o.Spec.Checkpoint.Database)
+	if err != nil {
+		return nil, err
+	}
+	maxBytes, err := o.Spec.Cache.MaxBytes.Bytes()
+	if err != nil {
+		return nil, fmt.Errorf("cache.maxBytes: %w", err)
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	workers := int64(o.Spec.Threads.Readers + o.Spec.Threads.Writers)
+	batchBytes := min(max(maxBytes/(2*workers), 256<<10), 16<<20)
+	c := &Copier{
+		opts:       o,
+		log:        log.With("task", o.Task),
+		mapper:     mapper,
+		budget:     pipeline.NewBudget(maxBytes - workers*batchBytes),
+		progress:   newProgress(),
+		writer:     &sink.Writer{MaxRetries: 8, Log: log},
+		batchBytes: batchBytes,
+	}
+	if o.Spec.RateLimit > 0 {
+		c.limiter = rate.NewLimiter(rate.Limit(o.Spec.RateLimit), int(max(o.Spec.RateLimit, int64(o.Spec.Cache.BatchSize))))
+	}
+	return c, nil
+}
+
+// Status returns a snapshot of the copy's progress.
+func (c *Copier) Status() Status {
+	s := c.progress.snapshot()
+	s.BufferedBytes = c.budget.InUse()
+	s.PeakBufferedBytes = c.budget.Peak()
+	s.MaxBytes = c.budget.Limit()
+	return s
+}
+
+// Run copies everything the task selects. It is safe to call again after a
+// crash: finished ranges are skipped, unfinished ones are copied again and
+// documents an earlier attempt wrote are overwritten.
+func (c *Copier) Run(ctx context.Context) error {
+	spec := c.opts.Spec
+	colls, err := catalog.List(ctx, c.opts.Source, c.mapper)
+	if err != nil {
+		return err
+	}
+	plans, err := c.opts.Store.Plans(ctx)
+	if err != nil {
+		return err
+	}
+	var fresh []catalog.Collection
+	for _, coll := range colls {
+		if _, ok := plans[coll.Source.String()]; !ok {
+			fresh = append(fresh, coll)
+		}
+	}
+	if spec.FullSync.OnConflict == config.ConflictFail && !spec.FullSync.DropTarget {
+		if err := c.checkEmpty(ctx, fresh); err != nil {
+			return err
+		}
+	}
+	c.progress.start()
+	// Views last: their source collections exist by then.
+	slices.SortStableFunc(fresh, func(a, b catalog.Collection) int {
+		return boolRank(!a.Copyable()) - boolRank(!b.Copyable())
+	})
+	for _, coll := range fresh {
+		if err := c.prepare(ctx, coll); err != nil {
+			return err
+		}
+	}
+	if plans, err = c.opts.Store.Plans(ctx); err != nil {
+		return err
+	}
+	ranges, err := c.opts.Store.Ranges(ctx)
+	if err != nil {
+		return err
+	}
+	byNS := map[string]catalog.Collection{}
+	for _, coll := range colls {
+		byNS[coll.Source.String()] = coll
+	}
+	var todo []checkpoint.Range
+	for _, p := range plans {
+		if _, ok := byNS[p.NS]; ok {
+			c.progress.addNamespace(p.NS, byNS[p.NS].Target.String(), p.Estimated, p.Ranges)
+		}
+	}
+	for _, r := range ranges {
+		if _, ok := byNS[r.NS]; !ok {
+			continue
+		}
+		if r.State == checkpoint.RangeDone {
+			c.progress.rangeDone(r.NS, r.Docs, r.Bytes, true)
+			continue
+		}
+		todo = append(todo, r)
+	}
+	c.log.Info("full copy", "namespaces", len(plans), "ranges", len(ranges), "rangesToCopy", len(todo))
+	if err := c.copyRanges(ctx, todo, byNS); err != nil {
+		return err
+	}
+	if spec.FullSync.CopyIndexesEnabled() && spec.FullSync.IndexBuild == config.IndexesAfter {
+		c.progress.setStage("building indexes")
+		for _, coll := range colls {
+			p := plans[coll.Source.String()]
+			if p.IndexesBuilt || !coll.Copyable() {
+				continue
+			}
+			if err := catalog.CreateIndexes(ctx, c.opts.Target, coll); err != nil {
+				return err
+			}
+			if err := c.opts.Store.MarkIndexesBuilt(ctx, coll.Source.String()); err != nil {
+				return err
+			}
+		}
+	}
+	c.progress.setStage("done")
+	return nil
+}
+
+func boolRank(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// checkEmpty fails, naming every non-empty target collection, before
+// anything is written.
+func (c *Copier) checkEmpty(ctx context.Context, colls []catalog.Collection) error {
+	var busy []string
+	for _, coll := range colls {
+		if !coll.Copyable() {
+			continue
+		}
+		err := c.opts.Target.Database(coll.Target.DB).Collection(coll.Target.Coll).
+			FindOne(ctx, bson.D{}, options.FindOne().SetProjection(bson.D{{Key: "_id", Value: 1}})).Err()
+		switch {
+		case errors.Is(err, mongo.ErrNoDocuments):
+		case err != nil:
+			return fmt.Errorf("check target %s: %w", coll.Target, err)
+		default:
+			busy = append(busy, coll.Target.String())
+		}
+	}
+	if len(busy) > 0 {
+		return fmt.Errorf("%w: %s; fullSync.onConflict is fail, so nothing was written: empty these collections, set fullSync.dropTarget: true, or set fullSync.onConflict to overwrite or skip",
+			ErrTargetNotEmpty, strings.Join(busy, ", "))
+	}
+	return nil
+}
+
+// prepare creates one target collection and saves its range plan.
+func (c *Copier) prepare(ctx context.Context, coll catalog.Collection) error {
+	spec := c.opts.Spec
+	tgt := c.opts.Target.Database(coll.Target.DB).Collection(coll.Target.Coll)
+	if spec.FullSync.DropTarget {
+		if err := tgt.Drop(ctx); err != nil {
+			return fmt.Errorf("drop target %s: %w", coll.Target, err)
+		}
+	}
+	if err := catalog.CreateCollection(ctx, c.opts.Target, coll, c.mapper); err != nil {
+		return err
+	}
+	plan := checkpoint.Plan{NS: coll.Source.String()}
+	if spec.FullSync.CopyIndexesEnabled() && spec.FullSync.IndexBuild == config.IndexesBefore && coll.Copyable() {
+		if err := catalog.CreateIndexes(ctx, c.opts.Target, coll); err != nil {
+			return err
+		}
+		plan.IndexesBuilt = true
+	}
+	var ranges []checkpoint.Range
+	if coll.Copyable() {
+		c.progress.setStage("planning " + coll.Source.String())
+		split := source.Splitter{RangeDocuments: spec.FullSync.RangeDocuments}
+		rs, estimated, err := split.Split(ctx, c.opts.Source.Database(coll.Source.DB).Collection(coll.Source.Coll))
+		if err != nil {
+			return err
+		}
+		plan.Estimated = estimated
+		for i, r := range rs {
+			ranges = append(ranges, checkpoint.Range{Index: i, Filter: r.Filter, Describe: r.Describe})
+		}
+	}
+	plan.Ranges = len(ranges)
+	c.log.Info("planned", "ns", plan.NS, "target", coll.Target.String(), "ranges", plan.Ranges, "estimatedDocuments", plan.Estimated)
+	return c.opts.Store.SavePlan(ctx, plan, ranges)
+}
+
+// copyRanges runs readers and writers over the ranges still to copy.
+func (c *Copier) copyRanges(ctx context.Context, todo []checkpoint.Range, byNS map[string]catalog.Collection) error {
+	if len(todo) == 0 {
+		return nil
+	}
+	spec := c.opts.Spec
+	c.progress.setStage("copying")
+	queues := pipeline.NewQueues(spec.Cache.BucketNum, spec.Cache.BucketSize)
+	tracker := newTracker()
+	g, ctx := errgroup.WithContext(ctx)
+
+	work := make(chan checkpoint.Range)
+	g.Go(func() error {
+		defer close(work)
+		for _, r := range todo {
+			select {
+			case work <- r:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	})
+	var readers sync.WaitGroup
+	for i := 0; i < spec.Threads.Readers; i++ {
+		readers.Add(1)
+		g.Go(func() error {
+			defer readers.Done()
+			for r := range work {
+				if err := c.readRange(ctx, r, byNS[r.NS], queues, tracker, i); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	g.Go(func() error {
+		readers.Wait()
+		queues.Close()
+		return nil
+	})
+	for i := 0; i < spec.Threads.Writers; i++ {
+		g.Go(func() error { return c.writeBatches(ctx, queues, tracker, byNS) })
+	}
+	err := g.Wait()
+	// Give back what was charged for batches nobody will write.
+	for _, b := range tracker.drainUnwritten() {
+		c.budget.Release(b)
+	}
+	return err
+}
+
+// readRange reads one range into batches.
+func (c *Copier) readRange(ctx context.Context, r checkpoint.Range, coll catalog.Collection, queues *pipeline.Queues, tracker *tracker, reader int) error {
+	// A range that was started before may be partly on the target already.
+	own := r.State == checkpoint.RangeStarted
+	if err := c.opts.Store.MarkStarted(ctx, r.ID); err != nil {
+		return err
+	}
+	tracker.begin(r, own)
+	src := c.opts.Source.Database(coll.Source.DB).Collection(coll.Source.Coll)
+	batchDocs := c.opts.Spec.Cache.BatchSize
+	if avg := c.avgObjSize(ctx, src); avg > 0 {
+		batchDocs = int(min(int64(batchDocs), max(c.batchBytes/avg, 1)))
+	}
+	cur, err := src.Find(ctx, r.Filter, options.Find().SetBatchSize(int32(batchDocs)))
+	if err != nil {
+		return fmt.Errorf("read %s range %d: %w", r.NS, r.Index, err)
+	}
+	defer func() { _ = cur.Close(context.Background()) }()
+	bucket := reader
+	batch := &pipeline.Batch{Key: r.ID}
+	flush := func() error {
+		if len(batch.Docs) == 0 {
+			return nil
+		}
+		tracker.pushed(r.ID, batch.Bytes)
+		if err := queues.Push(ctx, bucket, batch); err != nil {
+			return err
+		}
+		bucket++
+		batch = &pipeline.Batch{Key: r.ID}
+		return nil
+	}
+	for cur.Next(ctx) {
+		doc := bson.Raw(slices.Clone(cur.Current))
+		n := int64(len(doc))
+		if batch.Bytes+n > c.batchBytes && len(batch.Docs) > 0 {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if err := c.budget.Acquire(ctx, n); err != nil {
+			return err
+		}
+		if c.limiter != nil {
+			if err := c.limiter.Wait(ctx); err != nil {
+				c.budget.Release(n)
+				return err
+			}
+		}
+		batch.Append(doc)
+		if len(batch.Docs) >= batchDocs {
+			if err := flush(); err != nil {
+				c.budget.Release(batch.Bytes)
+				return err
+			}
+		}
+	}
+	if err := cur.Err(); err != nil {
+		c.budget.Release(batch.Bytes)
+		return fmt.Errorf("read %s range %d: %w", r.NS, r.Index, err)
+	}
+	if err := flush(); err != nil {
+		c.budget.Release(batch.Bytes)
+		return err
+	}
+	if done, docs, bytes := tracker.readerFinished(r.ID); done {
+		return c.finishRange(ctx, r, docs, bytes)
+	}
+	return nil
+}
+
+func (c *Copier) avgObjSize(ctx context.Context, coll *mongo.Collection) int64 {
+	var stats struct {
+		AvgObjSize float64 `bson:"avgObjSize"`
+	}
+	if err := coll.Database().RunCommand(ctx, bson.D{{Key: "collStats", Value: coll.Name()}}).Decode(&stats); err != nil {
+		return 0
+	}
+	return int64(stats.AvgObjSize)
+}
+
+// writeBatches writes batches until the queues are drained.
+func (c *Copier) writeBatches(ctx context.Context, queues *pipeline.Queues, tracker *tracker, byNS map[string]catalog.Collection) error {
+	for {
+		b, err := queues.Pop(ctx, nil)
+		if err != nil || b == nil {
+			return err
+		}
+		r, own := tracker.rangeOf(b.Key)
+		coll := byNS[r.NS]
+		tgt := c.opts.Target.Database(coll.Target.DB).Collection(coll.Target.Coll)
+		started := time.Now()
+		res, err := c.writer.Insert(ctx, tgt, b.Docs, c.opts.Spec.FullSync.OnConflict, own)
+		if c.opts.ObserveWrite != nil {
+			c.opts.ObserveWrite(time.Since(started))
+		}
+		c.budget.Release(b.Bytes)
+		tracker.written(b.Key, b.Bytes)
+		if err != nil {
+			return fmt.Errorf("copy %s: %w", r.NS, err)
+		}
+		c.progress.batchWritten(r.NS, int64(len(b.Docs)), b.Bytes, res)
+		if c.opts.Hook != nil {
+			c.opts.Hook(int64(len(b.Docs)))
+		}
+		if done, docs, bytes := tracker.batchDone(b.Key, int64(len(b.Docs)), b.Bytes); done {
+			if err := c.finishRange(ctx, r, docs, bytes); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (c *Copier) finishRange(ctx context.Context, r checkpoint.Range, docs, bytes int64) error {
+	if err := c.opts.Store.MarkDone(ctx, r.ID, docs, bytes); err != nil {
+		return err
+	}
+	c.progress.rangeDone(r.NS, docs, bytes, false)
+	return nil
+}
+
+// tracker knows which batches of each range are still unwritten, to tell
+// when a range is finished.
+type tracker struct {
+	mu     sync.Mutex
+	ranges map[string]*rangeState
+}
+
+type rangeState struct {
+	r            checkpoint.Range
+	own          bool
+	pending      int
+	readDone     bool
+	docs, bytes  int64
+	pendingBytes int64
+}
+
+func newTracker() *tracker { return &tracker{ranges: map[string]*rangeState{}} }
+
+func (t *tracker) begin(r checkpoint.Range, own bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ranges[r.ID] = &rangeState{r: r, own: own}
+}
+
+func (t *tracker) rangeOf(id string) (checkpoint.Range, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.ranges[id]
+	return s.r, s.own
+}
+
+func (t *tracker) pushed(id string, bytes int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.ranges[id]
+	s.pending++
+	s.pendingBytes += bytes
+}
+
+// written un-charges a batch whether or not its write succeeded.
+func (t *tracker) written(id string, bytes int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.ranges[id].pendingBytes -= bytes
+}
+
+func (t *tracker) batchDone(id string, docs, bytes int64) (bool, int64, int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.ranges[id]
+	s.pending--
+	s.docs += docs
+	s.bytes += bytes
+	return s.readDone && s.pending == 0, s.docs, s.bytes
+}
+
+func (t *tracker) readerFinished(id string) (bool, int64, int64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.ranges[id]
+	s.readDone = true
+	return s.pending == 0, s.docs, s.bytes
+}
+
+// drainUnwritten returns the bytes of batches pushed but never written
+// (the copy stopped), and forgets them.
+func (t *tracker) drainUnwritten() []int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []int64
+	for _, s := range t.ranges {
+		if s.pendingBytes > 0 {
+			out = append(out, s.pendingBytes)
+			s.pendingBytes = 0
+		}
+	}
+	return out
+}

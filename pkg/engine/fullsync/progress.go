@@ -1,0 +1,176 @@
+package fullsync
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
+)
+
+// Status is a snapshot of a full copy's progress.
+type Status struct {
+	// Stage is what the copy is doing: planning <ns>, copying, building
+	// indexes, done.
+	Stage      string            `json:"stage"`
+	Namespaces []NamespaceStatus `json:"namespaces"`
+	// EstimatedDocuments is the source's document count when planned.
+	EstimatedDocuments int64 `json:"estimatedDocuments"`
+	// Documents and Bytes are on the target, this run and earlier ones.
+	Documents int64 `json:"documents"`
+	Bytes     int64 `json:"bytes"`
+	// CopiedThisRun excludes ranges finished by earlier runs.
+	CopiedThisRun  int64   `json:"copiedThisRun"`
+	Percent        float64 `json:"percent"`
+	DocsPerSecond  float64 `json:"docsPerSecond"`
+	BytesPerSecond float64 `json:"bytesPerSecond"`
+	// ETASeconds is the estimated time left, -1 when unknown.
+	ETASeconds        float64   `json:"etaSeconds"`
+	Ranges            int       `json:"ranges"`
+	RangesDone        int       `json:"rangesDone"`
+	Overwritten       int64     `json:"overwritten"`
+	Skipped           int64     `json:"skipped"`
+	Retries           int64     `json:"retries"`
+	BufferedBytes     int64     `json:"bufferedBytes"`
+	PeakBufferedBytes int64     `json:"peakBufferedBytes"`
+	MaxBytes          int64     `json:"maxBytes"`
+	StartedAt         time.Time `json:"startedAt"`
+	ElapsedSeconds    float64   `json:"elapsedSeconds"`
+}
+
+// NamespaceStatus is one namespace's copy progress.
+type NamespaceStatus struct {
+	NS                 string  `json:"ns"`
+	Target             string  `json:"target"`
+	EstimatedDocuments int64   `json:"estimatedDocuments"`
+	Documents          int64   `json:"documents"`
+	Bytes              int64   `json:"bytes"`
+	Percent            float64 `json:"percent"`
+	Ranges             int     `json:"ranges"`
+	RangesDone         int     `json:"rangesDone"`
+	Done               bool    `json:"done"`
+}
+
+type progress struct {
+	mu       sync.Mutex
+	stage    string
+	started  time.Time
+	ns       map[string]*nsProgress
+	thisRun  int64
+	bytesRun int64
+	over     int64
+	skipped  int64
+	retries  int64
+}
+
+type nsProgress struct {
+	target                 string
+	estimated, docs, bytes int64
+	// inFlightDocs counts documents of unfinished ranges already written.
+	inFlightDocs, inFlightBytes int64
+	ranges, rangesDone          int
+}
+
+func newProgress() *progress { return &progress{ns: map[string]*nsProgress{}, stage: "starting"} }
+
+func (p *progress) start() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.started = time.Now()
+}
+
+func (p *progress) setStage(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stage = s
+}
+
+func (p *progress) addNamespace(ns, target string, estimated int64, ranges int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ns[ns] = &nsProgress{target: target, estimated: estimated, ranges: ranges}
+}
+
+func (p *progress) batchWritten(ns string, docs, bytes int64, res sink.Result) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.ns[ns]
+	n.inFlightDocs += docs
+	n.inFlightBytes += bytes
+	p.thisRun += docs
+	p.bytesRun += bytes
+	p.over += res.Overwritten
+	p.skipped += res.Skipped
+	p.retries += int64(res.Retries)
+}
+
+// rangeDone moves a finished range's documents from in flight to done;
+// earlier=true for ranges finished by an earlier run.
+func (p *progress) rangeDone(ns string, docs, bytes int64, earlier bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := p.ns[ns]
+	if n == nil {
+		return
+	}
+	n.rangesDone++
+	n.docs += docs
+	n.bytes += bytes
+	if !earlier {
+		n.inFlightDocs -= docs
+		n.inFlightBytes -= bytes
+	}
+}
+
+func (p *progress) snapshot() Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := Status{Stage: p.stage, StartedAt: p.started, ETASeconds: -1,
+		CopiedThisRun: p.thisRun, Overwritten: p.over, Skipped: p.skipped, Retries: p.retries}
+	if !p.started.IsZero() {
+		s.ElapsedSeconds = time.Since(p.started).Seconds()
+	}
+	for name, n := range p.ns {
+		docs, bytes := n.docs+n.inFlightDocs, n.bytes+n.inFlightBytes
+		ns := NamespaceStatus{NS: name, Target: n.target, EstimatedDocuments: n.estimated,
+			Documents: docs, Bytes: bytes, Ranges: n.ranges, RangesDone: n.rangesDone,
+			Done: n.rangesDone == n.ranges}
+		ns.Percent = percent(docs, n.estimated, ns.Done)
+		s.Namespaces = append(s.Namespaces, ns)
+		s.EstimatedDocuments += n.estimated
+		s.Documents += docs
+		s.Bytes += bytes
+		s.Ranges += n.ranges
+		s.RangesDone += n.rangesDone
+	}
+	slices.SortFunc(s.Namespaces, func(a, b NamespaceStatus) int {
+		switch {
+		case a.NS < b.NS:
+			return -1
+		case a.NS > b.NS:
+			return 1
+		}
+		return 0
+	})
+	s.Percent = percent(s.Documents, s.EstimatedDocuments, s.Ranges > 0 && s.RangesDone == s.Ranges)
+	if s.ElapsedSeconds > 0 {
+		s.DocsPerSecond = float64(p.thisRun) / s.ElapsedSeconds
+		s.BytesPerSecond = float64(p.bytesRun) / s.ElapsedSeconds
+		if left := s.EstimatedDocuments - s.Documents; s.DocsPerSecond > 0 && left >= 0 {
+			s.ETASeconds = float64(left) / s.DocsPerSecond
+		}
+	}
+	return s
+}
+
+// percent is done/total capped below 100 until the work is really done:
+// estimates drift while the source changes.
+func percent(done, total int64, finished bool) float64 {
+	if finished {
+		return 100
+	}
+	if total <= 0 {
+		return 0
+	}
+	return min(100*float64(done)/float64(total), 99.9)
+}

@@ -1,0 +1,80 @@
+package sink
+
+import (
+	"errors"
+	"slices"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// Class is what the engine does about an error.
+type Class int
+
+// Error classes.
+const (
+	// Fatal errors stop the task.
+	Fatal Class = iota
+	// Retryable errors (network, elections, shutdown) are retried with
+	// backoff.
+	Retryable
+	// Conflict errors (duplicate key) are resolved by the conflict policy,
+	// and tolerated where a copy and a replay overlap.
+	Conflict
+)
+
+func (c Class) String() string {
+	switch c {
+	case Retryable:
+		return "retryable"
+	case Conflict:
+		return "conflict"
+	}
+	return "fatal"
+}
+
+// ErrConflict is returned when onConflict is fail and a document already
+// exists on the target.
+var ErrConflict = errors.New("document already exists on the target")
+
+// CodeDuplicateKey is the server's duplicate key error code.
+const CodeDuplicateKey = 11000
+
+// retryableCodes are server errors that go away on their own: elections,
+// shutdowns, network and lock timeouts.
+var retryableCodes = []int{6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436, 112, 117, 251}
+
+// Classify sorts an error.
+func Classify(err error) Class {
+	if err == nil {
+		return Fatal
+	}
+	if mongo.IsDuplicateKeyError(err) && !mixedWriteErrors(err) {
+		return Conflict
+	}
+	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
+		return Retryable
+	}
+	var le interface{ HasErrorLabel(string) bool }
+	if errors.As(err, &le) && (le.HasErrorLabel("RetryableWriteError") || le.HasErrorLabel("TransientTransactionError")) {
+		return Retryable
+	}
+	var se mongo.ServerError
+	if errors.As(err, &se) {
+		for _, c := range retryableCodes {
+			if se.HasErrorCode(c) {
+				return Retryable
+			}
+		}
+	}
+	return Fatal
+}
+
+// mixedWriteErrors reports whether a bulk error holds other errors besides
+// duplicate keys.
+func mixedWriteErrors(err error) bool {
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) {
+		return false
+	}
+	return slices.ContainsFunc(bwe.WriteErrors, func(we mongo.BulkWriteError) bool { return we.Code != CodeDuplicateKey })
+}

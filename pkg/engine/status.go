@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
+)
+
+// Status is a value snapshot of a task, served as /status and read by the
+// metrics collector and the progress display.
+type Status struct {
+	Task  string `json:"task"`
+	Mode  string `json:"mode"`
+	Phase Phase  `json:"phase"`
+	// Error is the failure that stopped the task, without credentials.
+	Error string          `json:"error,omitempty"`
+	Copy  fullsync.Status `json:"copy"`
+	// Verify is the last verification's outcome, when one ran.
+	Verify         *VerifyStatus `json:"verify,omitempty"`
+	StartedAt      time.Time     `json:"startedAt"`
+	ElapsedSeconds float64       `json:"elapsedSeconds"`
+}
+
+// VerifyStatus summarises a verification.
+type VerifyStatus struct {
+	Mode string `json:"mode"`
+	// Running is true while verification is in progress.
+	Running bool `json:"running"`
+	// CurrentNS, Done and Total show progress through the namespace being
+	// compared.
+	CurrentNS string `json:"currentNamespace,omitempty"`
+	Done      int64  `json:"done,omitempty"`
+	Total     int64  `json:"total,omitempty"`
+	OK        bool   `json:"ok"`
+	// Differing lists namespaces whose target differs from the source.
+	Differing []string `json:"differing,omitempty"`
+}
+
+// Status returns a snapshot; it is cheap and safe to call at any time.
+func (e *Engine) Status() Status {
+	copyStatus := e.copier.Status()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := Status{Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, StartedAt: e.started}
+	if e.err != nil {
+		s.Error = e.err.Error()
+	}
+	if !e.started.IsZero() {
+		end := e.finished
+		if end.IsZero() {
+			end = time.Now()
+		}
+		s.ElapsedSeconds = end.Sub(e.started).Seconds()
+	}
+	switch {
+	case e.verifyRes != nil:
+		v := &VerifyStatus{Mode: string(e.task.Verify.Mode), OK: e.verifyRes.OK()}
+		for _, n := range e.verifyRes.Namespaces {
+			if !n.OK {
+				v.Differing = append(v.Differing, n.Source.String())
+			}
+		}
+		s.Verify = v
+	case e.phase == PhaseVerifying:
+		s.Verify = &VerifyStatus{Mode: string(e.task.Verify.Mode), Running: true,
+			CurrentNS: e.verifyProg.NS, Done: e.verifyProg.Done, Total: e.verifyProg.Total}
+	}
+	return s
+}

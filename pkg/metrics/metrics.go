@@ -1,0 +1,134 @@
+// Package metrics exposes a task's state to Prometheus: a collector that
+// reads the engine's Status snapshot at scrape time (one source of truth
+// for /status, metrics and progress output), the write-latency histogram
+// observed on the hot path, and the HTTP handler serving /metrics,
+// /status and /healthz.
+package metrics
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mongoferry/mongoferry/pkg/engine"
+)
+
+// Phases lists every phase, so each gets a 0/1 series.
+var Phases = []engine.Phase{engine.PhasePending, engine.PhaseFullSync, engine.PhaseStreaming,
+	engine.PhaseVerifying, engine.PhaseCompleted, engine.PhaseFailed}
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("mongoferry_"+name, help, append([]string{"task"}, labels...), nil)
+}
+
+var (
+	phaseDesc          = desc("task_phase", "1 for the task's current phase, 0 for the others.", "phase")
+	copyDocsDesc       = desc("copy_documents_total", "Documents copied to the target by the full copy.")
+	copyBytesDesc      = desc("copy_bytes_total", "Bytes of documents copied to the target by the full copy.")
+	copyEstimatedDesc  = desc("copy_estimated_documents", "Source documents the full copy expects to copy.")
+	copyRatioDesc      = desc("copy_progress_ratio", "Full copy progress from 0 to 1.")
+	copyNSRatioDesc    = desc("copy_namespace_progress_ratio", "Full copy progress of one namespace from 0 to 1.", "namespace")
+	copyRangesDesc     = desc("copy_ranges", "Copy ranges planned.")
+	copyRangesDoneDesc = desc("copy_ranges_done", "Copy ranges finished.")
+	conflictsDesc      = desc("copy_conflicts_total", "Documents that already existed on the target, by what was done.", "action")
+	retriesDesc        = desc("write_retries_total", "Write batches retried after a retryable error.")
+	bufferedDesc       = desc("cache_buffered_bytes", "Bytes of documents buffered between readers and writers.")
+	maxBytesDesc       = desc("cache_max_bytes", "Byte budget of the buffer between readers and writers.")
+	verifyOKDesc       = desc("verify_ok", "1 when the last verification matched, 0 when it found differences.")
+	verifyDiffDesc     = desc("verify_differing_namespaces", "Namespaces whose target differs from the source at the last verification.")
+)
+
+// Collector turns a task's Status into metrics at scrape time.
+type Collector struct {
+	status func() engine.Status
+}
+
+// NewCollector reads status on every scrape.
+func NewCollector(status func() engine.Status) *Collector { return &Collector{status: status} }
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{phaseDesc, copyDocsDesc, copyBytesDesc, copyEstimatedDesc, copyRatioDesc,
+		copyNSRatioDesc, copyRangesDesc, copyRangesDoneDesc, conflictsDesc, retriesDesc, bufferedDesc, maxBytesDesc,
+		verifyOKDesc, verifyDiffDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.status()
+	t := s.Task
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{t}, labels...)...)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{t}, labels...)...)
+	}
+	for _, p := range Phases {
+		v := 0.0
+		if s.Phase == p {
+			v = 1
+		}
+		gauge(phaseDesc, v, string(p))
+	}
+	counter(copyDocsDesc, float64(s.Copy.Documents))
+	counter(copyBytesDesc, float64(s.Copy.Bytes))
+	gauge(copyEstimatedDesc, float64(s.Copy.EstimatedDocuments))
+	gauge(copyRatioDesc, s.Copy.Percent/100)
+	for _, n := range s.Copy.Namespaces {
+		gauge(copyNSRatioDesc, n.Percent/100, n.NS)
+	}
+	gauge(copyRangesDesc, float64(s.Copy.Ranges))
+	gauge(copyRangesDoneDesc, float64(s.Copy.RangesDone))
+	counter(conflictsDesc, float64(s.Copy.Overwritten), "overwritten")
+	counter(conflictsDesc, float64(s.Copy.Skipped), "skipped")
+	counter(retriesDesc, float64(s.Copy.Retries))
+	gauge(bufferedDesc, float64(s.Copy.BufferedBytes))
+	gauge(maxBytesDesc, float64(s.Copy.MaxBytes))
+	if v := s.Verify; v != nil && !v.Running {
+		ok := 0.0
+		if v.OK {
+			ok = 1
+		}
+		gauge(verifyOKDesc, ok)
+		gauge(verifyDiffDesc, float64(len(v.Differing)))
+	}
+}
+
+// WriteLatency is the histogram of target write batch durations.
+func WriteLatency(task string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:        "mongoferry_write_batch_duration_seconds",
+		Help:        "Duration of one write batch on the target, by operation.",
+		Buckets:     prometheus.ExponentialBuckets(0.001, 2, 16),
+		ConstLabels: prometheus.Labels{"task": task},
+	}, []string{"op"})
+}
+
+// NewRegistry returns a registry with the Go runtime and process
+// collectors and the given ones.
+func NewRegistry(cs ...prometheus.Collector) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(cs...)
+	return reg
+}
+
+// Handler serves /metrics, /status (the Status snapshot as JSON) and
+// /healthz.
+func Handler(reg *prometheus.Registry, status func() engine.Status) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(status())
+	})
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	return mux
+}

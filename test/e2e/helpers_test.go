@@ -1,0 +1,171 @@
+// Package e2e runs MongoFerry end to end against real FerretDB servers
+// started by internal/testserver.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine"
+)
+
+// docsByID reads every document of a collection, keyed by the raw bytes of
+// its _id (type byte included).
+func docsByID(t *testing.T, c *mongo.Client, db, coll string) map[string]bson.Raw {
+	t.Helper()
+	cur, err := c.Database(db).Collection(coll).Find(context.Background(), bson.D{})
+	if err != nil {
+		t.Fatalf("read %s.%s: %v", db, coll, err)
+	}
+	out := map[string]bson.Raw{}
+	for cur.Next(context.Background()) {
+		id := cur.Current.Lookup("_id")
+		key := string(append([]byte{byte(id.Type)}, id.Value...))
+		if _, dup := out[key]; dup {
+			t.Fatalf("%s.%s: _id %s read twice", db, coll, id)
+		}
+		out[key] = bytes.Clone(cur.Current)
+	}
+	if err := cur.Err(); err != nil {
+		t.Fatalf("read %s.%s: %v", db, coll, err)
+	}
+	return out
+}
+
+// assertSameDocs fails unless the target collection holds exactly the
+// source collection's documents, byte for byte.
+func assertSameDocs(t *testing.T, src *mongo.Client, srcNS string, dst *mongo.Client, dstNS string) {
+	t.Helper()
+	sdb, scoll := split(srcNS)
+	ddb, dcoll := split(dstNS)
+	want := docsByID(t, src, sdb, scoll)
+	got := docsByID(t, dst, ddb, dcoll)
+	var missing, changed, extra int
+	var example string
+	for k, w := range want {
+		g, ok := got[k]
+		switch {
+		case !ok:
+			missing++
+			example = w.Lookup("_id").String()
+		case !bytes.Equal(g, w):
+			changed++
+			example = fmt.Sprintf("%s: got %s want %s", w.Lookup("_id"), g, w)
+		}
+	}
+	for k, g := range got {
+		if _, ok := want[k]; !ok {
+			extra++
+			example = g.Lookup("_id").String()
+		}
+	}
+	if missing+changed+extra > 0 {
+		t.Fatalf("%s -> %s: %d missing, %d changed, %d extra of %d (e.g. %s)", srcNS, dstNS, missing, changed, extra, len(want), example)
+	}
+}
+
+func split(ns string) (string, string) {
+	n := []rune(ns)
+	for i, r := range n {
+		if r == '.' {
+			return string(n[:i]), string(n[i+1:])
+		}
+	}
+	return ns, ""
+}
+
+// newTask returns a defaulted, validated full-copy task between servers.
+func newTask(t *testing.T, name string, src, dst *testserver.Server, edit func(*config.Task)) *config.Task {
+	t.Helper()
+	task := &config.Task{Name: name, Spec: config.Spec{Mode: config.ModeFull,
+		Source: config.Endpoint{URI: src.URI}, Target: config.Endpoint{URI: dst.URI}}}
+	task.Threads = config.Threads{Readers: 3, Writers: 3}
+	if edit != nil {
+		edit(task)
+	}
+	task.SetDefaults()
+	if err := task.Validate(); err != nil {
+		t.Fatalf("task: %v", err)
+	}
+	return task
+}
+
+// runEngine runs a task in process and returns the engine's final status.
+func runEngine(t *testing.T, task *config.Task, opts engine.Options) (engine.Status, error) {
+	t.Helper()
+	ctx := context.Background()
+	e, err := engine.Open(ctx, task, opts)
+	if err != nil {
+		return engine.Status{}, err
+	}
+	defer e.Close()
+	err = e.Run(ctx)
+	return e.Status(), err
+}
+
+func insertDocs(t *testing.T, c *mongo.Client, db, coll string, docs []any) {
+	t.Helper()
+	for len(docs) > 0 {
+		n := min(len(docs), 1000)
+		if _, err := c.Database(db).Collection(coll).InsertMany(context.Background(), docs[:n], options.InsertMany().SetOrdered(false)); err != nil {
+			t.Fatalf("seed %s.%s: %v", db, coll, err)
+		}
+		docs = docs[n:]
+	}
+}
+
+var (
+	ferryOnce sync.Once
+	ferryPath string
+	ferryErr  error
+)
+
+// ferryBinary builds cmd/ferry once per test run.
+func ferryBinary(t *testing.T) string {
+	t.Helper()
+	ferryOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "ferry-e2e-")
+		if err != nil {
+			ferryErr = err
+			return
+		}
+		ferryPath = filepath.Join(dir, "ferry")
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		cmd := exec.Command("go", "build", "-o", ferryPath, "./cmd/ferry")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			ferryErr = fmt.Errorf("build ferry: %v\n%s", err, out)
+		}
+	})
+	if ferryErr != nil {
+		t.Fatal(ferryErr)
+	}
+	return ferryPath
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "task.yaml")
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func indexModel(name string, unique bool) mongo.IndexModel {
+	return mongo.IndexModel{Keys: bson.D{{Key: "email", Value: 1}}, Options: options.Index().SetName(name).SetUnique(unique)}
+}
