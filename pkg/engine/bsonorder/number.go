@@ -1,0 +1,239 @@
+package bsonorder
+
+import (
+	"cmp"
+	"encoding/binary"
+	"math"
+	"math/big"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// number is one value of the numbers bracket, read without allocating.
+type number struct {
+	t bson.Type
+	i int64   // int32, int64
+	f float64 // double
+	d decimal // decimal128
+}
+
+func readNumber(t bson.Type, b []byte) (number, bool) {
+	n := number{t: t}
+	switch t {
+	case bson.TypeInt32:
+		v, ok := int32At(b)
+		n.i = int64(v)
+		return n, ok
+	case bson.TypeInt64:
+		v, ok := int64At(b)
+		n.i = v
+		return n, ok
+	case bson.TypeDouble:
+		if len(b) < 8 {
+			return n, false
+		}
+		n.f = math.Float64frombits(binary.LittleEndian.Uint64(b))
+		return n, true
+	case bson.TypeDecimal128:
+		if len(b) < 16 {
+			return n, false
+		}
+		n.d = decodeDecimal(binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b))
+		return n, true
+	}
+	return n, false
+}
+
+func isInt(t bson.Type) bool { return t == bson.TypeInt32 || t == bson.TypeInt64 }
+
+// compareNumbers compares two values of the numbers bracket by value.
+func compareNumbers(ta bson.Type, a []byte, tb bson.Type, b []byte) int {
+	na, okA := readNumber(ta, a)
+	nb, okB := readNumber(tb, b)
+	if !okA || !okB {
+		return malformed(a, b, okA, okB)
+	}
+	switch {
+	case isInt(ta) && isInt(tb):
+		return cmp.Compare(na.i, nb.i)
+	case ta == bson.TypeDouble && tb == bson.TypeDouble:
+		return compareDoubles(na.f, nb.f)
+	case isInt(ta) && tb == bson.TypeDouble:
+		return compareIntToDouble(na.i, nb.f)
+	case ta == bson.TypeDouble && isInt(tb):
+		return -compareIntToDouble(nb.i, na.f)
+	}
+	return compareDecimals(na.exact(), nb.exact())
+}
+
+// compareDoubles orders doubles with NaN below everything and -0 == 0.
+// cmp.Compare does the same.
+func compareDoubles(a, b float64) int {
+	return cmp.Compare(a, b)
+}
+
+// compareIntToDouble compares an integer to a double without converting
+// the integer to a double when that would round it (|i| > 2^53), after the
+// server's compareLongToDouble.
+func compareIntToDouble(i int64, f float64) int {
+	if math.IsNaN(f) {
+		return 1
+	}
+	const precise = 1 << 53
+	if -precise <= i && i <= precise {
+		return compareDoubles(float64(i), f)
+	}
+	// From here |i| > 2^53, so a double with a fraction (|f| < 2^52)
+	// compares with i as its truncation does.
+	switch {
+	case f >= 0x1p63: // beyond every int64, +Inf included
+		return -1
+	case f < -0x1p63: // -2^63 itself is an int64
+		return 1
+	}
+	return cmp.Compare(i, int64(f))
+}
+
+// Decimal classes in numeric order.
+const (
+	classNaN = iota
+	classNegInf
+	classFinite
+	classPosInf
+)
+
+// decimal is a decoded decimal128: (-1)^neg * (hi<<64 | lo) * 10^exp when
+// class is classFinite.
+type decimal struct {
+	class  int8
+	neg    bool
+	hi, lo uint64
+	exp    int32
+}
+
+// maxCoefHi and maxCoefLo are 10^34-1, the largest canonical coefficient.
+const (
+	maxCoefHi = 0x0001ed09bead87c0
+	maxCoefLo = 0x378d8e63ffffffff
+)
+
+// decodeDecimal decodes the IEEE 754-2008 BID encoding the BSON spec uses.
+// Coefficients above 10^34-1 are non-canonical and read as zero, as the
+// server's decimal library does.
+func decodeDecimal(hi, lo uint64) decimal {
+	d := decimal{class: classFinite, neg: hi>>63 == 1}
+	switch hi >> 58 & 0x1f {
+	case 0x1f:
+		return decimal{class: classNaN}
+	case 0x1e:
+		if d.neg {
+			return decimal{class: classNegInf}
+		}
+		return decimal{class: classPosInf}
+	}
+	if hi>>61&3 == 3 {
+		// The coefficient has an implicit 0b100 prefix: at least 2^113,
+		// always non-canonical.
+		d.exp = int32(hi>>47&0x3fff) - 6176
+		return d
+	}
+	d.exp = int32(hi>>49&0x3fff) - 6176
+	d.hi, d.lo = hi&(1<<49-1), lo
+	if d.hi > maxCoefHi || d.hi == maxCoefHi && d.lo > maxCoefLo {
+		d.hi, d.lo = 0, 0
+	}
+	return d
+}
+
+// sign returns -1, 0 or +1 for a finite decimal.
+func (d decimal) sign() int {
+	switch {
+	case d.hi == 0 && d.lo == 0:
+		return 0
+	case d.neg:
+		return -1
+	}
+	return 1
+}
+
+// exact returns n ready for an exact comparison with a decimal, with its
+// class (NaN, infinite, finite) sorted out.
+func (n number) exact() numeric {
+	switch n.t {
+	case bson.TypeDecimal128:
+		return numeric{class: n.d.class, dec: n.d, isDec: true}
+	case bson.TypeDouble:
+		switch {
+		case math.IsNaN(n.f):
+			return numeric{class: classNaN}
+		case math.IsInf(n.f, 1):
+			return numeric{class: classPosInf}
+		case math.IsInf(n.f, -1):
+			return numeric{class: classNegInf}
+		}
+		return numeric{class: classFinite, f: n.f, isFloat: true}
+	}
+	return numeric{class: classFinite, i: n.i}
+}
+
+// numeric is a number on the way to an exact comparison with a decimal.
+type numeric struct {
+	class   int8
+	isDec   bool
+	isFloat bool
+	dec     decimal
+	f       float64
+	i       int64
+}
+
+func (n numeric) sign() int {
+	switch {
+	case n.isDec:
+		return n.dec.sign()
+	case n.isFloat:
+		return cmp.Compare(n.f, 0)
+	}
+	return cmp.Compare(n.i, 0)
+}
+
+// rat returns the exact value of a finite n.
+func (n numeric) rat() *big.Rat {
+	switch {
+	case n.isFloat:
+		return new(big.Rat).SetFloat64(n.f)
+	case !n.isDec:
+		return new(big.Rat).SetInt64(n.i)
+	}
+	coef := new(big.Int).SetUint64(n.dec.hi)
+	coef.Lsh(coef, 64).Or(coef, new(big.Int).SetUint64(n.dec.lo))
+	if n.dec.neg {
+		coef.Neg(coef)
+	}
+	e := int64(n.dec.exp)
+	pow := new(big.Int).Exp(big.NewInt(10), big.NewInt(max(e, -e)), nil)
+	if e >= 0 {
+		return new(big.Rat).SetInt(coef.Mul(coef, pow))
+	}
+	return new(big.Rat).SetFrac(coef, pow)
+}
+
+// compareDecimals compares two numbers of which at least one is a decimal,
+// exactly: NaN < -Inf < finite < +Inf, NaN == NaN.
+func compareDecimals(a, b numeric) int {
+	if a.class != b.class || a.class != classFinite {
+		return cmp.Compare(a.class, b.class)
+	}
+	sa, sb := a.sign(), b.sign()
+	if sa != sb || sa == 0 {
+		return cmp.Compare(sa, sb)
+	}
+	if a.isDec && b.isDec && a.dec.exp == b.dec.exp {
+		// Same scale: compare the coefficients.
+		c := cmp.Compare(a.dec.hi, b.dec.hi)
+		if c == 0 {
+			c = cmp.Compare(a.dec.lo, b.dec.lo)
+		}
+		return c * sa
+	}
+	return a.rat().Cmp(b.rat())
+}

@@ -1,0 +1,5 @@
+// Package verify compares a target with its source, namespace by namespace:
+// document counts (count), an order-independent hash per collection with the
+// differing _ids listed (hash; Digest, idKey), or sampled documents fetched by
+// _id from both sides (sample). Run returns a Report that renders as a table.
+package verify

@@ -1,0 +1,312 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+)
+
+// ErrMode is returned by Run for a mode it cannot run (none or unknown).
+var ErrMode = errors.New("no verification mode")
+
+// DefaultMaxExamples is the number of example _ids kept per kind of
+// difference when Options.MaxExamples is zero.
+const DefaultMaxExamples = 10
+
+// batchSize is the cursor batch size of every scan; the server also caps a
+// batch at 16 MiB.
+const batchSize = 10000
+
+// progressEvery is the number of documents between two Progress calls of
+// one scan.
+const progressEvery = 1024
+
+// Options tunes Run.
+type Options struct {
+	// Mode is count, hash or sample.
+	Mode config.VerifyMode
+	// SampleSize is the number of source documents compared per namespace
+	// in sample mode; config.DefaultSampleSize when zero.
+	SampleSize int
+	// MaxExamples caps the example _ids kept per kind of difference (missing,
+	// extra, changed) and namespace; DefaultMaxExamples when zero.
+	MaxExamples int
+	// Progress, when set, is called with the source namespace ("db.coll"),
+	// the documents read so far for it on both sides and the number expected
+	// (from the servers' estimates; 0 when unknown; it grows when a hash
+	// mismatch needs a second pass). It is called once with 0, 0 when a
+	// namespace starts, then about every thousand documents, possibly from
+	// two goroutines at once.
+	Progress func(ns string, done, total int64)
+}
+
+// Report is the result of Run.
+type Report struct {
+	// Mode is the mode that ran.
+	Mode config.VerifyMode
+	// Namespaces holds one result per collection, in the order given to
+	// Run.
+	Namespaces []NamespaceResult
+}
+
+// OK reports whether every compared namespace matched.
+func (r *Report) OK() bool { return r.Differing() == 0 }
+
+// Differing returns the number of namespaces that did not match.
+func (r *Report) Differing() int {
+	n := 0
+	for _, ns := range r.Namespaces {
+		if !ns.OK {
+			n++
+		}
+	}
+	return n
+}
+
+// NamespaceResult is the comparison of one collection.
+type NamespaceResult struct {
+	// Source and Target name the collection on each side.
+	Source, Target catalog.Namespace
+	// Skipped is true for namespaces that were not compared (views); Note
+	// says why.
+	Skipped bool
+	// Note is a remark for the user, such as why a namespace was skipped.
+	Note string
+	// SourceCount and TargetCount are the documents on each side.
+	SourceCount, TargetCount int64
+	// SourceHash and TargetHash are the hex digests (hash mode).
+	SourceHash, TargetHash string
+	// Sampled is the number of source documents compared (sample mode).
+	Sampled int64
+	// Missing, Extra and Changed are example _ids, as canonical extended
+	// JSON, of documents on the source only, on the target only, and on
+	// both with different bytes; at most MaxExamples each.
+	Missing, Extra, Changed []string
+	// MissingCount, ExtraCount and ChangedCount are exact counts in hash
+	// mode; in sample mode they count sampled documents (Extra is not
+	// looked for).
+	MissingCount, ExtraCount, ChangedCount int64
+	// OK is true when the namespace matched (or was skipped).
+	OK bool
+}
+
+// Run compares the target's copy of every collection with the source,
+// one namespace after the other, reading both sides at once. On an error it
+// returns the results of the namespaces compared so far with an error that
+// names the namespace.
+func Run(ctx context.Context, source, target *mongo.Client, colls []catalog.Collection, opts Options) (*Report, error) {
+	switch opts.Mode {
+	case config.VerifyCount, config.VerifyHash, config.VerifySample:
+	default:
+		return nil, fmt.Errorf("%w: mode %q: choose count, hash or sample", ErrMode, opts.Mode)
+	}
+	if opts.SampleSize <= 0 {
+		opts.SampleSize = config.DefaultSampleSize
+	}
+	if opts.MaxExamples <= 0 {
+		opts.MaxExamples = DefaultMaxExamples
+	}
+	v := &verifier{opts: opts, clients: [2]*mongo.Client{source, target}}
+	rep := &Report{Mode: opts.Mode, Namespaces: make([]NamespaceResult, 0, len(colls))}
+	for _, c := range colls {
+		r := NamespaceResult{Source: c.Source, Target: c.Target}
+		if !c.Copyable() {
+			r.Skipped, r.OK = true, true
+			r.Note = fmt.Sprintf("skipped: %s (no documents of its own)", c.Type)
+			rep.Namespaces = append(rep.Namespaces, r)
+			continue
+		}
+		p := &progress{fn: opts.Progress, ns: c.Source.String()}
+		p.report()
+		var err error
+		switch opts.Mode {
+		case config.VerifyCount:
+			err = v.count(ctx, c, &r)
+		case config.VerifyHash:
+			err = v.hash(ctx, c, &r, p)
+		case config.VerifySample:
+			err = v.sample(ctx, c, &r, p)
+		}
+		if err != nil {
+			if c.Source == c.Target {
+				return rep, fmt.Errorf("verify %s: %w", c.Source, err)
+			}
+			return rep, fmt.Errorf("verify %s (target %s): %w", c.Source, c.Target, err)
+		}
+		rep.Namespaces = append(rep.Namespaces, r)
+	}
+	return rep, nil
+}
+
+// side is the source or the target.
+type side int
+
+const (
+	sourceSide side = iota
+	targetSide
+)
+
+func (s side) String() string {
+	if s == sourceSide {
+		return "source"
+	}
+	return "target"
+}
+
+type verifier struct {
+	opts    Options
+	clients [2]*mongo.Client
+	// noSample is set once the source refused $sample as unsupported.
+	noSample atomic.Bool
+}
+
+// coll returns the collection of c on side s.
+func (v *verifier) coll(c catalog.Collection, s side) *mongo.Collection {
+	ns := c.Source
+	if s == targetSide {
+		ns = c.Target
+	}
+	return v.clients[s].Database(ns.DB).Collection(ns.Coll)
+}
+
+func (v *verifier) count(ctx context.Context, c catalog.Collection, r *NamespaceResult) error {
+	var counts [2]int64
+	err := both(ctx, func(ctx context.Context, s side) error {
+		n, err := v.coll(c, s).CountDocuments(ctx, bson.D{})
+		if err != nil {
+			return fmt.Errorf("count on %s: %w", s, err)
+		}
+		counts[s] = n
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	r.SourceCount, r.TargetCount = counts[sourceSide], counts[targetSide]
+	r.OK = r.SourceCount == r.TargetCount
+	return nil
+}
+
+// estimate adds the servers' document count estimates of the given sides to
+// the expected total; estimates that fail are left out.
+func (v *verifier) estimate(ctx context.Context, c catalog.Collection, p *progress, sides ...side) {
+	for _, s := range sides {
+		if n, err := v.coll(c, s).EstimatedDocumentCount(ctx); err == nil {
+			p.total.Add(n)
+		}
+	}
+}
+
+// scan streams every document of c on side s to fn, in large batches. The
+// document is only valid during the call.
+func (v *verifier) scan(ctx context.Context, c catalog.Collection, s side, p *progress, opts *options.FindOptionsBuilder, fn func(doc bson.Raw) error) error {
+	if opts == nil {
+		opts = options.Find()
+	}
+	cur, err := v.coll(c, s).Find(ctx, bson.D{}, opts.SetBatchSize(batchSize))
+	if err != nil {
+		return fmt.Errorf("scan %s: %w", s, err)
+	}
+	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
+	var n int64
+	for cur.Next(ctx) {
+		if err := fn(cur.Current); err != nil {
+			return fmt.Errorf("scan %s: %w", s, err)
+		}
+		if n++; n == progressEvery {
+			p.add(n)
+			n = 0
+		}
+	}
+	p.add(n)
+	if err := cur.Err(); err != nil {
+		return fmt.Errorf("scan %s: %w", s, err)
+	}
+	return nil
+}
+
+// both runs fn for the source and the target at once and returns the first
+// error; the other side is cancelled then.
+func both(ctx context.Context, fn func(ctx context.Context, s side) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg    sync.WaitGroup
+		once  sync.Once
+		first error
+	)
+	for _, s := range []side{sourceSide, targetSide} {
+		wg.Go(func() {
+			if err := fn(ctx, s); err != nil {
+				once.Do(func() { first = err; cancel() })
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
+
+// progress counts the documents read for one namespace.
+type progress struct {
+	fn          func(ns string, done, total int64)
+	ns          string
+	done, total atomic.Int64
+}
+
+func (p *progress) add(n int64) {
+	if p == nil {
+		return
+	}
+	p.done.Add(n)
+	p.report()
+}
+
+func (p *progress) report() {
+	if p != nil && p.fn != nil {
+		p.fn(p.ns, p.done.Load(), p.total.Load())
+	}
+}
+
+// examples counts the documents of one kind of difference and keeps the
+// first few _ids.
+type examples struct {
+	max   int
+	count int64
+	ids   []idKey
+}
+
+func (e *examples) add(k idKey) {
+	e.count++
+	if len(e.ids) < e.max {
+		e.ids = append(e.ids, k)
+	}
+}
+
+// addBytes is add for a key in a reused buffer: it is copied only when
+// kept.
+func (e *examples) addBytes(k []byte) {
+	e.count++
+	if len(e.ids) < e.max {
+		e.ids = append(e.ids, idKey(k))
+	}
+}
+
+func (e *examples) strings() []string {
+	if len(e.ids) == 0 {
+		return nil
+	}
+	out := make([]string, len(e.ids))
+	for i, k := range e.ids {
+		out[i] = k.String()
+	}
+	return out
+}
