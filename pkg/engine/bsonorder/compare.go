@@ -29,10 +29,12 @@ import (
 //     scope document;
 //   - MinKey, Undefined, Null and MaxKey equal to themselves.
 //
-// Compare never panics. Malformed values sort before well-formed ones of
-// their bracket, and among themselves by their bytes; that order is only
-// meant to be deterministic. Bytes that are not a BSON type sort before
-// MinKey, by type byte and then value bytes.
+// Compare never panics and reads only as much of a value as the order
+// needs. Where it meets bytes it cannot read, the unreadable value sorts
+// first within its bracket, and two unreadable ones by their bytes; that is
+// only meant to be deterministic, not a total order on malformed input.
+// Type bytes that are not BSON types sort before MinKey, by type byte and
+// then value bytes.
 func Compare(a, b bson.RawValue) int {
 	return compareValues(a.Type, a.Value, b.Type, b.Value)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"math/big"
+	"math/bits"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -17,6 +18,7 @@ type number struct {
 	d decimal // decimal128
 }
 
+// readNumber reads a value of numeric type t; ok is false when b is short.
 func readNumber(t bson.Type, b []byte) (number, bool) {
 	n := number{t: t}
 	switch t {
@@ -156,12 +158,16 @@ func (d decimal) sign() int {
 	return 1
 }
 
-// exact returns n ready for an exact comparison with a decimal, with its
-// class (NaN, infinite, finite) sorted out.
+// exact returns n ready for an exact comparison with a decimal: its class
+// (NaN, infinite, finite) and, when finite, sign, coefficient magnitude and
+// decimal exponent. Integers and most doubles met in practice (integral
+// ones below 2^128, and those with a short binary fraction such as 0.5 or
+// 1.25) fit; other doubles are compared through big.Rat.
 func (n number) exact() numeric {
 	switch n.t {
 	case bson.TypeDecimal128:
-		return numeric{class: n.d.class, dec: n.d, isDec: true}
+		d := n.d
+		return numeric{class: d.class, neg: d.neg, hi: d.hi, lo: d.lo, exp: d.exp}
 	case bson.TypeDouble:
 		switch {
 		case math.IsNaN(n.f):
@@ -171,45 +177,96 @@ func (n number) exact() numeric {
 		case math.IsInf(n.f, -1):
 			return numeric{class: classNegInf}
 		}
-		return numeric{class: classFinite, f: n.f, isFloat: true}
+		x := numeric{class: classFinite, neg: n.f < 0}
+		var ok bool
+		x.hi, x.lo, x.exp, ok = floatParts(math.Abs(n.f))
+		if !ok {
+			x.useFloat, x.f = true, n.f
+		}
+		return x
 	}
-	return numeric{class: classFinite, i: n.i}
+	x := numeric{class: classFinite, neg: n.i < 0, lo: uint64(n.i)}
+	if x.neg {
+		x.lo = -x.lo // two's complement: also right for MinInt64
+	}
+	return x
 }
 
-// numeric is a number on the way to an exact comparison with a decimal.
+// pow5 holds 5^k for k <= 27, the powers below 2^64.
+var pow5 = func() (p [28]uint64) {
+	p[0] = 1
+	for k := 1; k < len(p); k++ {
+		p[k] = p[k-1] * 5
+	}
+	return p
+}()
+
+// floatParts writes a finite, non-negative double as coef * 10^exp with a
+// 128-bit coef, when that fits.
+func floatParts(f float64) (hi, lo uint64, exp int32, ok bool) {
+	if f < 0x1p64 && f == math.Trunc(f) {
+		return 0, uint64(f), 0, true
+	}
+	frac, e := math.Frexp(f) // f = frac * 2^e, frac in [0.5, 1)
+	m := uint64(frac * (1 << 53))
+	e -= 53 // f = m * 2^e exactly
+	if e >= 0 {
+		// Integral and at least 2^64: m << e, if it fits in 128 bits.
+		if e > 128-53 {
+			return 0, 0, 0, false
+		}
+		if e >= 64 {
+			return m << (e - 64), 0, 0, true
+		}
+		return m >> (64 - e), m << e, 0, true
+	}
+	// m / 2^k = m * 5^k / 10^k, after dropping common factors of two.
+	k := -e
+	shift := min(bits.TrailingZeros64(m), k)
+	m >>= shift
+	k -= shift
+	if k >= len(pow5) {
+		return 0, 0, 0, false
+	}
+	hi, lo = bits.Mul64(m, pow5[k])
+	return hi, lo, int32(-k), true
+}
+
+// numeric is a number on its way to an exact comparison with a decimal:
+// (-1)^neg * (hi<<64 | lo) * 10^exp, or the double f when useFloat.
 type numeric struct {
-	class   int8
-	isDec   bool
-	isFloat bool
-	dec     decimal
-	f       float64
-	i       int64
+	class    int8
+	neg      bool
+	hi, lo   uint64
+	exp      int32
+	useFloat bool
+	f        float64
 }
 
+// sign returns -1, 0 or +1 for a finite n.
 func (n numeric) sign() int {
 	switch {
-	case n.isDec:
-		return n.dec.sign()
-	case n.isFloat:
+	case n.useFloat:
 		return cmp.Compare(n.f, 0)
+	case n.hi == 0 && n.lo == 0:
+		return 0
+	case n.neg:
+		return -1
 	}
-	return cmp.Compare(n.i, 0)
+	return 1
 }
 
 // rat returns the exact value of a finite n.
 func (n numeric) rat() *big.Rat {
-	switch {
-	case n.isFloat:
+	if n.useFloat {
 		return new(big.Rat).SetFloat64(n.f)
-	case !n.isDec:
-		return new(big.Rat).SetInt64(n.i)
 	}
-	coef := new(big.Int).SetUint64(n.dec.hi)
-	coef.Lsh(coef, 64).Or(coef, new(big.Int).SetUint64(n.dec.lo))
-	if n.dec.neg {
+	coef := new(big.Int).SetUint64(n.hi)
+	coef.Lsh(coef, 64).Or(coef, new(big.Int).SetUint64(n.lo))
+	if n.neg {
 		coef.Neg(coef)
 	}
-	e := int64(n.dec.exp)
+	e := int64(n.exp)
 	pow := new(big.Int).Exp(big.NewInt(10), big.NewInt(max(e, -e)), nil)
 	if e >= 0 {
 		return new(big.Rat).SetInt(coef.Mul(coef, pow))
@@ -227,13 +284,31 @@ func compareDecimals(a, b numeric) int {
 	if sa != sb || sa == 0 {
 		return cmp.Compare(sa, sb)
 	}
-	if a.isDec && b.isDec && a.dec.exp == b.dec.exp {
-		// Same scale: compare the coefficients.
-		c := cmp.Compare(a.dec.hi, b.dec.hi)
-		if c == 0 {
-			c = cmp.Compare(a.dec.lo, b.dec.lo)
-		}
-		return c * sa
+	if a.useFloat || b.useFloat {
+		return a.rat().Cmp(b.rat())
 	}
-	return a.rat().Cmp(b.rat())
+	return sa * compareMagnitudes(a.hi, a.lo, a.exp, b.hi, b.lo, b.exp)
+}
+
+// compareMagnitudes compares two non-zero coef * 10^exp by scaling the one
+// with the larger exponent down to the other's; a coefficient that
+// overflows 128 bits on the way is larger than any 128-bit one.
+func compareMagnitudes(ahi, alo uint64, aexp int32, bhi, blo uint64, bexp int32) int {
+	if aexp < bexp {
+		return -compareMagnitudes(bhi, blo, bexp, ahi, alo, aexp)
+	}
+	for ; aexp > bexp; aexp-- {
+		var carry, over uint64
+		over, ahi = bits.Mul64(ahi, 10)
+		carry, alo = bits.Mul64(alo, 10)
+		var c uint64
+		ahi, c = bits.Add64(ahi, carry, 0)
+		if over != 0 || c != 0 {
+			return 1
+		}
+	}
+	if c := cmp.Compare(ahi, bhi); c != 0 {
+		return c
+	}
+	return cmp.Compare(alo, blo)
 }

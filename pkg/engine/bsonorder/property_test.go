@@ -22,6 +22,9 @@ func edgeNumbers(tb testing.TB) []any {
 		0.0, math.Copysign(0, -1), 0.1, -0.1, 0.5, 1.0, 1.5, 0x1p53, 0x1p53 + 2, 0x1p62, 0x1p63, -0x1p63,
 		float64(math.MaxInt64), math.MaxFloat64, -math.MaxFloat64, math.SmallestNonzeroFloat64,
 		math.Inf(1), math.Inf(-1), math.NaN(), math.Float64frombits(0xfff8000000000001),
+		// Doubles around the limits of the 128-bit decimal fast path.
+		0x1p64, 0x1p64 + 0x1p12, 0x1p75 * 3, 0x1p127, 0x1p128, 1e30, 1e300, -1e300,
+		0x1p-15, 0x1p-27 * 3, 0x1p-28, -0x1p-28, 0.25, -0.75, 1e-300,
 	}
 	for _, s := range []string{
 		"0", "-0", "0E+100", "0E-100", "0.1", "0.5", "1", "1.0", "1.5", "-1.5",
@@ -30,6 +33,10 @@ func edgeNumbers(tb testing.TB) []any {
 		"1E+6000", "-1E+6000", "1E-6000", "-1E-6000", "1E+309", "-1E+309",
 		"9.999999999999999999999999999999999E+6144", "NaN", "-NaN", "Inf", "-Inf",
 		"0.1000000000000000055511151231257827", "0.1000000000000000055511151231257828",
+		"18446744073709551616", "1.8446744073709551616E+19", "18446744073709551617",
+		"1.267650600228229401496703205376E+30", "1E+30", "1E+300", "-1E+300",
+		"0.000030517578125", "0.000030517578124", "3.7252902984619140625E-9", "-3.7252902984619140625E-9",
+		"2.2351741790771484375E-8", "0.25", "-0.75", "1E-300", "1E-6176", "9999999999999999999999999999999999",
 	} {
 		out = append(out, dec(tb, s))
 	}
@@ -50,11 +57,20 @@ func randomNumber(tb testing.TB, r *rand.Rand) any {
 	case 3:
 		return math.Float64frombits(r.Uint64())
 	case 4:
-		return float64(r.IntN(20)-10) / 4
+		// Short binary fractions and large integers, exact in decimal.
+		return float64(r.Int64N(1<<20)-1<<19) * math.Ldexp(1, r.IntN(140)-40)
 	}
 	s := strconv.FormatInt(r.Int64N(2000)-1000, 10) + "E" + strconv.Itoa(r.IntN(9)-4)
-	if r.IntN(4) == 0 {
+	switch r.IntN(4) {
+	case 0:
 		s = strconv.FormatInt(int64(r.Uint64()), 10) + "E" + strconv.Itoa(r.IntN(80)-40)
+	case 1:
+		// The exact decimal form of a short binary fraction, or a neighbour.
+		f := math.Ldexp(float64(r.Int64N(1<<20)-1<<19), r.IntN(30)-20)
+		s = new(big.Rat).SetFloat64(f).FloatString(24) // at most 34 digits
+		if r.IntN(2) == 0 {
+			s += "1"
+		}
 	}
 	return dec(tb, s)
 }
