@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -51,7 +52,45 @@ func decodeError(err error) error {
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return ValidationError{{Field: te.Field, Message: fmt.Sprintf("expected a %s, got a JSON %s", te.Type, te.Value)}}
+		// Spec is inlined in Task: its fields are top-level in the file.
+		field := strings.TrimPrefix(te.Field, "Spec.")
+		if field == "" {
+			field = "task"
+		}
+		value, _, _ := strings.Cut(te.Value, " ") // "number 1.5"
+		got, ok := yamlValue[value]
+		if !ok {
+			got = value
+		}
+		msg := fmt.Sprintf("expected %s, got %s", yamlKind(te.Type), got)
+		if te.Type.Kind() == reflect.String && (value == "number" || value == "bool") {
+			msg += ": put the value in quotes"
+		}
+		return ValidationError{{Field: field, Message: msg}}
 	}
 	return fmt.Errorf("%w: %v", ErrInvalid, err)
+}
+
+// yamlValue names JSON value kinds the way a YAML task file writes them.
+var yamlValue = map[string]string{"string": "a string", "number": "a number", "bool": "true or false",
+	"array": "a list", "object": "a mapping", "null": "null"}
+
+// yamlKind names a Go type the way a YAML task file writes it.
+func yamlKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Pointer:
+		return yamlKind(t.Elem())
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Struct, reflect.Map:
+		return "a mapping of fields"
+	}
+	return t.String()
 }

@@ -316,11 +316,17 @@ func (c *Copier) readRange(ctx context.Context, r checkpoint.Range, coll catalog
 	}
 	tracker.begin(r, own)
 	src := c.opts.Source.Database(coll.Source.DB).Collection(coll.Source.Coll)
+	// Write batches hold cache.batchSize documents; the cursor's batches
+	// are sized in bytes (one batch's worth, reserved per reader), which
+	// also saves servers that re-scan on every getMore (FerretDB with a
+	// filter) from doing so hundreds of times.
 	batchDocs := c.opts.Spec.Cache.BatchSize
+	cursorDocs := int64(batchDocs)
 	if avg := c.avgObjSize(ctx, src); avg > 0 {
 		batchDocs = int(min(int64(batchDocs), max(c.batchBytes/avg, 1)))
+		cursorDocs = min(max(c.batchBytes/avg, 1), 1<<20)
 	}
-	cur, err := src.Find(ctx, r.Filter, options.Find().SetBatchSize(int32(batchDocs)))
+	cur, err := src.Find(ctx, r.Filter, options.Find().SetBatchSize(int32(cursorDocs)))
 	if err != nil {
 		return fmt.Errorf("read %s range %d: %w", r.NS, r.Index, err)
 	}

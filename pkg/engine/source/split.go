@@ -84,7 +84,6 @@ func Boundaries(sample []bson.RawValue, k int) []bson.RawValue {
 	return out
 }
 
-
 // splitAliases are the $type names of the splittable brackets, in
 // MongoDB's order; every server knows them (FerretDB rejects exotic ones
 // such as minKey, so they are never named in a filter).
@@ -206,7 +205,7 @@ func sampleIDs(ctx context.Context, coll *mongo.Collection, n int) ([]bson.RawVa
 		return ids, nil
 	}
 	// No $sample (FerretDB): reservoir-sample one scan of the _ids.
-	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}).SetBatchSize(10000))
+	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}).SetBatchSize(1_000_000))
 	if err != nil {
 		return nil, fmt.Errorf("sample _id of %s: %w", nsOf(coll), err)
 	}

@@ -13,7 +13,8 @@ import (
 // hash compares the digests of both sides and, when they differ, lists the
 // differing documents.
 func (v *verifier) hash(ctx context.Context, c catalog.Collection, r *NamespaceResult, p *progress) error {
-	v.estimate(ctx, c, p, sourceSide, targetSide)
+	stop := v.estimate(ctx, c, p, 2) // both sides, assuming they are alike
+	defer stop()
 	var digests [2]Digest
 	err := both(ctx, func(ctx context.Context, s side) error {
 		d := &digests[s]

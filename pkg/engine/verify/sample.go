@@ -33,6 +33,7 @@ func (v *verifier) sample(ctx context.Context, c catalog.Collection, r *Namespac
 	cmp := &comparer{target: v.coll(c, targetSide), p: p,
 		missing: examples{max: v.opts.MaxExamples}, changed: examples{max: v.opts.MaxExamples}}
 	p.total.Add(min(n, r.SourceCount))
+	p.report()
 
 	var err error
 	switch {
@@ -95,9 +96,9 @@ func (v *verifier) sampleStage(ctx context.Context, c catalog.Collection, n int6
 	return true, nil
 }
 
-// sampleError returns nil when err says that the server cannot run $sample
-// (then the caller samples by scanning), and err otherwise. A server that
-// lacks the stage is not asked again.
+// sampleError returns nil for an error the server answered with (the
+// caller then samples by scanning), and err for anything else (network,
+// cancellation). A server that says it lacks $sample is not asked again.
 func (v *verifier) sampleError(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -114,8 +115,8 @@ func (v *verifier) sampleError(ctx context.Context, err error) error {
 
 // reservoir picks n random _ids in one scan of the source's _ids (reservoir
 // sampling), then feeds their documents to cmp.
-func (v *verifier) reservoir(ctx context.Context, c catalog.Collection, n, estimate int64, p *progress, cmp *comparer) error {
-	p.total.Add(estimate)
+func (v *verifier) reservoir(ctx context.Context, c catalog.Collection, n, count int64, p *progress, cmp *comparer) error {
+	p.total.Add(count)
 	ids := make([]idKey, 0, n)
 	var seen int64
 	proj := options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}})

@@ -41,11 +41,11 @@ type Options struct {
 	// extra, changed) and namespace; DefaultMaxExamples when zero.
 	MaxExamples int
 	// Progress, when set, is called with the source namespace ("db.coll"),
-	// the documents read so far for it on both sides and the number expected
-	// (from the servers' estimates; 0 when unknown; it grows when a hash
-	// mismatch needs a second pass). It is called once with 0, 0 when a
-	// namespace starts, then about every thousand documents, possibly from
-	// two goroutines at once.
+	// the documents read so far for it (both sides counted) and about how
+	// many will be read (0 until known; it grows when a hash mismatch needs
+	// a second pass). It is called with 0, 0 when a namespace starts, then
+	// about every thousand documents, possibly from several goroutines at
+	// once. Count mode reads no documents.
 	Progress func(ns string, done, total int64)
 }
 
@@ -196,14 +196,42 @@ func (v *verifier) count(ctx context.Context, c catalog.Collection, r *Namespace
 	return nil
 }
 
-// estimate adds the servers' document count estimates of the given sides to
-// the expected total; estimates that fail are left out.
-func (v *verifier) estimate(ctx context.Context, c catalog.Collection, p *progress, sides ...side) {
-	for _, s := range sides {
-		if n, err := v.coll(c, s).EstimatedDocumentCount(ctx); err == nil {
-			p.total.Add(n)
+// estimate adds factor times the source's document count, as the storage
+// engine knows it, to the expected total. It runs in the background and its
+// failure leaves the total unknown; stop cancels it and waits.
+func (v *verifier) estimate(ctx context.Context, c catalog.Collection, p *progress, factor int64) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if n := collStatsCount(ctx, v.coll(c, sourceSide)); n > 0 {
+			p.total.Add(factor * n)
+			p.report()
+		}
+	}()
+	return func() { cancel(); <-done }
+}
+
+// collStatsCount returns the documents of a collection from $collStats
+// (summed over shards), or 0. It reads metadata: the count command behind
+// EstimatedDocumentCount scans the whole collection on FerretDB.
+func collStatsCount(ctx context.Context, coll *mongo.Collection) int64 {
+	stage := bson.D{{Key: "$collStats", Value: bson.D{{Key: "count", Value: bson.D{}}}}}
+	cur, err := coll.Aggregate(ctx, mongo.Pipeline{stage})
+	if err != nil {
+		return 0
+	}
+	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
+	var n int64
+	for cur.Next(ctx) {
+		if c, ok := cur.Current.Lookup("count").AsInt64OK(); ok {
+			n += c
 		}
 	}
+	if cur.Err() != nil {
+		return 0
+	}
+	return n
 }
 
 // scan streams every document of c on side s to fn, in large batches. The
