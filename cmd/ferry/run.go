@@ -151,6 +151,6 @@ func runTask(ctx context.Context, f runFlags) error {
 		return err
 	}
 	log.Info("done", "task", task.Name, "phase", s.Phase, "documents", s.Copy.Documents, "bytes", s.Copy.Bytes,
-		"seconds", fmt.Sprintf("%.1f", s.ElapsedSeconds))
+		"seconds", fmt.Sprintf("%.1f", s.ElapsedSeconds), "peakBufferedBytes", s.Copy.PeakBufferedBytes, "peakRSSBytes", peakRSS())
 	return nil
 }

@@ -19,28 +19,30 @@ import (
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 )
 
 // docsByID reads every document of a collection, keyed by the raw bytes of
 // its _id (type byte included).
-func docsByID(t *testing.T, c *mongo.Client, db, coll string) map[string]bson.Raw {
+func docsByID(t *testing.T, c *mongo.Client, db, name string) map[string]bson.Raw {
 	t.Helper()
-	cur, err := c.Database(db).Collection(coll).Find(context.Background(), bson.D{})
+	coll := c.Database(db).Collection(name)
+	cur, err := coll.Find(context.Background(), bson.D{}, options.Find().SetBatchSize(catalog.BatchSizeFor(context.Background(), coll, 8<<20, 10000)))
 	if err != nil {
-		t.Fatalf("read %s.%s: %v", db, coll, err)
+		t.Fatalf("read %s.%s: %v", db, name, err)
 	}
 	out := map[string]bson.Raw{}
 	for cur.Next(context.Background()) {
 		id := cur.Current.Lookup("_id")
 		key := string(append([]byte{byte(id.Type)}, id.Value...))
 		if _, dup := out[key]; dup {
-			t.Fatalf("%s.%s: _id %s read twice", db, coll, id)
+			t.Fatalf("%s.%s: _id %s read twice", db, name, id)
 		}
 		out[key] = bytes.Clone(cur.Current)
 	}
 	if err := cur.Err(); err != nil {
-		t.Fatalf("read %s.%s: %v", db, coll, err)
+		t.Fatalf("read %s.%s: %v", db, name, err)
 	}
 	return out
 }

@@ -320,13 +320,9 @@ func (c *Copier) readRange(ctx context.Context, r checkpoint.Range, coll catalog
 	// are sized in bytes (one batch's worth, reserved per reader), which
 	// also saves servers that re-scan on every getMore (FerretDB with a
 	// filter) from doing so hundreds of times.
-	batchDocs := c.opts.Spec.Cache.BatchSize
-	cursorDocs := int64(batchDocs)
-	if avg := c.avgObjSize(ctx, src); avg > 0 {
-		batchDocs = int(min(int64(batchDocs), max(c.batchBytes/avg, 1)))
-		cursorDocs = min(max(c.batchBytes/avg, 1), 1<<20)
-	}
-	cur, err := src.Find(ctx, r.Filter, options.Find().SetBatchSize(int32(cursorDocs)))
+	batchDocs := int(catalog.BatchSizeFor(ctx, src, c.batchBytes, c.opts.Spec.Cache.BatchSize))
+	cursorDocs := catalog.BatchSizeFor(ctx, src, c.batchBytes, 1<<20)
+	cur, err := src.Find(ctx, r.Filter, options.Find().SetBatchSize(cursorDocs))
 	if err != nil {
 		return fmt.Errorf("read %s range %d: %w", r.NS, r.Index, err)
 	}
@@ -382,16 +378,6 @@ func (c *Copier) readRange(ctx context.Context, r checkpoint.Range, coll catalog
 		return c.finishRange(ctx, r, docs, bytes)
 	}
 	return nil
-}
-
-func (c *Copier) avgObjSize(ctx context.Context, coll *mongo.Collection) int64 {
-	var stats struct {
-		AvgObjSize float64 `bson:"avgObjSize"`
-	}
-	if err := coll.Database().RunCommand(ctx, bson.D{{Key: "collStats", Value: coll.Name()}}).Decode(&stats); err != nil {
-		return 0
-	}
-	return int64(stats.AvgObjSize)
 }
 
 // writeBatches writes batches until the queues are drained.

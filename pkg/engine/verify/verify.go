@@ -240,7 +240,7 @@ func (v *verifier) scan(ctx context.Context, c catalog.Collection, s side, p *pr
 	if opts == nil {
 		opts = options.Find()
 	}
-	cur, err := v.coll(c, s).Find(ctx, bson.D{}, opts.SetBatchSize(batchSize))
+	cur, err := v.coll(c, s).Find(ctx, bson.D{}, opts.SetBatchSize(catalog.BatchSizeFor(ctx, v.coll(c, s), 8<<20, batchSize)))
 	if err != nil {
 		return fmt.Errorf("scan %s: %w", s, err)
 	}
