@@ -423,3 +423,12 @@ func TestRedactErrorKeepsUserNames(t *testing.T) {
 		t.Errorf("RedactError removed a user name that is no secret: %q", got)
 	}
 }
+
+// TestSamplesParse keeps the shipped examples valid.
+func TestSamplesParse(t *testing.T) {
+	for _, p := range []string{"../../config/samples/ferry-task.yaml"} {
+		if _, err := Load(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
