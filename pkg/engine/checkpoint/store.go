@@ -34,6 +34,26 @@ type TaskRecord struct {
 	UpdatedAt time.Time `bson:"updatedAt"`
 	// Runs counts starts of the task, 1 on the first.
 	Runs int `bson:"runs"`
+	// StartTS is the source's newest oplog position recorded before the
+	// copy began: replay starts after it.
+	StartTS bson.Timestamp `bson:"startTS,omitempty"`
+	// AppliedTS is the replay checkpoint: every entry at or below it has
+	// been applied to the target.
+	AppliedTS bson.Timestamp `bson:"appliedTS,omitempty"`
+	// CheckpointAt is when AppliedTS was last saved.
+	CheckpointAt time.Time `bson:"checkpointAt,omitempty"`
+}
+
+// HasStart reports whether a replay start position was recorded.
+func (r TaskRecord) HasStart() bool { return !r.StartTS.IsZero() }
+
+// ResumeTS is where replay continues from: the checkpoint, or the start
+// position when nothing was applied yet.
+func (r TaskRecord) ResumeTS() bson.Timestamp {
+	if !r.AppliedTS.IsZero() {
+		return r.AppliedTS
+	}
+	return r.StartTS
 }
 
 // Plan is one namespace's full-copy plan, written once the target
@@ -107,6 +127,37 @@ func (s *Store) SetPhase(ctx context.Context, phase string, copyDone bool) error
 		return fmt.Errorf("checkpoint: set phase: %w", err)
 	}
 	return nil
+}
+
+// SetStartTS records the replay start position; an existing one is kept.
+func (s *Store) SetStartTS(ctx context.Context, ts bson.Timestamp) (bson.Timestamp, error) {
+	_, err := s.db.Collection(TasksCollection).UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: s.task}, {Key: "startTS", Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "startTS", Value: ts}}}})
+	if err != nil {
+		return ts, fmt.Errorf("checkpoint: record start position: %w", err)
+	}
+	rec, err := s.Task(ctx)
+	return rec.StartTS, err
+}
+
+// SaveApplied records the replay checkpoint.
+func (s *Store) SaveApplied(ctx context.Context, ts bson.Timestamp) error {
+	_, err := s.db.Collection(TasksCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: s.task}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "appliedTS", Value: ts}, {Key: "checkpointAt", Value: time.Now().UTC()}}}})
+	if err != nil {
+		return fmt.Errorf("checkpoint: save %d,%d: %w", ts.T, ts.I, err)
+	}
+	return nil
+}
+
+// Task reads the task record.
+func (s *Store) Task(ctx context.Context) (TaskRecord, error) {
+	var rec TaskRecord
+	if err := s.db.Collection(TasksCollection).FindOne(ctx, bson.D{{Key: "_id", Value: s.task}}).Decode(&rec); err != nil {
+		return rec, fmt.Errorf("checkpoint: read task %s: %w", s.task, err)
+	}
+	return rec, nil
 }
 
 // Plans returns the saved plans by namespace.

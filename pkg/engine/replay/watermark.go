@@ -1,0 +1,78 @@
+package replay
+
+import (
+	"sync"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Watermark tracks which oplog positions are applied. Entries are
+// dispatched in oplog order; each is done once every write it produced is
+// on the target (or at once when it produced none). Applied returns the
+// highest position at or below which everything is done: the checkpoint.
+type Watermark struct {
+	mu sync.Mutex
+	// pending counts unfinished writes per dispatched position, in order.
+	queue   []pendingTS
+	head    int
+	applied bson.Timestamp
+}
+
+type pendingTS struct {
+	ts      bson.Timestamp
+	pending int
+}
+
+// NewWatermark starts at an applied position.
+func NewWatermark(applied bson.Timestamp) *Watermark { return &Watermark{applied: applied} }
+
+// Dispatch registers position ts with n writes in flight; ts must not be
+// lower than any earlier one.
+func (w *Watermark) Dispatch(ts bson.Timestamp, n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if k := len(w.queue); k > w.head && w.queue[k-1].ts == ts {
+		w.queue[k-1].pending += n
+	} else {
+		w.queue = append(w.queue, pendingTS{ts: ts, pending: n})
+	}
+	w.advance()
+}
+
+// Done marks one write of position ts as applied.
+func (w *Watermark) Done(ts bson.Timestamp) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i := w.head; i < len(w.queue); i++ {
+		if w.queue[i].ts == ts {
+			w.queue[i].pending--
+			break
+		}
+	}
+	w.advance()
+}
+
+// Applied returns the checkpoint position.
+func (w *Watermark) Applied() bson.Timestamp {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.applied
+}
+
+// InFlight returns the number of positions not yet applied.
+func (w *Watermark) InFlight() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.queue) - w.head
+}
+
+func (w *Watermark) advance() {
+	for w.head < len(w.queue) && w.queue[w.head].pending <= 0 {
+		w.applied = w.queue[w.head].ts
+		w.head++
+	}
+	if w.head > 1024 && w.head*2 > len(w.queue) {
+		w.queue = append(w.queue[:0], w.queue[w.head:]...)
+		w.head = 0
+	}
+}

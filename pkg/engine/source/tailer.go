@@ -1,0 +1,144 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// ErrOplogWindowLost means the source's oplog no longer holds the position
+// a task must resume from: entries were overwritten before they were read.
+var ErrOplogWindowLost = errors.New("oplog window lost")
+
+// OplogReader yields raw oplog entries in order, from after a position.
+// The tailer implements it on a live oplog; tests implement it with
+// scripted entries.
+type OplogReader interface {
+	// Next returns the next entries (possibly none, after waiting a little
+	// when caught up). Returned documents are owned by the caller.
+	Next(ctx context.Context) ([]bson.Raw, error)
+	// Newest returns the newest position the source has written, for lag.
+	Newest(ctx context.Context) (bson.Timestamp, error)
+}
+
+// Tailer reads local.oplog.rs with a tailable cursor. When the cursor dies
+// (killed, CappedPositionLost, a new primary) or goes quiet, it re-opens
+// from the last position it returned: servers whose tailable cursors never
+// deliver later entries (FerretDB) are read by re-opening too.
+type Tailer struct {
+	client *mongo.Client
+	last   bson.Timestamp
+	cur    *mongo.Cursor
+	// BatchEntries caps the entries returned by one Next.
+	BatchEntries int
+	// QuietReopen re-opens a cursor that returned nothing for this long.
+	QuietReopen time.Duration
+	// Poll is the wait between re-opens when caught up.
+	Poll      time.Duration
+	lastEntry time.Time
+}
+
+// NewTailer returns a tailer that yields entries with ts > from.
+func NewTailer(client *mongo.Client, from bson.Timestamp) *Tailer {
+	return &Tailer{client: client, last: from, BatchEntries: 1000, QuietReopen: 2 * time.Second, Poll: 500 * time.Millisecond}
+}
+
+func (t *Tailer) oplog() *mongo.Collection { return t.client.Database("local").Collection("oplog.rs") }
+
+// Position returns the ts of the last entry returned.
+func (t *Tailer) Position() bson.Timestamp { return t.last }
+
+// Next implements OplogReader.
+func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
+	if t.cur == nil {
+		cur, err := t.oplog().Find(ctx, bson.D{{Key: "ts", Value: bson.D{{Key: "$gt", Value: t.last}}}},
+			options.Find().SetCursorType(options.TailableAwait).SetMaxAwaitTime(time.Second).
+				SetBatchSize(int32(t.BatchEntries)).SetSort(bson.D{{Key: "$natural", Value: 1}}))
+		if err != nil {
+			return nil, fmt.Errorf("open oplog cursor after %v: %w", t.last, err)
+		}
+		t.cur = cur
+		t.lastEntry = time.Now()
+	}
+	var out []bson.Raw
+	for len(out) < t.BatchEntries && t.cur.TryNext(ctx) {
+		raw := bson.Raw(append([]byte(nil), t.cur.Current...))
+		if _, _, ok := raw.Lookup("ts").TimestampOK(); !ok {
+			return out, fmt.Errorf("oplog entry without a ts: %s", raw)
+		}
+		t.last = tsOf(raw)
+		out = append(out, raw)
+	}
+	if len(out) > 0 {
+		t.lastEntry = time.Now()
+	}
+	err := t.cur.Err()
+	if err != nil || t.cur.ID() == 0 || time.Since(t.lastEntry) > t.QuietReopen {
+		_ = t.cur.Close(context.WithoutCancel(ctx))
+		t.cur = nil
+		if err != nil && ctx.Err() == nil {
+			return out, fmt.Errorf("read oplog after %v: %w", t.last, err)
+		}
+	}
+	if len(out) == 0 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(t.Poll):
+		}
+	}
+	return out, nil
+}
+
+// Newest implements OplogReader.
+func (t *Tailer) Newest(ctx context.Context) (bson.Timestamp, error) {
+	return edgeTS(ctx, t.client, -1)
+}
+
+// NewestTS returns the ts of the newest entry of a source's oplog: the
+// position replay starts from when it is recorded before a copy.
+func NewestTS(ctx context.Context, client *mongo.Client) (bson.Timestamp, error) {
+	return edgeTS(ctx, client, -1)
+}
+
+// CheckWindow fails with ErrOplogWindowLost when the oldest entry of the
+// source's oplog is newer than from, i.e. entries after from may have been
+// overwritten and resuming would silently lose them.
+func CheckWindow(ctx context.Context, client *mongo.Client, from bson.Timestamp) error {
+	oldest, err := edgeTS(ctx, client, 1)
+	if err != nil {
+		return err
+	}
+	if from.Compare(oldest) < 0 {
+		return fmt.Errorf("%w: the task must resume after %s but the source's oldest oplog entry is %s; "+
+			"resync: delete the task's checkpoint (database mongoferry, or the task) and run it again, and enlarge the source's oplog so a copy fits in its window",
+			ErrOplogWindowLost, formatTS(from), formatTS(oldest))
+	}
+	return nil
+}
+
+func edgeTS(ctx context.Context, client *mongo.Client, dir int) (bson.Timestamp, error) {
+	raw, err := client.Database("local").Collection("oplog.rs").FindOne(ctx, bson.D{},
+		options.FindOne().SetSort(bson.D{{Key: "$natural", Value: dir}}).SetProjection(bson.D{{Key: "ts", Value: 1}})).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return bson.Timestamp{}, nil
+	}
+	if err != nil {
+		return bson.Timestamp{}, fmt.Errorf("read the source's oplog (local.oplog.rs): %w; replay needs a replica set member or a server that keeps an oplog", err)
+	}
+	return tsOf(raw), nil
+}
+
+func tsOf(raw bson.Raw) bson.Timestamp {
+	t, i, _ := raw.Lookup("ts").TimestampOK()
+	return bson.Timestamp{T: t, I: i}
+}
+
+func formatTS(ts bson.Timestamp) string {
+	return fmt.Sprintf("%s (ts %d,%d)", time.Unix(int64(ts.T), 0).UTC().Format(time.RFC3339), ts.T, ts.I)
+}
