@@ -137,7 +137,7 @@ func runTask(ctx context.Context, f runFlags) error {
 	err = eng.Run(ctx)
 	stop()
 	if rep := eng.VerifyReport(); rep != nil {
-		rep.WriteTable(os.Stdout)
+		_ = rep.WriteTable(os.Stdout)
 	}
 	s := eng.Status()
 	switch {

@@ -81,13 +81,6 @@ func fillRandom(rng *rand.Rand, b []byte) {
 	}
 }
 
-// randomString returns a random string of n alphabet characters.
-func randomString(rng *rand.Rand, n int) string {
-	b := make([]byte, n)
-	fillRandom(rng, b)
-	return string(b)
-}
-
 // GenerateDocument returns a document {_id: key, field0: ..., ...} with
 // fieldCount fields of fieldLength random characters drawn from rng. key is
 // usually KeyType.Key(n); any value the BSON marshaller accepts may be

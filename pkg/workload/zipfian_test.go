@@ -38,7 +38,7 @@ func TestZipfianSkew(t *testing.T) {
 	if math.Abs(head-headWant) > 0.03 {
 		t.Errorf("the 10%% most popular items got %.3f of the draws, want %.3f", head, headWant)
 	}
-	if !(counts[0] > counts[1] && counts[1] > counts[9] && counts[9] > counts[99] && counts[99] > counts[999]) {
+	if counts[0] <= counts[1] || counts[1] <= counts[9] || counts[9] <= counts[99] || counts[99] <= counts[999] {
 		t.Errorf("popularity does not fall with rank: %d %d %d %d %d", counts[0], counts[1], counts[9], counts[99], counts[999])
 	}
 }

@@ -51,10 +51,10 @@ func docsByID(t *testing.T, c *mongo.Client, db, name string) map[string]bson.Ra
 // source collection's documents, byte for byte.
 func assertSameDocs(t *testing.T, src *mongo.Client, srcNS string, dst *mongo.Client, dstNS string) {
 	t.Helper()
-	sdb, scoll := split(srcNS)
-	ddb, dcoll := split(dstNS)
-	want := docsByID(t, src, sdb, scoll)
-	got := docsByID(t, dst, ddb, dcoll)
+	sdb, srcColl := split(srcNS)
+	ddb, dstColl := split(dstNS)
+	want := docsByID(t, src, sdb, srcColl)
+	got := docsByID(t, dst, ddb, dstColl)
 	var missing, changed, extra int
 	var example string
 	for k, w := range want {

@@ -147,17 +147,6 @@ func decodeDecimal(hi, lo uint64) decimal {
 	return d
 }
 
-// sign returns -1, 0 or +1 for a finite decimal.
-func (d decimal) sign() int {
-	switch {
-	case d.hi == 0 && d.lo == 0:
-		return 0
-	case d.neg:
-		return -1
-	}
-	return 1
-}
-
 // exact returns n ready for an exact comparison with a decimal: its class
 // (NaN, infinite, finite) and, when finite, sign, coefficient magnitude and
 // decimal exponent. Integers and most doubles met in practice (integral
