@@ -79,6 +79,14 @@ func barLine(s engine.Status) string {
 	label := string(s.Phase)
 	detail := ""
 	switch {
+	case s.Phase == engine.PhaseStreaming && s.Replay != nil:
+		r := s.Replay
+		pct = 100
+		if r.LagSeconds > 0 {
+			pct = 0
+		}
+		detail = fmt.Sprintf("lag %.0fs  applied %s ops  %s ops/s  buffered %s  checkpoint %s",
+			r.LagSeconds, human(sum(r.Applied)), human(int64(r.OpsPerSecond)), bytesHuman(r.BufferedBytes), r.AppliedTime.Format(time.TimeOnly))
 	case s.Phase == engine.PhaseVerifying && s.Verify != nil && s.Verify.Running:
 		if s.Verify.Total > 0 {
 			pct = 100 * float64(s.Verify.Done) / float64(s.Verify.Total)
@@ -106,6 +114,10 @@ func barLine(s engine.Status) string {
 func logProgress(log *slog.Logger, s engine.Status) {
 	c := s.Copy
 	switch {
+	case s.Phase == engine.PhaseStreaming && s.Replay != nil:
+		r := s.Replay
+		log.Info("progress", "phase", s.Phase, "lagSeconds", r.LagSeconds, "applied", sum(r.Applied), "opsPerSecond", int64(r.OpsPerSecond),
+			"bufferedBytes", r.BufferedBytes, "checkpoint", r.AppliedTime.Format(time.RFC3339))
 	case s.Phase == engine.PhaseVerifying && s.Verify != nil && s.Verify.Running:
 		log.Info("progress", "phase", s.Phase, "ns", s.Verify.CurrentNS, "done", s.Verify.Done, "total", s.Verify.Total)
 	default:
@@ -138,4 +150,12 @@ func bytesHuman(n int64) string {
 		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%dB", n)
+}
+
+func sum(m map[string]int64) int64 {
+	var n int64
+	for _, v := range m {
+		n += v
+	}
+	return n
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/metrics"
 )
 
@@ -25,6 +26,7 @@ type runFlags struct {
 	progressInterval time.Duration
 	logFormat        string
 	logLevel         string
+	untilCaughtUp    bool
 }
 
 func init() {
@@ -39,12 +41,21 @@ run the same command again after a crash or Ctrl-C and it continues where it
 stopped, without copying finished ranges again.
 
 While it runs, --listen serves /metrics (Prometheus), /status (JSON) and
-/healthz. Exit codes: 0 done, 1 failed, 2 verification found differences.`,
+/healthz. Exit codes: 0 done, 1 failed, 2 verification found differences,
+3 the source's oplog no longer holds the checkpoint (OplogWindowLost), 130
+interrupted.
+
+With mode incremental or fullAndIncremental, replay follows the copy and
+runs until interrupted; --until-caught-up ends it once the target has
+everything the source wrote, then verifies: the cut-over step.`,
 		Example: `  # copy everything from one deployment to another, then verify
   ferry run -f task.yaml
 
   # log lines instead of a progress bar, metrics on another port
   ferry run -f task.yaml --progress log --listen 127.0.0.1:9999
+
+  # copy, replay until caught up with the source, verify: a cut-over
+  ferry run -f task.yaml --until-caught-up
 
   # a minimal task.yaml
   name: orders-move
@@ -61,6 +72,7 @@ While it runs, --listen serves /metrics (Prometheus), /status (JSON) and
 	cmd.Flags().DurationVar(&f.progressInterval, "progress-interval", 10*time.Second, "interval between progress log lines")
 	cmd.Flags().StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	cmd.Flags().BoolVar(&f.untilCaughtUp, "until-caught-up", false, "with replay: stop once everything the source wrote is applied, then verify (for a cut-over); without it replay runs until interrupted")
 	_ = cmd.MarkFlagRequired("file")
 	commands = append(commands, cmd)
 }
@@ -114,8 +126,9 @@ func runTask(ctx context.Context, f runFlags) error {
 	limitMemory(&task.Spec, log)
 	latency := metrics.WriteLatency(task.Name)
 	insertLatency := latency.WithLabelValues("insert")
-	eng, err := engine.Open(ctx, task, engine.Options{Log: log,
-		ObserveWrite: func(d time.Duration) { insertLatency.Observe(d.Seconds()) }})
+	eng, err := engine.Open(ctx, task, engine.Options{Log: log, UntilCaughtUp: f.untilCaughtUp,
+		ObserveWrite:  func(d time.Duration) { insertLatency.Observe(d.Seconds()) },
+		ObserveReplay: func(op string, d time.Duration) { latency.WithLabelValues(op).Observe(d.Seconds()) }})
 	if err != nil {
 		return err
 	}
@@ -141,6 +154,9 @@ func runTask(ctx context.Context, f runFlags) error {
 	}
 	s := eng.Status()
 	switch {
+	case errors.Is(err, source.ErrOplogWindowLost):
+		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
+		return exitError{code: 3}
 	case errors.Is(err, engine.ErrVerificationFailed):
 		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
 		return exitError{code: 2}

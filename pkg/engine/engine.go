@@ -1,8 +1,9 @@
 // Package engine runs one sync task: Engine connects to both deployments,
-// then walks the task's phases (Pending, FullSync, Verifying, Completed or
-// Failed) in one state machine, composing the full copy (fullsync) and the
-// verification (verify); Status is a value snapshot for /status, metrics
-// and progress output. It never imports Kubernetes packages.
+// then walks the task's phases (Pending, FullSync, Streaming, Verifying,
+// Completed or Failed) in one state machine, composing the full copy
+// (fullsync), oplog replay (replay) and verification (verify); Status is
+// a value snapshot for /status, metrics and progress output. It never
+// imports Kubernetes packages.
 package engine
 
 import (
@@ -11,8 +12,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -20,6 +23,8 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 )
 
@@ -50,6 +55,17 @@ type Options struct {
 	ObserveWrite func(time.Duration)
 	// CopyHook is called after each copy batch (tests).
 	CopyHook func(docs int64)
+	// ObserveReplay is told each replay write batch's duration by kind.
+	ObserveReplay func(op string, d time.Duration)
+	// UntilCaughtUp ends replay once everything the source wrote is
+	// applied, then verifies and completes; without it replay runs until
+	// the context ends.
+	UntilCaughtUp bool
+	// Reader, when set, replaces the oplog tailer (tests feed scripted
+	// entries through it); from is the position to read after.
+	Reader func(from bson.Timestamp) source.OplogReader
+	// CheckpointInterval overrides how often replay saves its checkpoint.
+	CheckpointInterval time.Duration
 }
 
 // Engine runs one task.
@@ -60,6 +76,8 @@ type Engine struct {
 	source, target *mongo.Client
 	store          *checkpoint.Store
 	copier         *fullsync.Copier
+	mapper         *catalog.Mapper
+	replayer       atomic.Pointer[replay.Replayer]
 
 	mu         sync.Mutex
 	phase      Phase
@@ -96,6 +114,10 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		return nil, err
 	}
 	e.store = checkpoint.NewStore(e.target, task.Checkpoint.Database, task.Name)
+	if e.mapper, err = catalog.NewMapper(task.Namespaces, task.Checkpoint.Database); err != nil {
+		e.Close()
+		return nil, err
+	}
 	e.copier, err = fullsync.New(fullsync.Options{
 		Task: task.Name, Spec: &task.Spec, Source: e.source, Target: e.target, Store: e.store,
 		Log: log, ObserveWrite: opts.ObserveWrite, Hook: opts.CopyHook,
@@ -144,15 +166,40 @@ func (e *Engine) Run(ctx context.Context) error {
 
 func (e *Engine) run(ctx context.Context) error {
 	spec := &e.task.Spec
-	if spec.Mode != config.ModeFull {
-		return fmt.Errorf("mode: %w: %q needs oplog replay, which this build does not have yet; use mode: full", ErrModeNotSupported, spec.Mode)
+	withReplay := spec.Mode != config.ModeFull
+	if withReplay && spec.Incremental.Method == config.MethodChangeStream && e.opts.Reader == nil {
+		return fmt.Errorf("incremental.method: %w: changeStream is not in this build yet; use incremental.method: oplog", ErrModeNotSupported)
+	}
+	// A resumed task whose oplog position rolled away stops here, before
+	// anything is written.
+	if withReplay {
+		if rec, err := e.store.Task(ctx); err == nil && rec.HasStart() {
+			if err := source.CheckWindow(ctx, e.source, rec.ResumeTS()); err != nil {
+				return err
+			}
+		}
 	}
 	rec, err := e.store.Start(ctx)
 	if err != nil {
 		return err
 	}
+	if withReplay && !rec.HasStart() {
+		// Before anything is copied: replay starts after this position, so
+		// every write made during the copy is replayed.
+		newest, err := source.NewestTS(ctx, e.source)
+		if err != nil {
+			return err
+		}
+		if rec.StartTS, err = e.store.SetStartTS(ctx, newest); err != nil {
+			return err
+		}
+		e.log.Info("recorded the replay start position", "ts", newest)
+	}
 	next := PhaseFullSync
-	if rec.CopyDone {
+	switch {
+	case spec.Mode == config.ModeIncremental, rec.CopyDone && withReplay:
+		next = PhaseStreaming
+	case rec.CopyDone:
 		next = PhaseVerifying
 	}
 	for {
@@ -168,7 +215,21 @@ func (e *Engine) run(ctx context.Context) error {
 			if err := e.copier.Run(ctx); err != nil {
 				return err
 			}
-			if err := e.store.SetPhase(ctx, string(PhaseVerifying), true); err != nil {
+			var endTS bson.Timestamp
+			if withReplay {
+				if endTS, err = source.NewestTS(ctx, e.source); err != nil {
+					return err
+				}
+			}
+			if err := e.store.MarkCopyDone(ctx, endTS); err != nil {
+				return err
+			}
+			next = PhaseVerifying
+			if withReplay {
+				next = PhaseStreaming
+			}
+		case PhaseStreaming:
+			if err := e.stream(ctx); err != nil {
 				return err
 			}
 			next = PhaseVerifying
@@ -187,13 +248,74 @@ func (e *Engine) run(ctx context.Context) error {
 	}
 }
 
-func (e *Engine) verify(ctx context.Context) error {
-	spec := &e.task.Spec
-	mapper, err := catalog.NewMapper(spec.Namespaces, spec.Checkpoint.Database)
+// stream replays the oplog from the checkpoint until ctx ends, or, with
+// UntilCaughtUp, until everything the source wrote is applied.
+func (e *Engine) stream(ctx context.Context) error {
+	rec, err := e.store.Task(ctx)
 	if err != nil {
 		return err
 	}
-	colls, err := catalog.List(ctx, e.source, mapper)
+	from := rec.ResumeTS()
+	var reader source.OplogReader
+	if e.opts.Reader != nil {
+		reader = e.opts.Reader(from)
+	} else {
+		if err := source.CheckWindow(ctx, e.source, from); err != nil {
+			return err
+		}
+		reader = source.NewTailer(e.source, from)
+	}
+	colls, err := catalog.List(ctx, e.source, e.mapper)
+	if err != nil {
+		return err
+	}
+	unique := map[string]bool{}
+	for _, c := range colls {
+		if c.HasUniqueIndex() {
+			unique[c.Target.String()] = true
+		}
+	}
+	r := replay.New(replay.Options{
+		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Target: e.target, Store: e.store,
+		Mapper: e.mapper, Log: e.log, From: from, OverlapUntil: rec.CopyEndTS,
+		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique,
+	})
+	e.replayer.Store(r)
+	e.log.Info("replaying the oplog", "from", from)
+	rctx, stop := context.WithCancel(ctx)
+	defer stop()
+	caughtUp := make(chan struct{})
+	if e.opts.UntilCaughtUp {
+		go func() {
+			streak := 0
+			for rctx.Err() == nil {
+				time.Sleep(time.Second)
+				if s := r.Status(); s.CaughtUp() && !s.NewestTS.IsZero() {
+					streak++
+				} else {
+					streak = 0
+				}
+				if streak >= 3 {
+					close(caughtUp)
+					stop()
+					return
+				}
+			}
+		}()
+	}
+	err = r.Run(rctx)
+	select {
+	case <-caughtUp:
+		e.log.Info("caught up with the source", "applied", r.Status().AppliedTS)
+		return nil
+	default:
+	}
+	return err
+}
+
+func (e *Engine) verify(ctx context.Context) error {
+	spec := &e.task.Spec
+	colls, err := catalog.List(ctx, e.source, e.mapper)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 )
 
 // Status is a value snapshot of a task, served as /status and read by the
@@ -15,6 +16,8 @@ type Status struct {
 	// Error is the failure that stopped the task, without credentials.
 	Error string          `json:"error,omitempty"`
 	Copy  fullsync.Status `json:"copy"`
+	// Replay is set once oplog replay has started.
+	Replay *replay.Status `json:"replay,omitempty"`
 	// Verify is the last verification's outcome, when one ran.
 	Verify         *VerifyStatus `json:"verify,omitempty"`
 	StartedAt      time.Time     `json:"startedAt"`
@@ -39,9 +42,14 @@ type VerifyStatus struct {
 // Status returns a snapshot; it is cheap and safe to call at any time.
 func (e *Engine) Status() Status {
 	copyStatus := e.copier.Status()
+	var replayStatus *replay.Status
+	if r := e.replayer.Load(); r != nil {
+		rs := r.Status()
+		replayStatus = &rs
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Status{Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, StartedAt: e.started}
+	s := Status{Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, Replay: replayStatus, StartedAt: e.started}
 	if e.err != nil {
 		s.Error = e.err.Error()
 	}

@@ -37,6 +37,13 @@ var (
 	retriesDesc        = desc("write_retries_total", "Write batches retried after a retryable error.")
 	bufferedDesc       = desc("cache_buffered_bytes", "Bytes of documents buffered between readers and writers.")
 	maxBytesDesc       = desc("cache_max_bytes", "Byte budget of the buffer between readers and writers.")
+	lagDesc            = desc("replay_lag_seconds", "Seconds between the source's newest oplog entry and the applied checkpoint.")
+	appliedDesc        = desc("replay_applied_ops_total", "Oplog operations applied to the target, by operation.", "op")
+	skippedDesc        = desc("replay_skipped_entries_total", "Oplog entries skipped, by reason.", "reason")
+	replayRateDesc     = desc("replay_ops_per_second", "Oplog operations applied per second over the last 10 seconds.")
+	replayBufDesc      = desc("replay_buffered_bytes", "Bytes of oplog entries read and not yet applied.")
+	checkpointDesc     = desc("replay_checkpoint_timestamp_seconds", "Source time (Unix seconds) of the replay checkpoint.")
+	conflictsTolDesc   = desc("replay_tolerated_conflicts_total", "Duplicate keys stepped over in the copy/replay overlap.")
 	verifyOKDesc       = desc("verify_ok", "1 when the last verification matched, 0 when it found differences.")
 	verifyDiffDesc     = desc("verify_differing_namespaces", "Namespaces whose target differs from the source at the last verification.")
 )
@@ -53,7 +60,7 @@ func NewCollector(status func() engine.Status) *Collector { return &Collector{st
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{phaseDesc, copyDocsDesc, copyBytesDesc, copyEstimatedDesc, copyRatioDesc,
 		copyNSRatioDesc, copyRangesDesc, copyRangesDoneDesc, conflictsDesc, retriesDesc, bufferedDesc, maxBytesDesc,
-		verifyOKDesc, verifyDiffDesc} {
+		verifyOKDesc, verifyDiffDesc, lagDesc, appliedDesc, skippedDesc, replayRateDesc, replayBufDesc, checkpointDesc, conflictsTolDesc} {
 		ch <- d
 	}
 }
@@ -89,6 +96,19 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(retriesDesc, float64(s.Copy.Retries))
 	gauge(bufferedDesc, float64(s.Copy.BufferedBytes))
 	gauge(maxBytesDesc, float64(s.Copy.MaxBytes))
+	if r := s.Replay; r != nil {
+		gauge(lagDesc, r.LagSeconds)
+		for op, n := range r.Applied {
+			counter(appliedDesc, float64(n), op)
+		}
+		for reason, n := range r.Skipped {
+			counter(skippedDesc, float64(n), reason)
+		}
+		gauge(replayRateDesc, r.OpsPerSecond)
+		gauge(replayBufDesc, float64(r.BufferedBytes))
+		gauge(checkpointDesc, float64(r.AppliedTS.T))
+		counter(conflictsTolDesc, float64(r.ToleratedConflicts))
+	}
 	if v := s.Verify; v != nil && !v.Running {
 		ok := 0.0
 		if v.OK {

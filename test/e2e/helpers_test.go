@@ -171,3 +171,7 @@ func writeFile(t *testing.T, content string) string {
 func indexModel(name string, unique bool) mongo.IndexModel {
 	return mongo.IndexModel{Keys: bson.D{{Key: "email", Value: 1}}, Options: options.Index().SetName(name).SetUnique(unique)}
 }
+
+func optsNewest() *options.FindOneOptionsBuilder {
+	return options.FindOne().SetSort(bson.D{{Key: "$natural", Value: -1}})
+}

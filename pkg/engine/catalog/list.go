@@ -22,6 +22,17 @@ type Collection struct {
 	Indexes []bson.Raw
 }
 
+// HasUniqueIndex reports whether the collection has a unique index other
+// than _id.
+func (c Collection) HasUniqueIndex() bool {
+	for _, ix := range c.Indexes {
+		if u, _ := ix.Lookup("unique").BooleanOK(); u {
+			return true
+		}
+	}
+	return false
+}
+
 // Copyable reports whether the collection holds documents to copy (views
 // are recreated, not copied).
 func (c Collection) Copyable() bool { return c.Type != "view" }

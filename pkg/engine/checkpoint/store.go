@@ -40,6 +40,10 @@ type TaskRecord struct {
 	// AppliedTS is the replay checkpoint: every entry at or below it has
 	// been applied to the target.
 	AppliedTS bson.Timestamp `bson:"appliedTS,omitempty"`
+	// CopyEndTS is the source's newest oplog position when the full copy
+	// finished: replayed entries up to it may meet documents the copy
+	// already holds in a newer state.
+	CopyEndTS bson.Timestamp `bson:"copyEndTS,omitempty"`
 	// CheckpointAt is when AppliedTS was last saved.
 	CheckpointAt time.Time `bson:"checkpointAt,omitempty"`
 }
@@ -139,6 +143,17 @@ func (s *Store) SetStartTS(ctx context.Context, ts bson.Timestamp) (bson.Timesta
 	}
 	rec, err := s.Task(ctx)
 	return rec.StartTS, err
+}
+
+// MarkCopyDone records that the full copy finished, and the source's newest
+// oplog position at that moment.
+func (s *Store) MarkCopyDone(ctx context.Context, endTS bson.Timestamp) error {
+	_, err := s.db.Collection(TasksCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: s.task}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "copyDone", Value: true}, {Key: "copyEndTS", Value: endTS}, {Key: "updatedAt", Value: time.Now().UTC()}}}})
+	if err != nil {
+		return fmt.Errorf("checkpoint: mark copy done: %w", err)
+	}
+	return nil
 }
 
 // SaveApplied records the replay checkpoint.

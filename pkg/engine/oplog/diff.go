@@ -1,0 +1,331 @@
+package oplog
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+// A $v:2 update entry is {$v: 2, diff: D}, where D describes the change
+// of one document (MongoDB's doc_diff format):
+//
+//	document diff   d: {field: false}   delete the fields
+//	                u: {field: value}   set the fields (in place)
+//	                i: {field: value}   insert the fields, at the end
+//	                s<field>: D'        apply the sub-diff D' to the field
+//	array diff      a: true             marks D' as an array diff
+//	                l: n                resize the array to n elements
+//	                u<n>: value         set element n
+//	                s<n>: D'            apply the sub-diff D' to element n
+//
+// translateDiff turns D into update operators on dotted paths:
+//
+//	d            $unset path
+//	u            $set path
+//	i            $unset path, then $set path (see below)
+//	s<field>     recurse with path.field
+//	a, l: n      $push {path: {$each: [], $slice: n}}
+//	u<n>         $set path.n
+//	s<n>         recurse with path.n
+//
+// Inserted fields: MongoDB's applier drops the old value of an inserted
+// field and appends the new one at the end of its document; a diff computed
+// for a pipeline update that reorders fields relies on that. $set would
+// keep an existing field where it is, so an inserted field is first unset,
+// then set, which appends it everywhere. Several new fields set by one
+// update are appended in lexicographic order on MongoDB 5.0+ and on
+// FerretDB (numeric names in numeric order on MongoDB, as strings on
+// FerretDB; older servers may keep the given order), so new fields under
+// one parent share an update only while their names ascend and are not
+// numeric; otherwise a new update starts, which keeps the diff's order on
+// every server.
+//
+// Resizing: MongoDB only writes l when an array shrinks (growth is written
+// as u<n> of the new elements, and setting an index past the end pads with
+// nulls, as $set does too). $push with $each: [] and $slice: n keeps the
+// first n elements, which is exactly that truncation. An l larger than the
+// array with no u<l-1> (which MongoDB does not write) would pad with nulls;
+// $slice does not grow an array, so those trailing nulls would be missing.
+// (FerretDB 1.24 accepts $slice but ignores it: see the package's tests.)
+//
+// Conflicts: one update may not touch a path and its prefix or the same
+// path twice ($push on "a" and $set on "a.1" are refused). The operators
+// are therefore packed, in the diff's order, into as few updates as
+// possible: an operator joins the last update unless it conflicts with it,
+// else it starts a new one. The updates of one entry are applied in order,
+// on one document, by one writer (all its Writes carry the same DocKey, so
+// the partitioner sends them to the same queue), so applying them one after
+// the other is applying the diff. Replay stays idempotent: every operator
+// writes an absolute value (set, unset, truncate to n), so applying an
+// entry's updates again leaves the document as they left it.
+//
+// Two things MongoDB's applier does that updates cannot: a field whose
+// name is empty, contains '.' or starts with '$' cannot be named in a path
+// (ErrUnaddressablePath: refetch the document instead), and when an old
+// entry is applied again after later ones changed a field's type, the
+// applier sets the field to null where an update through it fails on the
+// server ("Cannot create field ..."); the sink must tolerate that error for
+// entries re-read after a restart, as later entries rewrite the field.
+
+// opKind is the update operator of one pathOp.
+type opKind uint8
+
+const (
+	opSet opKind = iota
+	opUnset
+	opTruncate
+)
+
+// pathOp is one operator on one dotted path.
+type pathOp struct {
+	kind opKind
+	path string
+	val  bsoncore.Value // opSet
+	n    int32          // opTruncate
+	// newField marks the $set of an inserted field (from an i section):
+	// it is appended at the end of its parent document.
+	newField bool
+	parent   string // for newField: the parent's path
+	name     string // for newField: the field's name
+}
+
+// translateDiff returns the update documents, in order, that apply the
+// $v:2 diff. An empty diff returns none.
+func translateDiff(diff []byte) ([][]byte, error) {
+	w := diffWalker{ops: make([]pathOp, 0, 8)}
+	if err := w.document(diff, "", 0); err != nil {
+		return nil, err
+	}
+	return pack(w.ops), nil
+}
+
+// diffWalker collects the operators of a diff in order.
+type diffWalker struct {
+	ops []pathOp
+}
+
+// join returns prefix.name (name alone at the top).
+func join(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
+}
+
+// where names a path in messages.
+func where(path string) string {
+	if path == "" {
+		return "the top of the diff"
+	}
+	return fmt.Sprintf("%q", path)
+}
+
+// checkName refuses field names a dotted path cannot address.
+func checkName(name, prefix string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: an empty field name under %s", ErrUnaddressablePath, where(prefix))
+	case strings.Contains(name, "."):
+		return fmt.Errorf("%w: field %q under %s contains '.'", ErrUnaddressablePath, name, where(prefix))
+	case name[0] == '$':
+		return fmt.Errorf("%w: field %q under %s starts with '$'", ErrUnaddressablePath, name, where(prefix))
+	}
+	return nil
+}
+
+// section returns v as a document, or an error naming the section.
+func section(v bsoncore.Value, name, prefix string) ([]byte, error) {
+	if v.Type != bsoncore.TypeEmbeddedDocument {
+		return nil, fmt.Errorf("%w: section %q at %s is a %s, not a document", ErrMalformedDiff, name, where(prefix), v.Type)
+	}
+	if _, err := docBytes(v.Data); err != nil {
+		return nil, fmt.Errorf("%w: section %q at %s: %v", ErrMalformedDiff, name, where(prefix), err)
+	}
+	return v.Data, nil
+}
+
+// isArrayDiff reports whether a sub-diff is an array diff (a: true).
+func isArrayDiff(sub []byte, path string) (bool, error) {
+	v, found, err := lookup(sub, "a")
+	if err != nil {
+		return false, fmt.Errorf("%w: sub-diff of %s: %v", ErrMalformedDiff, where(path), err)
+	}
+	if !found {
+		return false, nil
+	}
+	if b, ok := v.BooleanOK(); !ok || !b {
+		return false, fmt.Errorf("%w: sub-diff of %s: a must be true", ErrMalformedDiff, where(path))
+	}
+	return true, nil
+}
+
+// sub applies a sub-diff (document or array) at path.
+func (w *diffWalker) sub(v bsoncore.Value, name, path string, depth int) error {
+	doc, err := section(v, name, path)
+	if err != nil {
+		return err
+	}
+	isArray, err := isArrayDiff(doc, path)
+	if err != nil {
+		return err
+	}
+	if isArray {
+		return w.array(doc, path, depth+1)
+	}
+	return w.document(doc, path, depth+1)
+}
+
+// document walks a document diff at prefix.
+func (w *diffWalker) document(diff []byte, prefix string, depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("%w: nested deeper than %d levels at %s", ErrMalformedDiff, maxDepth, where(prefix))
+	}
+	var seen [3]bool // d, u, i
+	err := forEach(diff, func(k []byte, v bsoncore.Value) error {
+		switch key := string(k); {
+		case key == "d" || key == "u" || key == "i":
+			idx := strings.Index("dui", key)
+			if seen[idx] {
+				return fmt.Errorf("%w: section %q appears twice at %s", ErrMalformedDiff, key, where(prefix))
+			}
+			seen[idx] = true
+			fields, err := section(v, key, prefix)
+			if err != nil {
+				return err
+			}
+			return w.fields(key, fields, prefix)
+		case strings.HasPrefix(key, "s"):
+			name := key[1:]
+			if err := checkName(name, prefix); err != nil {
+				return err
+			}
+			return w.sub(v, key, join(prefix, name), depth)
+		case key == "a" && prefix == "":
+			return fmt.Errorf("%w: the top of a diff is a document, not an array (a: true)", ErrMalformedDiff)
+		default:
+			return fmt.Errorf("%w: %q at %s", ErrUnknownDiffSection, key, where(prefix))
+		}
+	})
+	if err != nil && !isDiffError(err) {
+		err = fmt.Errorf("%w: at %s: %v", ErrMalformedDiff, where(prefix), err)
+	}
+	return err
+}
+
+// isDiffError reports whether err already says what was wrong with a diff.
+func isDiffError(err error) bool {
+	return errors.Is(err, ErrMalformedDiff) || errors.Is(err, ErrUnknownDiffSection) || errors.Is(err, ErrUnaddressablePath)
+}
+
+// fields handles a d, u or i section. An i section is walked twice: its
+// fields are unset first (an inserted field that exists moves to the end,
+// as MongoDB's applier does), then set. _id cannot be unset, and MongoDB
+// keeps it first anyway.
+func (w *diffWalker) fields(sec string, fields []byte, prefix string) error {
+	passes := []string{sec}
+	if sec == "i" {
+		passes = []string{"i-unset", "i"}
+	}
+	for _, pass := range passes {
+		err := forEach(fields, func(k []byte, v bsoncore.Value) error {
+			name := string(k)
+			if err := checkName(name, prefix); err != nil {
+				return err
+			}
+			path := join(prefix, name)
+			switch pass {
+			case "d":
+				w.ops = append(w.ops, pathOp{kind: opUnset, path: path})
+			case "u":
+				w.ops = append(w.ops, pathOp{kind: opSet, path: path, val: v})
+			case "i-unset":
+				if path != "_id" {
+					w.ops = append(w.ops, pathOp{kind: opUnset, path: path})
+				}
+			case "i":
+				w.ops = append(w.ops, pathOp{kind: opSet, path: path, val: v, newField: true, parent: prefix, name: name})
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// array walks an array diff at path.
+func (w *diffWalker) array(diff []byte, path string, depth int) error {
+	if depth > maxDepth {
+		return fmt.Errorf("%w: nested deeper than %d levels at %s", ErrMalformedDiff, maxDepth, where(path))
+	}
+	mark := len(w.ops)
+	var (
+		resize    int64
+		hasResize bool
+	)
+	err := forEach(diff, func(k []byte, v bsoncore.Value) error {
+		key := string(k)
+		switch {
+		case key == "a":
+			return nil // checked by isArrayDiff
+		case key == "l":
+			n, ok := integer(v)
+			if !ok || n < 0 || n > math.MaxInt32 {
+				return fmt.Errorf("%w: array %s: l must be a length between 0 and 2^31-1, not %s", ErrMalformedDiff, where(path), v)
+			}
+			if hasResize {
+				return fmt.Errorf("%w: array %s: l appears twice", ErrMalformedDiff, where(path))
+			}
+			resize, hasResize = n, true
+			return nil
+		case len(key) > 1 && (key[0] == 'u' || key[0] == 's'):
+			idx := key[1:]
+			if !isIndex(idx) {
+				return fmt.Errorf("%w: %q in array %s (u<n> and s<n> need an index)", ErrUnknownDiffSection, key, where(path))
+			}
+			elem := join(path, idx)
+			if key[0] == 'u' {
+				w.ops = append(w.ops, pathOp{kind: opSet, path: elem, val: v})
+				return nil
+			}
+			return w.sub(v, key, elem, depth)
+		default:
+			return fmt.Errorf("%w: %q in array %s", ErrUnknownDiffSection, key, where(path))
+		}
+	})
+	if err != nil {
+		if !isDiffError(err) {
+			err = fmt.Errorf("%w: array %s: %v", ErrMalformedDiff, where(path), err)
+		}
+		return err
+	}
+	if hasResize {
+		// Truncate before the element updates, as MongoDB's applier does;
+		// pack puts them in separate updates ($push on the array and $set
+		// on one of its elements conflict).
+		w.ops = append(w.ops, pathOp{})
+		copy(w.ops[mark+1:], w.ops[mark:])
+		w.ops[mark] = pathOp{kind: opTruncate, path: path, n: int32(resize)}
+	}
+	return nil
+}
+
+// isIndex reports whether s is an array index as MongoDB writes it: decimal
+// digits, no leading zero, at most 2^31-1.
+func isIndex(s string) bool {
+	if s == "" || len(s) > 10 || (s[0] == '0' && len(s) > 1) {
+		return false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+		n = n*10 + int64(s[i]-'0')
+	}
+	return n <= math.MaxInt32
+}

@@ -1,0 +1,250 @@
+package oplog
+
+import (
+	"fmt"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+// Write is one idempotent write on the target, made from one entry.
+type Write struct {
+	// NS is the source namespace, "db.coll" ("db" for dropDatabase); the
+	// sink maps it to the target's name.
+	NS string
+	// Kind is the kind of the entry the write comes from (Insert, Update,
+	// Delete, or Command for DDL).
+	Kind Kind
+	// DocKey is the document key ({_id} or the shard key with _id) the
+	// partitioner hashes, so that a document's writes stay in order. Nil for
+	// DDL.
+	DocKey bson.Raw
+	// Model is the write for a bulk write on NS's target collection; nil
+	// for DDL.
+	Model mongo.WriteModel
+	// DDL is set, instead of Model, for a DDL command: a barrier.
+	DDL *DDL
+}
+
+// Translate turns one entry into the writes that apply it on the target,
+// in the order they must be applied:
+//
+//   - insert: ReplaceOne with upsert, filtered on the document key (o2 when
+//     present, else {_id}), so replaying it again, or over the copy, is
+//     harmless;
+//   - update with $v: 2: the diff as $set/$unset/$push updates (UpdateOne,
+//     no upsert; see translateDiff); "is a diff" is decided by $v == 2 and
+//     nothing else, so a replacement with a field named diff stays one;
+//   - update with $v: 1, or without $v but with $-operators: UpdateOne with
+//     those operators ($set and $unset; others are refused), no upsert;
+//   - update without $v or operators: o is the whole new document,
+//     ReplaceOne with upsert filtered on o2;
+//   - delete: DeleteOne filtered on o (the document key);
+//   - no-op, startIndexBuild, abortIndexBuild, dbCheck: nothing;
+//   - DDL: one Write whose DDL is set (the replayer applies it as a
+//     barrier).
+//
+// Updates that are not replacements do not upsert: on a missing document
+// they match nothing, which is what the copy/replay overlap needs.
+//
+// Transaction entries (applyOps, commitTransaction, abortTransaction)
+// return ErrNeedsAssembly: pass them to an Assembler and translate the
+// operations of the units it emits. Translate does not apply Skip.
+func Translate(e Entry) ([]Write, error) {
+	ws, err := translate(e)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", e, err)
+	}
+	return ws, nil
+}
+
+func translate(e Entry) ([]Write, error) {
+	switch e.op {
+	case OpInsert:
+		key := e.o2
+		if key == nil {
+			id, _, err := lookup(e.o, "_id")
+			if err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrMalformedEntry, err)
+			}
+			key = bson.Raw(singleton("_id", id))
+		}
+		m := mongo.NewReplaceOneModel().SetFilter(key).SetReplacement(e.o).SetUpsert(true)
+		return []Write{{NS: e.ns, Kind: Insert, DocKey: key, Model: m}}, nil
+	case OpUpdate:
+		return translateUpdate(e)
+	case OpDelete:
+		return []Write{{NS: e.ns, Kind: Delete, DocKey: e.o, Model: mongo.NewDeleteOneModel().SetFilter(e.o)}}, nil
+	case OpNoop:
+		return nil, nil
+	case OpCommand:
+		switch {
+		case e.cmd.IsDDL():
+			d, err := e.ddl()
+			if err != nil {
+				return nil, err
+			}
+			ns := d.NS.String()
+			if d.Class == CmdDropDatabase {
+				ns = d.NS.DB
+			}
+			return []Write{{NS: ns, Kind: Command, DDL: &d}}, nil
+		case e.cmd.Skipped():
+			return nil, nil
+		case e.cmd.IsTxn():
+			return nil, ErrNeedsAssembly
+		default:
+			name, _ := firstKey(e.o)
+			return nil, fmt.Errorf("%w %q", ErrUnknownCommand, name)
+		}
+	}
+	return nil, fmt.Errorf("%w: op %q", ErrMalformedEntry, e.op)
+}
+
+// firstKey returns the name of doc's first field.
+func firstKey(doc []byte) (string, bool) {
+	elem, err := bsoncore.Document(doc).IndexErr(0)
+	if err != nil {
+		return "", false
+	}
+	k, err := elem.KeyErr()
+	return k, err == nil
+}
+
+// updateForm is the shape of an update entry's o.
+type updateForm uint8
+
+const (
+	formReplacement updateForm = iota
+	formOperators
+	formDiff
+)
+
+// classifyUpdate decides an update's form from $v, and checks that o holds
+// only what that form allows. For a diff it returns the diff document.
+func classifyUpdate(o []byte) (updateForm, []byte, error) {
+	var (
+		version            bsoncore.Value
+		hasVersion         bool
+		diff               bsoncore.Value
+		hasDiff            bool
+		operators, plain   int
+		badOperator, other string
+	)
+	err := forEach(o, func(k []byte, v bsoncore.Value) error {
+		switch key := string(k); {
+		case key == "$v":
+			version, hasVersion = v, true
+		case strings.HasPrefix(key, "$"):
+			operators++
+			if key != "$set" && key != "$unset" && badOperator == "" {
+				badOperator = key
+			}
+		default:
+			plain++
+			if key == "diff" {
+				diff, hasDiff = v, true
+			} else if other == "" {
+				other = key
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: o: %v", ErrMalformedEntry, err)
+	}
+	if hasVersion {
+		v, ok := integer(version)
+		switch {
+		case ok && v == 2:
+			if operators > 0 || other != "" || !hasDiff {
+				return 0, nil, fmt.Errorf("%w: a $v:2 update must be {$v: 2, diff: {...}}", ErrUnsupportedUpdate)
+			}
+			if diff.Type != bsoncore.TypeEmbeddedDocument {
+				return 0, nil, fmt.Errorf("%w: diff is a %s, not a document", ErrMalformedDiff, diff.Type)
+			}
+			return formDiff, diff.Data, nil
+		case ok && v == 1:
+			// $v:1 is the operator form.
+		default:
+			return 0, nil, fmt.Errorf("%w: $v %s (only 1 and 2 are known)", ErrUnsupportedUpdate, version)
+		}
+		if plain > 0 {
+			return 0, nil, fmt.Errorf("%w: a $v:1 update mixes operators and fields", ErrUnsupportedUpdate)
+		}
+	} else if operators == 0 {
+		return formReplacement, nil, nil
+	} else if plain > 0 {
+		return 0, nil, fmt.Errorf("%w: the update mixes operators and fields", ErrUnsupportedUpdate)
+	}
+	if badOperator != "" {
+		return 0, nil, fmt.Errorf("%w: operator %s (a $v:1 entry only holds $set and $unset)", ErrUnsupportedUpdate, badOperator)
+	}
+	return formOperators, nil, nil
+}
+
+// translateUpdate translates a 'u' entry.
+func translateUpdate(e Entry) ([]Write, error) {
+	form, diff, err := classifyUpdate(e.o)
+	if err != nil {
+		return nil, err
+	}
+	switch form {
+	case formReplacement:
+		m := mongo.NewReplaceOneModel().SetFilter(e.o2).SetReplacement(e.o).SetUpsert(true)
+		return []Write{{NS: e.ns, Kind: Update, DocKey: e.o2, Model: m}}, nil
+	case formOperators:
+		u, err := operatorsWithoutVersion(e.o)
+		if err != nil || u == nil {
+			return nil, err
+		}
+		return []Write{e.updateOne(u)}, nil
+	}
+	docs, err := translateDiff(diff)
+	if err != nil {
+		return nil, err
+	}
+	ws := make([]Write, len(docs))
+	for i, d := range docs {
+		ws[i] = e.updateOne(d)
+	}
+	return ws, nil
+}
+
+// updateOne is an UpdateOne on the entry's document key.
+func (e Entry) updateOne(update []byte) Write {
+	m := mongo.NewUpdateOneModel().SetFilter(e.o2).SetUpdate(bson.Raw(update))
+	return Write{NS: e.ns, Kind: Update, DocKey: e.o2, Model: m}
+}
+
+// operatorsWithoutVersion returns o without $v and without empty
+// operators (a server refuses {$set: {}}); nil when nothing is left.
+func operatorsWithoutVersion(o []byte) ([]byte, error) {
+	b := start(make([]byte, 0, len(o)))
+	n := 0
+	err := forEach(o, func(k []byte, v bsoncore.Value) error {
+		key := string(k)
+		if key == "$v" {
+			return nil
+		}
+		if v.Type != bsoncore.TypeEmbeddedDocument {
+			return fmt.Errorf("%w: %s is a %s, not a document", ErrUnsupportedUpdate, key, v.Type)
+		}
+		body, err := docBytes(v.Data)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrMalformedEntry, key, err)
+		}
+		if len(body) == 0 {
+			return nil
+		}
+		b.value(key, v)
+		n++
+		return nil
+	})
+	if err != nil || n == 0 {
+		return nil, err
+	}
+	return b.finish(), nil
+}

@@ -1,0 +1,178 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
+)
+
+// Server codes a replayed DDL command may meet when it was already applied
+// before a restart.
+const (
+	codeNamespaceNotFound = 26
+	codeIndexNotFound     = 27
+	codeNamespaceExists   = 48
+	codeCommandNotFound   = 59
+	codeNotImplemented    = 238
+)
+
+// applyDDL applies one DDL command to the target, under the task's
+// namespace filters and renames. Every command is safe to apply twice.
+func (r *Replayer) applyDDL(ctx context.Context, d oplog.DDL) error {
+	m := r.o.Mapper
+	src := d
+	if d.Class == oplog.CmdDropDatabase {
+		if !m.SelectedDB(d.NS.DB) {
+			return nil
+		}
+	} else if !m.Selected(d.NS) && (d.Class != oplog.CmdRenameCollection || !m.Selected(d.To)) {
+		r.count("filtered", true)
+		return nil
+	}
+	d = d.Map(m.Target)
+	t := r.o.Target
+	var err error
+	switch d.Class {
+	case oplog.CmdCreate:
+		var opts bson.Raw
+		if opts, err = d.Options(); err == nil {
+			typ := "collection"
+			if len(opts) > 0 && opts.Lookup("viewOn").Type != 0 {
+				typ = "view"
+			}
+			err = catalog.CreateCollection(ctx, t, catalog.Collection{Source: src.NS, Target: d.NS, Type: typ, Options: opts}, m)
+		}
+	case oplog.CmdDrop:
+		err = t.Database(d.NS.DB).Collection(d.NS.Coll).Drop(ctx)
+	case oplog.CmdDropDatabase:
+		err = t.Database(d.NS.DB).Drop(ctx)
+	case oplog.CmdRenameCollection:
+		err = r.rename(ctx, src, d)
+	case oplog.CmdCreateIndexes, oplog.CmdCommitIndexBuild:
+		var specs []bson.Raw
+		if specs, err = d.Indexes(); err == nil {
+			err = catalog.CreateIndexes(ctx, t, catalog.Collection{Source: src.NS, Target: d.NS, Indexes: specs})
+		}
+	case oplog.CmdDropIndexes:
+		var names []string
+		if names, err = d.DropIndexNames(); err == nil {
+			idx := bson.A{}
+			for _, n := range names {
+				idx = append(idx, n)
+			}
+			var index any = idx
+			if len(names) == 1 {
+				index = names[0]
+			}
+			err = t.Database(d.NS.DB).RunCommand(ctx, bson.D{{Key: "dropIndexes", Value: d.NS.Coll}, {Key: "index", Value: index}}).Err()
+		}
+	case oplog.CmdCollMod:
+		var opts bson.Raw
+		if opts, err = d.Options(); err == nil {
+			cmd := bson.D{{Key: "collMod", Value: d.NS.Coll}}
+			elems, _ := opts.Elements()
+			for _, e := range elems {
+				cmd = append(cmd, bson.E{Key: e.Key(), Value: e.Value()})
+			}
+			err = t.Database(d.NS.DB).RunCommand(ctx, cmd).Err()
+			if hasCode(err, codeCommandNotFound, codeNotImplemented) {
+				r.log.Warn("the target cannot apply collMod; collection options may differ", "ns", d.NS.String(), "err", err)
+				err = nil
+			}
+		}
+	default:
+		return fmt.Errorf("replay: unexpected DDL %s on %s", d.Class, d.NS)
+	}
+	if hasCode(err, codeNamespaceNotFound, codeIndexNotFound) {
+		err = nil // applied before a restart, or nothing to act on
+	}
+	if err != nil {
+		return fmt.Errorf("replay %s on %s: %w", d.Class, d.NS, err)
+	}
+	r.log.Info("applied DDL", "command", d.Class.String(), "ns", d.NS.String())
+	return r.refreshUnique(ctx, d.NS, d.To)
+}
+
+// rename applies a renameCollection whose names may fall on either side of
+// the task's filters.
+func (r *Replayer) rename(ctx context.Context, src, d oplog.DDL) error {
+	m, t := r.o.Mapper, r.o.Target
+	switch {
+	case !m.Selected(src.To):
+		// Renamed out of the task's scope: the target no longer keeps it.
+		return t.Database(d.NS.DB).Collection(d.NS.Coll).Drop(ctx)
+	case !m.Selected(src.NS):
+		r.log.Warn("a collection outside the task was renamed into it; its existing documents are not copied (run a full sync to include them)",
+			"from", src.NS.String(), "to", src.To.String())
+		return nil
+	}
+	err := t.Database("admin").RunCommand(ctx, bson.D{
+		{Key: "renameCollection", Value: d.NS.String()}, {Key: "to", Value: d.To.String()},
+		{Key: "dropTarget", Value: d.DropTarget()},
+	}).Err()
+	if hasCode(err, codeNamespaceExists) {
+		// Applied before a restart: the source name is gone and the new one
+		// exists; anything else is a real conflict.
+		if n, _ := t.Database(d.NS.DB).ListCollectionNames(ctx, bson.D{{Key: "name", Value: d.NS.Coll}}); len(n) == 0 {
+			return nil
+		}
+	}
+	return err
+}
+
+// refreshUnique re-reads whether target collections have a unique
+// secondary index, after DDL that may have changed it.
+func (r *Replayer) refreshUnique(ctx context.Context, nss ...catalog.Namespace) error {
+	for _, ns := range nss {
+		if ns.Coll == "" {
+			continue
+		}
+		u, err := HasUniqueIndex(ctx, r.o.Target.Database(ns.DB).Collection(ns.Coll))
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.unique[ns.String()] = u
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// HasUniqueIndex reports whether a collection has a unique index other
+// than _id.
+func HasUniqueIndex(ctx context.Context, coll *mongo.Collection) (bool, error) {
+	cur, err := coll.Indexes().List(ctx)
+	if hasCode(err, codeNamespaceNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("list indexes of %s.%s: %w", coll.Database().Name(), coll.Name(), err)
+	}
+	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
+	for cur.Next(ctx) {
+		name, _ := cur.Current.Lookup("name").StringValueOK()
+		if u, _ := cur.Current.Lookup("unique").BooleanOK(); u && name != "_id_" {
+			return true, nil
+		}
+	}
+	return false, cur.Err()
+}
+
+func hasCode(err error, codes ...int) bool {
+	var se mongo.ServerError
+	if !errors.As(err, &se) {
+		return false
+	}
+	for _, c := range codes {
+		if se.HasErrorCode(c) {
+			return true
+		}
+	}
+	return false
+}

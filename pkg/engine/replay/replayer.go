@@ -1,0 +1,563 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
+	"github.com/mongoferry/mongoferry/pkg/engine/pipeline"
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
+)
+
+// Options are a Replayer's parts.
+type Options struct {
+	Task   string
+	Spec   *config.Spec
+	Reader source.OplogReader
+	Target *mongo.Client
+	Store  *checkpoint.Store
+	Mapper *catalog.Mapper
+	Log    *slog.Logger
+	// From is the position replay starts after.
+	From bson.Timestamp
+	// OverlapUntil is the newest position the full copy may already
+	// reflect: up to it, a duplicate key on a unique secondary index is the
+	// copy/replay overlap and is tolerated; past it, it is an error.
+	OverlapUntil bson.Timestamp
+	// CheckpointInterval is how often the checkpoint is saved; 2s when
+	// zero.
+	CheckpointInterval time.Duration
+	// ObserveWrite is told each write batch's duration and operation kind.
+	ObserveWrite func(op string, d time.Duration)
+	// UniqueIndexed lists target namespaces ("db.coll") with a unique
+	// secondary index: their writes are applied by one writer in oplog
+	// order, so a delete of {email: x} always lands before a later insert
+	// of another document with {email: x}.
+	UniqueIndexed map[string]bool
+}
+
+// Replayer applies the source's oplog to the target.
+type Replayer struct {
+	o       Options
+	log     *slog.Logger
+	wm      *Watermark
+	asm     *oplog.Assembler
+	budget  *pipeline.Budget
+	queues  []chan item
+	seed    maphash.Seed
+	applied atomic.Pointer[bson.Timestamp]
+
+	mu              sync.Mutex
+	hold            *bson.Timestamp // the checkpoint stays below this while set
+	oldestOpen      *bson.Timestamp // first entry of the oldest open transaction
+	readTS          bson.Timestamp
+	newestTS        bson.Timestamp
+	savedTS         bson.Timestamp
+	savedAt         time.Time
+	unique          map[string]bool
+	counts          map[string]int64
+	skipped         map[string]int64
+	tolerated       int64
+	rate            rateMeter
+	lastAppliedWall time.Time
+}
+
+// item is one write bound for a writer.
+type item struct {
+	ts    bson.Timestamp
+	ns    catalog.Namespace // target namespace
+	kind  string
+	model mongo.WriteModel
+	bytes int64
+}
+
+// New builds a Replayer.
+func New(o Options) *Replayer {
+	if o.CheckpointInterval == 0 {
+		o.CheckpointInterval = 2 * time.Second
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	maxBytes, _ := o.Spec.Cache.MaxBytes.Bytes()
+	r := &Replayer{
+		o: o, log: log.With("task", o.Task), wm: NewWatermark(o.From), asm: oplog.NewAssembler(),
+		budget: pipeline.NewBudget(maxBytes), seed: maphash.MakeSeed(),
+		unique: map[string]bool{}, counts: map[string]int64{}, skipped: map[string]int64{},
+		readTS: o.From, savedTS: o.From,
+	}
+	for ns, u := range o.UniqueIndexed {
+		r.unique[ns] = u
+	}
+	r.applied.Store(&o.From)
+	return r
+}
+
+// Run replays until ctx ends or a fatal error. On a clean stop it waits
+// for the writes in flight and saves a last checkpoint.
+func (r *Replayer) Run(ctx context.Context) error {
+	writers := r.o.Spec.Threads.Writers
+	depth := r.o.Spec.Cache.BucketSize * r.o.Spec.Cache.BatchSize
+	r.queues = make([]chan item, writers)
+	for i := range r.queues {
+		r.queues[i] = make(chan item, depth)
+	}
+	// Writers outlive the reader's context so a clean stop drains them.
+	wctx, stopWriters := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWriters()
+	wg, wctx := errgroup.WithContext(wctx)
+	for i := range r.queues {
+		wg.Go(func() error { return r.write(wctx, r.queues[i]) })
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.dispatch(gctx, wctx) })
+	g.Go(func() error { return r.checkpointLoop(gctx) })
+	g.Go(func() error { return r.watchNewest(gctx) })
+
+	err := g.Wait()
+	for _, q := range r.queues {
+		close(q)
+	}
+	werr := wg.Wait()
+	if werr != nil && !errors.Is(werr, context.Canceled) {
+		err = errors.Join(err, werr)
+	}
+	// The last checkpoint, whatever stopped us: everything at or below it
+	// is on the target.
+	if serr := r.saveCheckpoint(context.WithoutCancel(ctx)); serr != nil {
+		err = errors.Join(err, serr)
+	}
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// dispatch reads entries, assembles transactions, translates and hands
+// writes to the writers.
+func (r *Replayer) dispatch(ctx, wctx context.Context) error {
+	failures := 0
+	for {
+		raws, err := r.o.Reader.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			failures++
+			if failures > 10 {
+				return fmt.Errorf("read oplog: %w", err)
+			}
+			r.log.Warn("oplog read failed; retrying", "err", err, "attempt", failures)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(failures) * 500 * time.Millisecond):
+			}
+			continue
+		}
+		failures = 0
+		for _, raw := range raws {
+			if err := r.entry(ctx, wctx, raw); err != nil {
+				return err
+			}
+		}
+		if err := wctx.Err(); err != nil {
+			return fmt.Errorf("writer stopped: %w", context.Cause(wctx))
+		}
+	}
+}
+
+func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
+	e, err := oplog.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	r.mu.Lock()
+	r.readTS = e.TS()
+	r.mu.Unlock()
+	if skip, reason := oplog.Skip(e, r.o.Mapper.IsInternal); skip {
+		r.count(reason, true)
+		r.wm.Dispatch(e.TS(), 0)
+		return nil
+	}
+	unit, ok, err := r.asm.Add(e)
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	// The Assembler belongs to this goroutine; the checkpoint reads what
+	// it holds from here.
+	oldest, open := r.asm.OldestBufferedTS()
+	r.mu.Lock()
+	r.oldestOpen = nil
+	if open {
+		r.oldestOpen = &oldest
+	}
+	r.mu.Unlock()
+	if !ok {
+		return nil // buffered: a transaction still open
+	}
+	if unit.Txn || unit.FirstTS != unit.TS {
+		return r.applyBarrier(ctx, wctx, unit)
+	}
+	for _, op := range unit.Ops {
+		if err := r.dispatchOp(ctx, wctx, op, unit.TS); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dispatchOp translates one operation and queues its writes; DDL is a
+// barrier.
+func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson.Timestamp) error {
+	if skip, reason := oplog.Skip(op, r.o.Mapper.IsInternal); skip {
+		r.count(reason, true)
+		r.wm.Dispatch(ts, 0)
+		return nil
+	}
+	ws, err := oplog.Translate(op)
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	var items []item
+	for _, w := range ws {
+		if w.DDL != nil {
+			if err := r.flushAndDDL(ctx, wctx, items, *w.DDL, ts); err != nil {
+				return err
+			}
+			items = nil
+			continue
+		}
+		src := catalog.ParseNamespace(w.NS)
+		if !r.o.Mapper.Selected(src) {
+			r.count("filtered", true)
+			continue
+		}
+		items = append(items, item{ts: ts, ns: r.o.Mapper.Target(src), kind: w.Kind.String(), model: w.Model, bytes: int64(len(op.Raw()))})
+		_ = w.DocKey
+	}
+	if len(items) == 0 {
+		r.wm.Dispatch(ts, 0)
+		return nil
+	}
+	r.wm.Dispatch(ts, len(items))
+	for i, it := range items {
+		if err := r.enqueue(ctx, r.bucket(it.ns, ws[i].DocKey), it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bucket picks the writer for a write: by (namespace, document key), or by
+// namespace alone for collections with a unique secondary index.
+func (r *Replayer) bucket(ns catalog.Namespace, docKey bson.Raw) int {
+	var h maphash.Hash
+	h.SetSeed(r.seed)
+	_, _ = h.WriteString(ns.String())
+	r.mu.Lock()
+	serial := r.unique[ns.String()]
+	r.mu.Unlock()
+	if !serial {
+		_, _ = h.Write(docKey)
+	}
+	return int(h.Sum64() % uint64(len(r.queues)))
+}
+
+func (r *Replayer) enqueue(ctx context.Context, q int, it item) error {
+	if err := r.budget.Acquire(ctx, it.bytes); err != nil {
+		return err
+	}
+	select {
+	case r.queues[q] <- it:
+		return nil
+	case <-ctx.Done():
+		r.budget.Release(it.bytes)
+		return ctx.Err()
+	}
+}
+
+// drain waits until every queued write is applied.
+func (r *Replayer) drain(ctx, wctx context.Context) error {
+	for r.wm.InFlight() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wctx.Done():
+			return fmt.Errorf("writer stopped: %w", context.Cause(wctx))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// applyBarrier applies a transaction unit as one: the writers are
+// drained, its operations applied in order, and the checkpoint is held
+// below its first entry until it is complete.
+func (r *Replayer) applyBarrier(ctx, wctx context.Context, unit oplog.Unit) error {
+	if err := r.drain(ctx, wctx); err != nil {
+		return err
+	}
+	first := unit.FirstTS
+	r.mu.Lock()
+	r.hold = &first
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.hold = nil
+		r.mu.Unlock()
+	}()
+	for _, op := range unit.Ops {
+		if err := r.dispatchOp(ctx, wctx, op, unit.TS); err != nil {
+			return err
+		}
+		// One operation at a time: a transaction's writes may touch one
+		// document twice, on any writer.
+		if err := r.drain(ctx, wctx); err != nil {
+			return err
+		}
+	}
+	r.count("transaction", false)
+	r.wm.Dispatch(unit.TS, 0)
+	return nil
+}
+
+// flushAndDDL queues pending items, drains, applies a DDL command once.
+func (r *Replayer) flushAndDDL(ctx, wctx context.Context, pending []item, ddl oplog.DDL, ts bson.Timestamp) error {
+	if len(pending) > 0 {
+		r.wm.Dispatch(ts, len(pending))
+		for _, it := range pending {
+			if err := r.enqueue(ctx, r.bucket(it.ns, nil), it); err != nil {
+				return err
+			}
+		}
+	}
+	if err := r.drain(ctx, wctx); err != nil {
+		return err
+	}
+	if err := r.applyDDL(ctx, ddl); err != nil {
+		return err
+	}
+	r.count("ddl", false)
+	r.wm.Dispatch(ts, 0)
+	return nil
+}
+
+// write applies one writer's queue: consecutive writes to one namespace go
+// in one ordered bulk write.
+func (r *Replayer) write(ctx context.Context, q chan item) error {
+	batchMax := r.o.Spec.Cache.BatchSize
+	var pending *item
+	for {
+		var first item
+		if pending != nil {
+			first, pending = *pending, nil
+		} else {
+			it, ok := <-q
+			if !ok {
+				return nil
+			}
+			first = it
+		}
+		batch := []item{first}
+	fill:
+		for len(batch) < batchMax {
+			select {
+			case it, ok := <-q:
+				if !ok {
+					break fill
+				}
+				if it.ns != first.ns {
+					pending = &it
+					break fill
+				}
+				batch = append(batch, it)
+			default:
+				break fill
+			}
+		}
+		err := r.applyBatch(ctx, batch)
+		for _, it := range batch {
+			r.budget.Release(it.bytes)
+		}
+		if err != nil {
+			return err
+		}
+		for _, it := range batch {
+			r.count(it.kind, false)
+			r.wm.Done(it.ts)
+		}
+		r.mu.Lock()
+		r.rate.add(len(batch))
+		r.lastAppliedWall = time.Now()
+		r.mu.Unlock()
+	}
+}
+
+// applyBatch writes a batch in order, retrying retryable errors and
+// stepping over duplicate keys of the copy/replay overlap.
+func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
+	coll := r.o.Target.Database(batch[0].ns.DB).Collection(batch[0].ns.Coll)
+	backoff := 200 * time.Millisecond
+	for attempt := 0; len(batch) > 0; attempt++ {
+		models := make([]mongo.WriteModel, len(batch))
+		for i, it := range batch {
+			models[i] = it.model
+		}
+		started := time.Now()
+		_, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true).SetBypassDocumentValidation(true))
+		if r.o.ObserveWrite != nil {
+			r.o.ObserveWrite(batch[0].kind, time.Since(started))
+		}
+		if err == nil {
+			return nil
+		}
+		switch sink.Classify(err) {
+		case sink.Retryable:
+			if attempt >= 8 || ctx.Err() != nil {
+				return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
+			}
+			r.log.Warn("retrying replay batch", "ns", batch[0].ns.String(), "attempt", attempt+1, "err", err)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			continue // writes are idempotent: the whole batch again
+		case sink.Conflict:
+			var bwe mongo.BulkWriteException
+			if !errors.As(err, &bwe) || len(bwe.WriteErrors) == 0 {
+				return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
+			}
+			k := bwe.WriteErrors[0].Index
+			it := batch[k]
+			if it.ts.Compare(r.o.OverlapUntil) > 0 {
+				return fmt.Errorf("replay into %s at %d,%d: %w: a unique index on the target refuses a write the source accepted; "+
+					"the target holds documents the source does not (written outside this task?)", it.ns, it.ts.T, it.ts.I, err)
+			}
+			// Overlap: the copy already holds a newer state; later entries
+			// bring the document where the source has it. Writes before k
+			// were applied (ordered); k is stepped over; the rest go again.
+			r.mu.Lock()
+			r.tolerated++
+			r.mu.Unlock()
+			r.log.Debug("duplicate key tolerated in the copy/replay overlap", "ns", it.ns.String(), "ts", it.ts)
+			batch = batch[k+1:]
+			continue
+		default:
+			return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
+		}
+	}
+	return nil
+}
+
+// checkpointLoop saves the checkpoint every interval.
+func (r *Replayer) checkpointLoop(ctx context.Context) error {
+	t := time.NewTicker(r.o.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := r.saveCheckpoint(ctx); err != nil {
+				r.log.Warn("checkpoint not saved; retrying", "err", err)
+			}
+		}
+	}
+}
+
+// Checkpoint returns the position at or below which everything is on the
+// target and no open or in-flight transaction begins.
+func (r *Replayer) Checkpoint() bson.Timestamp {
+	ts := r.wm.Applied()
+	r.mu.Lock()
+	if r.oldestOpen != nil {
+		ts = minTS(ts, before(*r.oldestOpen))
+	}
+	if r.hold != nil {
+		ts = minTS(ts, before(*r.hold))
+	}
+	r.mu.Unlock()
+	return ts
+}
+
+func (r *Replayer) saveCheckpoint(ctx context.Context) error {
+	ts := r.Checkpoint()
+	r.mu.Lock()
+	unchanged := ts.Compare(r.savedTS) <= 0
+	r.mu.Unlock()
+	if unchanged {
+		return nil
+	}
+	if err := r.o.Store.SaveApplied(ctx, ts); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.savedTS, r.savedAt = ts, time.Now()
+	r.mu.Unlock()
+	return nil
+}
+
+// watchNewest polls the source's newest position for the lag.
+func (r *Replayer) watchNewest(ctx context.Context) error {
+	for {
+		if ts, err := r.o.Reader.Newest(ctx); err == nil {
+			r.mu.Lock()
+			if ts.Compare(r.newestTS) > 0 {
+				r.newestTS = ts
+			}
+			r.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (r *Replayer) count(kind string, skipped bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if skipped {
+		r.skipped[kind]++
+		return
+	}
+	r.counts[kind]++
+}
+
+// before returns the position just below ts.
+func before(ts bson.Timestamp) bson.Timestamp {
+	if ts.I > 0 {
+		return bson.Timestamp{T: ts.T, I: ts.I - 1}
+	}
+	if ts.T == 0 {
+		return ts
+	}
+	return bson.Timestamp{T: ts.T - 1, I: ^uint32(0)}
+}
+
+func minTS(a, b bson.Timestamp) bson.Timestamp {
+	if a.Compare(b) <= 0 {
+		return a
+	}
+	return b
+}
