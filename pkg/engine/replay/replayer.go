@@ -44,6 +44,10 @@ type Options struct {
 	CheckpointInterval time.Duration
 	// ObserveWrite is told each write batch's duration and operation kind.
 	ObserveWrite func(op string, d time.Duration)
+	// Apply, when set, replaces the target as the sink: it receives each
+	// ordered batch of writes for one target namespace (the replay
+	// benchmark discards them). Target may then be nil.
+	Apply func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel) error
 	// UniqueIndexed lists target namespaces ("db.coll") with a unique
 	// secondary index: their writes are applied by one writer in oplog
 	// order, so a delete of {email: x} always lands before a later insert
@@ -413,7 +417,14 @@ func (r *Replayer) write(ctx context.Context, q chan item) error {
 // applyBatch writes a batch in order, retrying retryable errors and
 // stepping over duplicate keys of the copy/replay overlap.
 func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
-	coll := r.o.Target.Database(batch[0].ns.DB).Collection(batch[0].ns.Coll)
+	apply := r.o.Apply
+	if apply == nil {
+		apply = func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel) error {
+			_, err := r.o.Target.Database(ns.DB).Collection(ns.Coll).BulkWrite(ctx, models,
+				options.BulkWrite().SetOrdered(true).SetBypassDocumentValidation(true))
+			return err
+		}
+	}
 	backoff := 200 * time.Millisecond
 	for attempt := 0; len(batch) > 0; attempt++ {
 		models := make([]mongo.WriteModel, len(batch))
@@ -421,7 +432,7 @@ func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
 			models[i] = it.model
 		}
 		started := time.Now()
-		_, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true).SetBypassDocumentValidation(true))
+		err := apply(ctx, batch[0].ns, models)
 		if r.o.ObserveWrite != nil {
 			r.o.ObserveWrite(batch[0].kind, time.Since(started))
 		}
@@ -507,8 +518,10 @@ func (r *Replayer) saveCheckpoint(ctx context.Context) error {
 	if unchanged {
 		return nil
 	}
-	if err := r.o.Store.SaveApplied(ctx, ts); err != nil {
-		return err
+	if r.o.Store != nil {
+		if err := r.o.Store.SaveApplied(ctx, ts); err != nil {
+			return err
+		}
 	}
 	r.mu.Lock()
 	r.savedTS, r.savedAt = ts, time.Now()
