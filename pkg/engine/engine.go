@@ -78,6 +78,7 @@ type Engine struct {
 	copier         *fullsync.Copier
 	mapper         *catalog.Mapper
 	replayer       atomic.Pointer[replay.Replayer]
+	recorded       atomic.Bool // the run is recorded in the checkpoint database
 
 	mu         sync.Mutex
 	phase      Phase
@@ -158,7 +159,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.phase, e.err = PhaseFailed, err
 	}
 	e.mu.Unlock()
-	if err != nil && ctx.Err() == nil {
+	// A failure before the run was recorded (bad input, OplogWindowLost)
+	// leaves the target untouched.
+	if err != nil && ctx.Err() == nil && e.recorded.Load() {
 		_ = e.store.SetPhase(context.Background(), string(PhaseFailed), false)
 	}
 	return err
@@ -170,19 +173,25 @@ func (e *Engine) run(ctx context.Context) error {
 	if withReplay && spec.Incremental.Method == config.MethodChangeStream && e.opts.Reader == nil {
 		return fmt.Errorf("incremental.method: %w: changeStream is not in this build yet; use incremental.method: oplog", ErrModeNotSupported)
 	}
-	// A resumed task whose oplog position rolled away stops here, before
-	// anything is written.
-	if withReplay {
-		if rec, err := e.store.Task(ctx); err == nil && rec.HasStart() {
-			if err := source.CheckWindow(ctx, e.source, rec.ResumeTS()); err != nil {
-				return err
-			}
+	// Checks that stop a task before anything is written: a resumed task
+	// whose oplog position rolled away, a target that is not empty.
+	prev, err := e.store.Task(ctx)
+	exists := err == nil
+	if withReplay && exists && prev.HasStart() {
+		if err := source.CheckWindow(ctx, e.source, prev.ResumeTS()); err != nil {
+			return err
+		}
+	}
+	if spec.Mode != config.ModeIncremental && !prev.CopyDone {
+		if err := e.copier.Preflight(ctx); err != nil {
+			return err
 		}
 	}
 	rec, err := e.store.Start(ctx)
 	if err != nil {
 		return err
 	}
+	e.recorded.Store(true)
 	if withReplay && !rec.HasStart() {
 		// Before anything is copied: replay starts after this position, so
 		// every write made during the copy is replayed.

@@ -102,6 +102,31 @@ func (c *Copier) Status() Status {
 	return s
 }
 
+// Preflight runs the checks that must pass before anything is written:
+// with onConflict fail (and no dropTarget), every target collection not yet
+// planned must be empty.
+func (c *Copier) Preflight(ctx context.Context) error {
+	spec := c.opts.Spec
+	if spec.FullSync.OnConflict != config.ConflictFail || spec.FullSync.DropTarget {
+		return nil
+	}
+	colls, err := catalog.List(ctx, c.opts.Source, c.mapper)
+	if err != nil {
+		return err
+	}
+	plans, err := c.opts.Store.Plans(ctx)
+	if err != nil {
+		return err
+	}
+	var fresh []catalog.Collection
+	for _, coll := range colls {
+		if _, ok := plans[coll.Source.String()]; !ok {
+			fresh = append(fresh, coll)
+		}
+	}
+	return c.checkEmpty(ctx, fresh)
+}
+
 // Run copies everything the task selects. It is safe to call again after a
 // crash: finished ranges are skipped, unfinished ones are copied again and
 // documents an earlier attempt wrote are overwritten.

@@ -13,7 +13,7 @@ import (
 
 // ErrOplogWindowLost means the source's oplog no longer holds the position
 // a task must resume from: entries were overwritten before they were read.
-var ErrOplogWindowLost = errors.New("oplog window lost")
+var ErrOplogWindowLost = errors.New("OplogWindowLost: the source's oplog no longer holds the checkpoint")
 
 // OplogReader yields raw oplog entries in order, from after a position.
 // The tailer implements it on a live oplog; tests implement it with
