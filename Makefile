@@ -5,6 +5,9 @@ SHELL := /usr/bin/env bash -o pipefail
 BIN   := $(CURDIR)/bin
 GO    ?= go
 GOLANGCI_LINT_VERSION ?= v2.6.2
+CONTROLLER_TOOLS_VERSION ?= v0.23.0
+# envtest assets (kube-apiserver, etcd); internal/envtestutil finds them here.
+K8S_ASSETS := $(BIN)/k8s
 
 export PATH := $(BIN):$(PATH)
 
@@ -38,7 +41,7 @@ lint: $(BIN)/golangci-lint ## Run golangci-lint.
 	$(BIN)/golangci-lint run ./...
 
 .PHONY: test
-test: ferretdb $(BIN)/golangci-lint ## Run every check and test: gofmt, vet, golangci-lint, unit, fuzz seeds, end-to-end on FerretDB.
+test: ferretdb envtest-assets verify-generated $(BIN)/golangci-lint ## Run every check and test: gofmt, vet, golangci-lint, unit, fuzz seeds, end-to-end on FerretDB.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(BIN)/golangci-lint run ./...
@@ -52,12 +55,55 @@ demo: build ferretdb ## Run a full sync end to end on two embedded servers.
 bench: build ferretdb ## Run the benchmarks (figures go to docs/benchmarks.md).
 	$(BIN)/ferry bench full
 
+##@ Code generation
+
+.PHONY: generate
+generate: $(BIN)/controller-gen ## Generate deepcopy methods for api/ and pkg/config (zz_generated.deepcopy.go).
+	$(BIN)/controller-gen object paths=./api/... paths=./pkg/config/...
+
+.PHONY: manifests
+manifests: $(BIN)/controller-gen ## Generate the CRD YAML (config/crd/bases) from the API types and markers.
+	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+
+# Regenerates into the working tree, then compares with a copy taken before:
+# on a clean clone this is `git diff --exit-code` on the generated files, and
+# locally it only fails when something really was stale (not merely uncommitted).
+.PHONY: verify-generated
+verify-generated: $(BIN)/controller-gen ## Fail if the committed deepcopy or CRD files differ from what the types generate.
+	@before="$$(mktemp -d)"; trap 'rm -rf "$$before"' EXIT; \
+	mkdir -p "$$before/config/crd" "$$before/pkg/config"; \
+	cp -R api "$$before/"; cp -R config/crd/bases "$$before/config/crd/"; \
+	cp pkg/config/zz_generated.deepcopy.go "$$before/pkg/config/" 2>/dev/null || true; \
+	$(MAKE) --no-print-directory generate manifests >/dev/null; \
+	stale=0; \
+	diff -ruN "$$before/api" api || stale=1; \
+	diff -ruN "$$before/config/crd/bases" config/crd/bases || stale=1; \
+	diff -uN "$$before/pkg/config/zz_generated.deepcopy.go" pkg/config/zz_generated.deepcopy.go || stale=1; \
+	if [ -n "$$CI" ]; then git diff --exit-code -- api config/crd pkg/config/zz_generated.deepcopy.go || stale=1; fi; \
+	if [ $$stale = 1 ]; then echo "generated files were stale and have been regenerated (above): review and commit them (make generate manifests)"; exit 1; fi
+
 ##@ Test servers and tools
 
 .PHONY: ferretdb
 ferretdb: $(BIN)/ferretdb ## Build FerretDB v1.24.0 (test server) into bin/.
 $(BIN)/ferretdb:
 	hack/build-ferretdb.sh $@
+
+.PHONY: envtest-assets
+envtest-assets: kube-apiserver etcd ## Build the envtest control plane (kube-apiserver, etcd) into bin/k8s.
+
+.PHONY: kube-apiserver
+kube-apiserver: $(K8S_ASSETS)/kube-apiserver ## Build kube-apiserver (k8s.io/kubernetes, minor of k8s.io/api) into bin/k8s.
+$(K8S_ASSETS)/kube-apiserver: hack/tools/kube-apiserver/go.mod
+	hack/build-kube-apiserver.sh $@
+
+.PHONY: etcd
+etcd: $(K8S_ASSETS)/etcd ## Build etcd (go.etcd.io/etcd/server/v3) into bin/k8s.
+$(K8S_ASSETS)/etcd: hack/tools/etcd/go.mod
+	hack/build-etcd.sh $@
+
+$(BIN)/controller-gen:
+	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
 
 $(BIN)/golangci-lint:
 	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)

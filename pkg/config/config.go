@@ -97,15 +97,19 @@ type Spec struct {
 	// +optional
 	Namespaces Namespaces `json:"namespaces,omitempty"`
 	// Threads sets read and write concurrency.
+	// +kubebuilder:default={}
 	// +optional
 	Threads Threads `json:"threads,omitempty"`
 	// Cache bounds in-flight buffering in documents and bytes.
+	// +kubebuilder:default={}
 	// +optional
 	Cache Cache `json:"cache,omitempty"`
 	// FullSync tunes the full copy.
+	// +kubebuilder:default={}
 	// +optional
 	FullSync FullSync `json:"fullSync,omitempty"`
 	// Incremental tunes change replay.
+	// +kubebuilder:default={}
 	// +optional
 	Incremental Incremental `json:"incremental,omitempty"`
 	// DDL replays collection and index changes (create, drop, rename,
@@ -114,6 +118,7 @@ type Spec struct {
 	// +optional
 	DDL *bool `json:"ddl,omitempty"`
 	// Verify compares source and target after the copy.
+	// +kubebuilder:default={}
 	// +optional
 	Verify Verify `json:"verify,omitempty"`
 	// RateLimit is a ceiling on documents read from the source per second;
@@ -122,6 +127,7 @@ type Spec struct {
 	// +optional
 	RateLimit int64 `json:"rateLimit,omitempty"`
 	// Checkpoint says where progress is kept.
+	// +kubebuilder:default={}
 	// +optional
 	Checkpoint Checkpoint `json:"checkpoint,omitempty"`
 	// Suspend stops the workers and keeps the checkpoint.
@@ -133,6 +139,7 @@ type Spec struct {
 type Endpoint struct {
 	// URI is a mongodb:// or mongodb+srv:// URI without credentials.
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
 	URI string `json:"uri"`
 	// Kind is the topology; auto asks the server.
 	// +kubebuilder:default=auto
@@ -143,6 +150,7 @@ type Endpoint struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=128
 	Shards []Shard `json:"shards,omitempty"`
 	// CredentialsSecret names a Kubernetes Secret with keys username and
 	// password (SyncTask only).
@@ -171,6 +179,7 @@ type Shard struct {
 	// Name is the shard's _id in config.shards.
 	Name string `json:"name"`
 	// URI reaches the shard's replica set.
+	// +kubebuilder:validation:MaxLength=2048
 	URI string `json:"uri"`
 }
 

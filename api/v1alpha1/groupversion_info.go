@@ -1,0 +1,38 @@
+// Package v1alpha1 is the SyncTask API of MongoFerry (group
+// sync.mongoferry.io, version v1alpha1).
+//
+// Parts: SyncTask, its spec (pkg/config's task model plus operator-only
+// fields) with the validation rules users meet on `kubectl apply`, and its
+// status (synctask_types.go); the scheme registration (this file); and the
+// generated deepcopy methods (zz_generated.deepcopy.go, `make generate`).
+// The CRD in config/crd/bases is generated from these types by
+// `make manifests`.
+//
+// +kubebuilder:object:generate=true
+// +groupName=sync.mongoferry.io
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+var (
+	// GroupVersion is the group and version of the SyncTask API.
+	GroupVersion = schema.GroupVersion{Group: "sync.mongoferry.io", Version: "v1alpha1"}
+
+	// SchemeBuilder registers the API's types with a scheme. It is
+	// apimachinery's builder rather than controller-runtime's (deprecated
+	// there), so importing the API pulls in no controller code.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
+
+	// AddToScheme adds the API's types to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+func addKnownTypes(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, &SyncTask{}, &SyncTaskList{})
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

@@ -1,0 +1,304 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+)
+
+// DeletePolicy says what happens to the task's checkpoint database on the
+// target when the SyncTask is deleted.
+// +kubebuilder:validation:Enum=Retain;Delete
+type DeletePolicy string
+
+// Delete policies.
+const (
+	// DeleteRetain keeps the checkpoint database: a SyncTask created again
+	// under the same name resumes from it.
+	DeleteRetain DeletePolicy = "Retain"
+	// DeleteDelete drops the task's checkpoints from the target.
+	DeleteDelete DeletePolicy = "Delete"
+)
+
+// Validation rules, checked by the API server (CEL). Each names the field
+// it is about (fieldPath) and tells the user what to do.
+//
+// Credentials in URIs (user:password@ or user@), for the source, its shard
+// overrides and the target:
+// +kubebuilder:validation:XValidation:rule=`!self.source.uri.matches('^mongodb([+]srv)?://[^/?@]*:[^/?@]*@')`,message="must not contain a password: put the username and password in the Secret named by source.credentialsSecret (keys username and password)",fieldPath=".source.uri",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`!self.source.uri.matches('^mongodb([+]srv)?://[^/?@:]*@')`,message="must not contain a username: put the username and password in the Secret named by source.credentialsSecret (keys username and password)",fieldPath=".source.uri",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`!has(self.source.shards) || self.source.shards.all(s, !s.uri.matches('^mongodb([+]srv)?://[^/?@]*@'))`,message="must not contain credentials: shards use the Secret named by source.credentialsSecret (keys username and password)",fieldPath=".source.shards",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`!self.target.uri.matches('^mongodb([+]srv)?://[^/?@]*:[^/?@]*@')`,message="must not contain a password: put the username and password in the Secret named by target.credentialsSecret (keys username and password)",fieldPath=".target.uri",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`!self.target.uri.matches('^mongodb([+]srv)?://[^/?@:]*@')`,message="must not contain a username: put the username and password in the Secret named by target.credentialsSecret (keys username and password)",fieldPath=".target.uri",reason=FieldValueForbidden
+//
+// CLI-only credential fields:
+// +kubebuilder:validation:XValidation:rule=`!has(self.source.username)`,message="is not used by a SyncTask: put the username and password in the Secret named by source.credentialsSecret (keys username and password)",fieldPath=".source.username",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`!has(self.source.passwordFile)`,message="is for the ferry CLI: a SyncTask reads the password from the Secret named by source.credentialsSecret (keys username and password)",fieldPath=".source.passwordFile",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`!has(self.source.passwordEnv)`,message="is for the ferry CLI: a SyncTask reads the password from the Secret named by source.credentialsSecret (keys username and password)",fieldPath=".source.passwordEnv",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`!has(self.target.username)`,message="is not used by a SyncTask: put the username and password in the Secret named by target.credentialsSecret (keys username and password)",fieldPath=".target.username",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`!has(self.target.passwordFile)`,message="is for the ferry CLI: a SyncTask reads the password from the Secret named by target.credentialsSecret (keys username and password)",fieldPath=".target.passwordFile",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`!has(self.target.passwordEnv)`,message="is for the ferry CLI: a SyncTask reads the password from the Secret named by target.credentialsSecret (keys username and password)",fieldPath=".target.passwordEnv",reason=FieldValueForbidden
+//
+// Source and target the same (ignoring case and a trailing slash; the
+// controller's pre-flight check also compares hosts):
+// +kubebuilder:validation:XValidation:rule=`(self.source.uri.endsWith('/') ? self.source.uri.substring(0, self.source.uri.size() - 1) : self.source.uri).lowerAscii() != (self.target.uri.endsWith('/') ? self.target.uri.substring(0, self.target.uri.size() - 1) : self.target.uri).lowerAscii()`,message="must differ from source.uri: a task copies from one deployment to another, so point target.uri at the destination",fieldPath=".target.uri"
+//
+// Fields that only make sense together:
+// +kubebuilder:validation:XValidation:rule=`!has(self.source.shards) || !has(self.source.kind) || self.source.kind != 'replicaSet'`,message="lists the shards of a sharded source: remove it, or set source.kind to sharded (or auto)",fieldPath=".source.shards"
+// +kubebuilder:validation:XValidation:rule=`!has(self.fullSync) || !has(self.fullSync.dropTarget) || !self.fullSync.dropTarget || self.mode != 'incremental'`,message="would drop the target's collections, and mode incremental copies nothing back into them: remove dropTarget, or use mode fullAndIncremental",fieldPath=".fullSync.dropTarget"
+//
+// Fields that cannot change while the task runs (transition rules):
+// +kubebuilder:validation:XValidation:rule=`self.mode == oldSelf.mode || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)`,message="cannot change while the task runs: set suspend to true first (or in the same change); the checkpoint belongs to the old mode",fieldPath=".mode",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`self.source.uri == oldSelf.source.uri || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)`,message="cannot change while the task runs: set suspend to true first (or in the same change); the checkpoint refers to the old source",fieldPath=".source.uri",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`self.target.uri == oldSelf.target.uri || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)`,message="cannot change while the task runs: set suspend to true first (or in the same change); the checkpoint is kept on the old target",fieldPath=".target.uri",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`self.checkpoint.database == oldSelf.checkpoint.database || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)`,message="cannot change while the task runs: set suspend to true first (or in the same change); the task restarts from nothing in a new checkpoint database",fieldPath=".checkpoint.database",reason=FieldValueForbidden
+
+// SyncTaskSpec is a task for the operator: the task model shared with the
+// `ferry` CLI, plus how its workers run.
+//
+// Credentials come only from the Secrets named by source.credentialsSecret
+// and target.credentialsSecret (keys username and password): never from the
+// URI, and never from username, passwordFile or passwordEnv, which are for
+// the CLI.
+//
+// Mode, the source and target URIs and the checkpoint database cannot change
+// while the task runs: suspend it first (or in the same change).
+type SyncTaskSpec struct {
+	// The task: mode, source, target, namespaces, threads, cache, fullSync,
+	// incremental, ddl, verify, rateLimit, checkpoint and suspend, as in a
+	// `ferry run` task file.
+	config.Spec `json:",inline"`
+
+	// DeletePolicy says what deleting the SyncTask does to its checkpoints
+	// in the target's checkpoint database: Retain keeps them (a task created
+	// again under the same name resumes), Delete removes them.
+	// +kubebuilder:default=Retain
+	// +optional
+	DeletePolicy DeletePolicy `json:"deletePolicy,omitempty"`
+
+	// WorkerImage is the container image of the workers; the manager's
+	// default (its own version of MongoFerry) when empty.
+	// +optional
+	WorkerImage string `json:"workerImage,omitempty"`
+
+	// Resources are the compute resources of each worker container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// MetricsPort is the port on which each worker serves /metrics and
+	// /status. Workers run as a non-root user, so it is 1024 or above.
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	// +kubebuilder:default=9090
+	// +optional
+	MetricsPort int32 `json:"metricsPort,omitempty"`
+}
+
+// Phase is where a task, or one of its shards, is. The names are those of
+// the engine's status (pkg/engine), plus Paused for a suspended task.
+// +kubebuilder:validation:Enum=Pending;FullSync;Streaming;Paused;Verifying;Completed;Failed
+type Phase string
+
+// Phases.
+const (
+	PhasePending   Phase = "Pending"
+	PhaseFullSync  Phase = "FullSync"
+	PhaseStreaming Phase = "Streaming"
+	PhasePaused    Phase = "Paused"
+	PhaseVerifying Phase = "Verifying"
+	PhaseCompleted Phase = "Completed"
+	PhaseFailed    Phase = "Failed"
+)
+
+// Condition types of a SyncTask.
+const (
+	// ConditionReady is True when the workers run and report progress (or
+	// the task has completed), False with the reason when they cannot.
+	ConditionReady = "Ready"
+	// ConditionProgressing is True while the task copies or replays.
+	ConditionProgressing = "Progressing"
+	// ConditionDegraded is True when the task runs but something needs
+	// attention (a shard failing and retrying, lag growing, a verification
+	// that found differences).
+	ConditionDegraded = "Degraded"
+)
+
+// CopyProgress is how far the full copy is.
+type CopyProgress struct {
+	// Documents is the number of documents copied so far.
+	// +optional
+	Documents int64 `json:"documents,omitempty"`
+	// Bytes is the number of document bytes copied so far.
+	// +optional
+	Bytes int64 `json:"bytes,omitempty"`
+	// EstimatedDocuments is the source's document count when the copy
+	// started (an estimate: the source keeps changing).
+	// +optional
+	EstimatedDocuments int64 `json:"estimatedDocuments,omitempty"`
+	// Percent is Documents out of EstimatedDocuments for people, such as
+	// "42%"; it reads 100% only once the copy has finished.
+	// +kubebuilder:validation:Pattern=`^[0-9]{1,3}%$`
+	// +optional
+	Percent string `json:"percent,omitempty"`
+}
+
+// ShardStatus is what one worker (one shard of a sharded source, or the
+// only worker of a replica set) reports.
+type ShardStatus struct {
+	// Name is the shard's _id in config.shards, or the replica set name.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Phase is where this worker is.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// LagSeconds is how far the applied changes are behind the newest
+	// change read from this shard's source, in seconds.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	LagSeconds int64 `json:"lagSeconds,omitempty"`
+	// OpsPerSecond is the rate at which this worker applies changes.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	OpsPerSecond int64 `json:"opsPerSecond,omitempty"`
+	// Documents is the number of documents this worker has copied.
+	// +optional
+	Documents int64 `json:"documents,omitempty"`
+	// AppliedTimestamp is the oplog position (BSON timestamp written as
+	// seconds:increment) up to which everything has been applied.
+	// +kubebuilder:validation:Pattern=`^[0-9]+:[0-9]+$`
+	// +optional
+	AppliedTimestamp string `json:"appliedTimestamp,omitempty"`
+	// CheckpointTime is the wall-clock time of the last saved checkpoint's
+	// oplog position.
+	// +optional
+	CheckpointTime *metav1.Time `json:"checkpointTime,omitempty"`
+	// LastError is the last error this worker met, in plain words; empty
+	// once it has recovered.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+	// LastReportTime is when the worker last reported; a stale report
+	// means the worker has stopped.
+	// +optional
+	LastReportTime *metav1.Time `json:"lastReportTime,omitempty"`
+}
+
+// VerificationResult values.
+const (
+	VerificationPassed = "Passed"
+	VerificationFailed = "Failed"
+)
+
+// Verification is the outcome of the last comparison of source and target.
+type Verification struct {
+	// Mode is the comparison made: count, hash or sample.
+	Mode config.VerifyMode `json:"mode"`
+	// Result is Passed when every compared namespace matched.
+	// +kubebuilder:validation:Enum=Passed;Failed
+	Result string `json:"result"`
+	// Time is when the comparison finished.
+	Time metav1.Time `json:"time"`
+	// Namespaces is the number of namespaces compared.
+	// +optional
+	Namespaces int32 `json:"namespaces,omitempty"`
+	// DifferingNamespaces lists the namespaces (db.collection) that differ,
+	// at most 100 of them.
+	// +kubebuilder:validation:MaxItems=100
+	// +listType=set
+	// +optional
+	DifferingNamespaces []string `json:"differingNamespaces,omitempty"`
+	// Message says what differed, in plain words.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// SyncTaskStatus is what the operator and the workers report.
+type SyncTaskStatus struct {
+	// ObservedGeneration is the generation of the spec this status
+	// describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Phase is where the task is: Pending, FullSync, Streaming, Paused,
+	// Verifying, Completed or Failed. For a sharded source it is the phase
+	// of the shard furthest behind.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// Conditions are Ready, Progressing and Degraded, each with the
+	// generation it was computed for.
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+	// StartedAt is when the workers first started.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// Progress is how far the full copy is, summed over shards.
+	// +optional
+	Progress *CopyProgress `json:"progress,omitempty"`
+	// LagSeconds is how far the target is behind the source, in seconds:
+	// the largest lag over shards.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	LagSeconds int64 `json:"lagSeconds,omitempty"`
+	// OpsPerSecond is the rate at which changes are applied to the target,
+	// summed over shards.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	OpsPerSecond int64 `json:"opsPerSecond,omitempty"`
+	// BytesPerSecond is the rate at which document bytes are written to the
+	// target, summed over shards.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BytesPerSecond int64 `json:"bytesPerSecond,omitempty"`
+	// CheckpointTime is the wall-clock time of the oplog position up to
+	// which every shard has been applied and saved: a restart resumes from
+	// there.
+	// +optional
+	CheckpointTime *metav1.Time `json:"checkpointTime,omitempty"`
+	// Shards has one entry per worker: one per shard of a sharded source,
+	// one for a replica set.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Shards []ShardStatus `json:"shards,omitempty"`
+	// LastVerification is the outcome of the last comparison of source and
+	// target.
+	// +optional
+	LastVerification *Verification `json:"lastVerification,omitempty"`
+}
+
+// SyncTask copies a MongoDB deployment (replica set or sharded cluster) to
+// another and keeps it in sync.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=st,categories=mongoferry
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress.percent`
+// +kubebuilder:printcolumn:name="Lag",type=integer,JSONPath=`.status.lagSeconds`,description="Seconds the target is behind the source"
+// +kubebuilder:printcolumn:name="Ops/s",type=integer,JSONPath=`.status.opsPerSecond`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+type SyncTask struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is what to copy, from where to where, and how.
+	Spec SyncTaskSpec `json:"spec"`
+	// Status is what the operator and the workers report.
+	// +optional
+	Status SyncTaskStatus `json:"status,omitempty"`
+}
+
+// SyncTaskList is a list of SyncTasks.
+//
+// +kubebuilder:object:root=true
+type SyncTaskList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the SyncTasks.
+	Items []SyncTask `json:"items"`
+}
