@@ -20,6 +20,7 @@ import (
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/workload"
 )
 
@@ -27,18 +28,21 @@ type demoFlags struct {
 	records  int64
 	progress string
 	keep     bool
+	liveRate float64
 }
 
 func init() {
 	var f demoFlags
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run a full sync end to end on two embedded servers",
+		Short: "Run a sync end to end on two embedded servers: copy, live replay, verify",
 		Long: `demo starts two throwaway FerretDB servers (built by 'make ferretdb' into
 bin/ferretdb), loads YCSB-style documents into the source over several
 collections (one with mixed _id types, one with a unique secondary index,
-one capped), copies them to the target with a progress bar, verifies the
-copy with hashes and prints a summary. Everything is removed afterwards.`,
+one capped), copies them to the target with a progress bar while a live
+load (inserts, updates, deletes) runs on the source, replays the oplog,
+stops the load, catches up, verifies with hashes and prints a summary.
+Everything is removed afterwards.`,
 		Example: `  make demo
   ferry demo --records 20000`,
 		Args: cobra.NoArgs,
@@ -47,6 +51,7 @@ copy with hashes and prints a summary. Everything is removed afterwards.`,
 	cmd.Flags().Int64Var(&f.records, "records", 100_000, "documents to load into the source")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "progress output: auto, bar, log or none")
 	cmd.Flags().BoolVar(&f.keep, "keep", false, "keep the servers running until Ctrl-C, to look around")
+	cmd.Flags().Float64Var(&f.liveRate, "live-rate", 30, "operations per second of the live load on the source (0: none)")
 	commands = append(commands, cmd)
 }
 
@@ -56,12 +61,14 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	fmt.Fprintln(out, "Starting two FerretDB servers (source and target)...")
-	src, err := testserver.StartProcess(ctx, testserver.Options{})
+	// The source's oplog is created after the initial load, as on a
+	// deployment whose oplog holds recent changes only.
+	src, err := testserver.StartProcess(ctx, testserver.Options{OplogBytes: -1})
 	if err != nil {
 		return err
 	}
 	defer src.Stop()
-	dst, err := testserver.StartProcess(ctx, testserver.Options{})
+	dst, err := testserver.StartProcess(ctx, testserver.Options{OplogBytes: -1})
 	if err != nil {
 		return err
 	}
@@ -80,8 +87,19 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 	}
 	fmt.Fprintf(out, "Loaded %d documents in %.1fs\n\n", loaded, time.Since(loadStart).Seconds())
 
+	// A small collection takes the live load: FerretDB finds a document by
+	// _id with a scan, so replay keeps up on small collections only.
+	live := workload.Options{Database: "app", Collection: "sessions", RecordCount: 2000, FieldCount: 4, FieldLength: 40, Seed: 2}
+	if _, err := workload.Load(ctx, sc, live); err != nil {
+		return fmt.Errorf("load app.sessions: %w", err)
+	}
+
+	if err := src.CreateOplog(ctx, testserver.DefaultOplogBytes); err != nil {
+		return err
+	}
+
 	task := &config.Task{Name: "demo", Spec: config.Spec{
-		Mode:   config.ModeFull,
+		Mode:   config.ModeFullAndIncremental,
 		Source: config.Endpoint{URI: src.URI},
 		Target: config.Endpoint{URI: dst.URI},
 		Verify: config.Verify{Mode: config.VerifyHash},
@@ -95,9 +113,63 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 		return err
 	}
 	defer eng.Close()
-	fmt.Fprintln(out, "Copying source -> target, then verifying with hashes:")
+
+	// Live inserts, updates and deletes while the copy runs and after it.
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	loadDone := make(chan workload.Stats, 1)
+	go func() {
+		run := live
+		if f.liveRate <= 0 {
+			<-loadCtx.Done()
+			loadDone <- workload.Stats{}
+			return
+		}
+		run.Workload, run.Distribution, run.Threads, run.Rate = workload.WorkloadMixed, workload.Uniform, 2, f.liveRate
+		run.InsertProportion, run.UpdateProportion, run.DeleteProportion = 0.4, 0.4, 0.2
+		st, _ := workload.Run(loadCtx, sc, run)
+		loadDone <- st
+	}()
+	fmt.Fprintln(out, "Copying source -> target while a live load (~30 ops/s: inserts, updates, deletes) runs on app.sessions;")
+	fmt.Fprintln(out, "then replaying the oplog, stopping the load, catching up and verifying with hashes:")
 	stop := showProgress(ctx, progressMode(f.progress), os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), 5*time.Second, eng.Status)
-	runErr := eng.Run(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- eng.Run(ctx) }()
+
+	var timing demoTiming
+	runErr := func() error {
+		for {
+			select {
+			case err := <-runDone:
+				return fmt.Errorf("the task ended early: %w", err)
+			case <-time.After(200 * time.Millisecond):
+			}
+			if eng.Status().Phase == engine.PhaseStreaming {
+				break
+			}
+		}
+		timing.streamingAt = time.Now()
+		select { // replay under load for a while
+		case err := <-runDone:
+			return err
+		case <-time.After(10 * time.Second):
+		}
+		stopLoad()
+		timing.load = <-loadDone
+		timing.loadStoppedAt = time.Now()
+		eng.FinishWhenCaughtUp()
+		for {
+			select {
+			case err := <-runDone:
+				return err
+			case <-time.After(100 * time.Millisecond):
+			}
+			if timing.caughtUpAt.IsZero() && eng.Status().Phase == engine.PhaseVerifying {
+				timing.caughtUpAt = time.Now()
+				timing.replay = eng.Status().Replay
+			}
+		}
+	}()
 	stop()
 	st := eng.Status()
 	fmt.Fprintln(out)
@@ -105,15 +177,19 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 		_ = rep.WriteTable(out)
 		fmt.Fprintln(out)
 	}
-	printSummary(out, st, runErr)
+	printSummary(out, st, timing, runErr)
 	if f.keep && runErr == nil {
 		fmt.Fprintf(out, "\nServers still running: source %s, target %s. Ctrl-C to stop.\n", src.URI, dst.URI)
 		<-ctx.Done()
 	}
-	if runErr != nil {
-		return runErr
-	}
-	return nil
+	return runErr
+}
+
+// demoTiming records the demo's replay milestones.
+type demoTiming struct {
+	streamingAt, loadStoppedAt, caughtUpAt time.Time
+	load                                   workload.Stats
+	replay                                 *replay.Status
 }
 
 // loadDemoData fills the source: shop.orders (YCSB documents), shop.customers
@@ -195,7 +271,7 @@ func insertGenerated(ctx context.Context, coll *mongo.Collection, n int64, gen f
 	return nil
 }
 
-func printSummary(out io.Writer, st engine.Status, runErr error) {
+func printSummary(out io.Writer, st engine.Status, timing demoTiming, runErr error) {
 	c := st.Copy
 	secs := c.ElapsedSeconds
 	rate := 0.0
@@ -213,18 +289,27 @@ func printSummary(out io.Writer, st engine.Status, runErr error) {
 	}
 	fmt.Fprintln(out, "Summary")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  namespace\ttarget\tdocuments\tbytes\n")
+	fmt.Fprintf(tw, "  namespace\ttarget\tdocuments copied\tbytes\n")
 	for _, n := range c.Namespaces {
 		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", n.NS, n.Target, n.Documents, bytesHuman(n.Bytes))
 	}
 	_ = tw.Flush()
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  documents copied\t%d\n", c.Documents)
-	fmt.Fprintf(tw, "  bytes copied\t%s\n", bytesHuman(c.Bytes))
-	fmt.Fprintf(tw, "  copy seconds\t%.1f\n", secs)
-	fmt.Fprintf(tw, "  docs/s\t%.0f\n", rate)
-	fmt.Fprintf(tw, "  task seconds (copy + indexes + verify)\t%.1f\n", st.ElapsedSeconds)
-	fmt.Fprintf(tw, "  peak buffered bytes (cache.maxBytes %s)\t%s\n", bytesHuman(c.MaxBytes), bytesHuman(c.PeakBufferedBytes))
+	fmt.Fprintf(tw, "  full copy\t%d documents, %s in %.1fs: %.0f docs/s\n", c.Documents, bytesHuman(c.Bytes), secs, rate)
+	if r := timing.replay; r != nil && !timing.loadStoppedAt.IsZero() {
+		var applied int64
+		for _, n := range r.Applied {
+			applied += n
+		}
+		streamSecs := timing.caughtUpAt.Sub(timing.streamingAt).Seconds()
+		fmt.Fprintf(tw, "  live load on the source\t%d ops (%d inserts, %d updates, %d deletes) at %.0f ops/s\n",
+			timing.load.Inserts+timing.load.Updates+timing.load.Deletes, timing.load.Inserts, timing.load.Updates, timing.load.Deletes, timing.load.OpsPerSec)
+		fmt.Fprintf(tw, "  replay\t%d ops applied in %.1fs of streaming: %.0f ops/s (%d overlap conflicts stepped over)\n",
+			applied, streamSecs, float64(applied)/max(streamSecs, 0.001), r.ToleratedConflicts)
+		fmt.Fprintf(tw, "  catch-up after the load stopped\t%.1fs (lag now %.0fs)\n", timing.caughtUpAt.Sub(timing.loadStoppedAt).Seconds(), r.LagSeconds)
+	}
+	fmt.Fprintf(tw, "  task seconds (copy + replay + verify)\t%.1f\n", st.ElapsedSeconds)
+	fmt.Fprintf(tw, "  peak buffered bytes (budget %s)\t%s\n", bytesHuman(c.MaxBytes), bytesHuman(c.PeakBufferedBytes))
 	fmt.Fprintf(tw, "  peak memory (RSS of this process)\t%s\n", bytesHuman(peakRSS()))
 	fmt.Fprintf(tw, "  verification (hash)\t%s\n", result)
 	_ = tw.Flush()

@@ -144,6 +144,10 @@ func StartProcess(ctx context.Context, o Options) (*Server, error) {
 		"--debug-addr=" + net.JoinHostPort(o.Host, strconv.Itoa(debugPort)),
 		"--telemetry=disable",
 		"--log-level=warn",
+		// Trim capped collections (the oplog) every second instead of every
+		// minute: FerretDB scans the whole oplog on every tailer re-open,
+		// so an oplog must stay near its capped size.
+		"--test-capped-cleanup-interval=1s",
 	}
 	if o.Username != "" {
 		args = append(args, "--test-enable-new-auth", "--setup-database=admin",
@@ -171,7 +175,7 @@ func StartProcess(ctx context.Context, o Options) (*Server, error) {
 		return nil, fmt.Errorf("FerretDB on %s did not become ready: %w\n%s", s.Addr, err, logBuf.String())
 	}
 	if o.OplogBytes > 0 {
-		if err := s.createOplog(ctx, o.OplogBytes); err != nil {
+		if err := s.CreateOplog(ctx, o.OplogBytes); err != nil {
 			s.Stop()
 			return nil, err
 		}
@@ -248,7 +252,9 @@ func (s *Server) waitReady(ctx context.Context) error {
 	}
 }
 
-func (s *Server) createOplog(ctx context.Context, size int64) error {
+// CreateOplog creates local.oplog.rs as a capped collection of size bytes;
+// from then on the server logs its writes there.
+func (s *Server) CreateOplog(ctx context.Context, size int64) error {
 	c, err := s.Client(ctx)
 	if err != nil {
 		return err

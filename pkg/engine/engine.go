@@ -79,6 +79,7 @@ type Engine struct {
 	mapper         *catalog.Mapper
 	replayer       atomic.Pointer[replay.Replayer]
 	recorded       atomic.Bool // the run is recorded in the checkpoint database
+	untilCaughtUp  atomic.Bool
 
 	mu         sync.Mutex
 	phase      Phase
@@ -102,6 +103,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{task: task, opts: opts, log: log.With("task", task.Name), phase: PhasePending}
+	e.untilCaughtUp.Store(opts.UntilCaughtUp)
 	var err error
 	if e.source, err = conn.Open(ctx, "source", task.Source, conn.Options{AppName: "mongoferry"}); err != nil {
 		return nil, err
@@ -170,14 +172,12 @@ func (e *Engine) Run(ctx context.Context) error {
 func (e *Engine) run(ctx context.Context) error {
 	spec := &e.task.Spec
 	withReplay := spec.Mode != config.ModeFull
-	if withReplay && spec.Incremental.Method == config.MethodChangeStream && e.opts.Reader == nil {
-		return fmt.Errorf("incremental.method: %w: changeStream is not in this build yet; use incremental.method: oplog", ErrModeNotSupported)
-	}
 	// Checks that stop a task before anything is written: a resumed task
 	// whose oplog position rolled away, a target that is not empty.
 	prev, err := e.store.Task(ctx)
 	exists := err == nil
-	if withReplay && exists && prev.HasStart() {
+	useOplog := spec.Incremental.Method != config.MethodChangeStream
+	if withReplay && useOplog && exists && prev.HasStart() {
 		if err := source.CheckWindow(ctx, e.source, prev.ResumeTS()); err != nil {
 			return err
 		}
@@ -187,22 +187,29 @@ func (e *Engine) run(ctx context.Context) error {
 			return err
 		}
 	}
+	// The replay start position, taken before anything is copied (and
+	// before anything is written, since it may fail): every write the
+	// source takes during the copy is replayed.
+	startAt := source.NewestTS
+	if !useOplog {
+		startAt = source.ClusterTime
+	}
+	var startTS bson.Timestamp
+	if withReplay && (!exists || !prev.HasStart()) {
+		if startTS, err = startAt(ctx, e.source); err != nil {
+			return err
+		}
+	}
 	rec, err := e.store.Start(ctx)
 	if err != nil {
 		return err
 	}
 	e.recorded.Store(true)
 	if withReplay && !rec.HasStart() {
-		// Before anything is copied: replay starts after this position, so
-		// every write made during the copy is replayed.
-		newest, err := source.NewestTS(ctx, e.source)
-		if err != nil {
+		if rec.StartTS, err = e.store.SetStartTS(ctx, startTS); err != nil {
 			return err
 		}
-		if rec.StartTS, err = e.store.SetStartTS(ctx, newest); err != nil {
-			return err
-		}
-		e.log.Info("recorded the replay start position", "ts", newest)
+		e.log.Info("recorded the replay start position", "ts", startTS)
 	}
 	next := PhaseFullSync
 	switch {
@@ -226,7 +233,7 @@ func (e *Engine) run(ctx context.Context) error {
 			}
 			var endTS bson.Timestamp
 			if withReplay {
-				if endTS, err = source.NewestTS(ctx, e.source); err != nil {
+				if endTS, err = startAt(ctx, e.source); err != nil {
 					return err
 				}
 			}
@@ -266,9 +273,14 @@ func (e *Engine) stream(ctx context.Context) error {
 	}
 	from := rec.ResumeTS()
 	var reader source.OplogReader
-	if e.opts.Reader != nil {
+	switch {
+	case e.opts.Reader != nil:
 		reader = e.opts.Reader(from)
-	} else {
+	case e.task.Incremental.Method == config.MethodChangeStream:
+		cs := source.NewChangeStreamReader(e.source, from, source.ChangeStreamOptions{})
+		defer func() { _ = cs.Close(context.WithoutCancel(ctx)) }()
+		reader = cs
+	default:
 		if err := source.CheckWindow(ctx, e.source, from); err != nil {
 			return err
 		}
@@ -294,12 +306,12 @@ func (e *Engine) stream(ctx context.Context) error {
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	caughtUp := make(chan struct{})
-	if e.opts.UntilCaughtUp {
+	{
 		go func() {
 			streak := 0
 			for rctx.Err() == nil {
 				time.Sleep(time.Second)
-				if s := r.Status(); s.CaughtUp() && !s.NewestTS.IsZero() {
+				if s := r.Status(); e.untilCaughtUp.Load() && s.CaughtUp() && !s.NewestTS.IsZero() {
 					streak++
 				} else {
 					streak = 0
@@ -353,6 +365,10 @@ func (e *Engine) setPhase(p Phase) {
 	defer e.mu.Unlock()
 	e.phase = p
 }
+
+// FinishWhenCaughtUp asks a streaming task to stop replay once everything
+// the source wrote is applied, then verify and complete: the cut-over.
+func (e *Engine) FinishWhenCaughtUp() { e.untilCaughtUp.Store(true) }
 
 // VerifyReport returns the last verification report, or nil.
 func (e *Engine) VerifyReport() *verify.Report {

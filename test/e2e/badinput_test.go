@@ -17,6 +17,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/pkg/config"
 )
 
 // badInputPassword is the auth server's real password; no run may print it.
@@ -167,4 +168,26 @@ func closedPort(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return addr
+}
+
+// TestChangeStreamOnServerWithoutIt: incremental.method changeStream on a
+// server without change streams (FerretDB) fails clearly and writes
+// nothing.
+func TestChangeStreamOnServerWithoutIt(t *testing.T) {
+	src, dst := testserver.Start(t), testserver.Start(t)
+	insertDocs(t, src.MustClient(t), "app", "c", []any{bson.D{{Key: "_id", Value: 1}}})
+	task := newTask(t, "cs", src, dst, func(t *config.Task) {
+		t.Mode = config.ModeFullAndIncremental
+		t.Incremental.Method = config.MethodChangeStream
+	})
+	_, err := runEngine(t, task, engineOpts())
+	if err == nil || !strings.Contains(err.Error(), "change streams need a replica set") {
+		t.Fatalf("run: %v, want an error saying change streams need a replica set", err)
+	}
+	names, _ := dst.MustClient(t).ListDatabaseNames(context.Background(), bson.D{})
+	for _, n := range names {
+		if n == "mongoferry" || n == "app" {
+			t.Errorf("the refused task wrote database %s on the target", n)
+		}
+	}
 }

@@ -35,7 +35,9 @@ type Status struct {
 	PeakBufferedBytes int64     `json:"peakBufferedBytes"`
 	MaxBytes          int64     `json:"maxBytes"`
 	StartedAt         time.Time `json:"startedAt"`
-	ElapsedSeconds    float64   `json:"elapsedSeconds"`
+	// ElapsedSeconds is the copy's duration (planning, copying and index
+	// builds), frozen once it is done.
+	ElapsedSeconds float64 `json:"elapsedSeconds"`
 }
 
 // NamespaceStatus is one namespace's copy progress.
@@ -55,6 +57,7 @@ type progress struct {
 	mu       sync.Mutex
 	stage    string
 	started  time.Time
+	finished time.Time
 	ns       map[string]*nsProgress
 	thisRun  int64
 	bytesRun int64
@@ -83,6 +86,9 @@ func (p *progress) setStage(s string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stage = s
+	if s == "done" && p.finished.IsZero() {
+		p.finished = time.Now()
+	}
 }
 
 func (p *progress) addNamespace(ns, target string, estimated int64, ranges int) {
@@ -128,7 +134,11 @@ func (p *progress) snapshot() Status {
 	s := Status{Stage: p.stage, StartedAt: p.started, ETASeconds: -1,
 		CopiedThisRun: p.thisRun, Overwritten: p.over, Skipped: p.skipped, Retries: p.retries}
 	if !p.started.IsZero() {
-		s.ElapsedSeconds = time.Since(p.started).Seconds()
+		end := p.finished
+		if end.IsZero() {
+			end = time.Now()
+		}
+		s.ElapsedSeconds = end.Sub(p.started).Seconds()
 	}
 	for name, n := range p.ns {
 		docs, bytes := n.docs+n.inFlightDocs, n.bytes+n.inFlightBytes

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/bsonorder"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 )
 
 // Range is a part of a collection to copy: the documents its filter
@@ -39,8 +40,10 @@ type Splitter struct {
 // brackets in between by $type alone, and {$type, $lt: hi} on the upper,
 // since comparison operators only match values of their operand's bracket.
 func (s Splitter) Split(ctx context.Context, coll *mongo.Collection) ([]Range, int64, error) {
-	estimated, err := coll.EstimatedDocumentCount(ctx)
-	if err != nil {
+	var estimated int64
+	if st, err := catalog.CollStats(ctx, coll); err == nil {
+		estimated = st.Count
+	} else if estimated, err = coll.EstimatedDocumentCount(ctx); err != nil {
 		return nil, 0, fmt.Errorf("count %s: %w", nsOf(coll), err)
 	}
 	per := max(s.RangeDocuments, 1)

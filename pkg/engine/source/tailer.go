@@ -81,8 +81,11 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 	if err != nil || t.cur.ID() == 0 || time.Since(t.lastEntry) > t.QuietReopen {
 		_ = t.cur.Close(context.WithoutCancel(ctx))
 		t.cur = nil
-		if err != nil && ctx.Err() == nil {
-			return out, fmt.Errorf("read oplog after %v: %w", t.last, err)
+		// Entries read before the failure are returned (the position has
+		// moved past them); the next call re-opens after them and reports
+		// the failure if it persists.
+		if err != nil && ctx.Err() == nil && len(out) == 0 {
+			return nil, fmt.Errorf("read oplog after %v: %w", t.last, err)
 		}
 	}
 	if len(out) == 0 {
@@ -98,6 +101,21 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 // Newest implements OplogReader.
 func (t *Tailer) Newest(ctx context.Context) (bson.Timestamp, error) {
 	return edgeTS(ctx, t.client, -1)
+}
+
+// ClusterTime returns the deployment's current cluster time (from a
+// replica set's or mongos's $clusterTime): where a change stream starts
+// when the oplog itself may not be readable.
+func ClusterTime(ctx context.Context, client *mongo.Client) (bson.Timestamp, error) {
+	raw, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw()
+	if err != nil {
+		return bson.Timestamp{}, fmt.Errorf("hello: %w", err)
+	}
+	t, i, ok := raw.Lookup("$clusterTime", "clusterTime").TimestampOK()
+	if !ok {
+		return bson.Timestamp{}, errors.New("the source reports no cluster time: change streams need a replica set or a sharded cluster (MongoDB 6.0 or later)")
+	}
+	return bson.Timestamp{T: t, I: i}, nil
 }
 
 // NewestTS returns the ts of the newest entry of a source's oplog: the
