@@ -21,6 +21,7 @@ import (
 
 type runFlags struct {
 	file             string
+	taskEnv          string
 	listen           string
 	progress         string
 	progressInterval time.Duration
@@ -32,7 +33,7 @@ type runFlags struct {
 func init() {
 	var f runFlags
 	cmd := &cobra.Command{
-		Use:   "run -f task.yaml",
+		Use:   "run (-f task.yaml | --task-env VAR)",
 		Short: "Run a sync task: copy, then verify",
 		Long: `run executes the task in a task file until it completes or fails.
 
@@ -67,13 +68,15 @@ everything the source wrote, then verifies: the cut-over step.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTask(cmd.Context(), f) },
 	}
 	cmd.Flags().StringVarP(&f.file, "file", "f", "", "task file (YAML)")
+	cmd.Flags().StringVar(&f.taskEnv, "task-env", "", "read the task (YAML) from this environment variable instead of a file (how the operator's workers get it)")
 	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:9750", "address for /metrics, /status and /healthz; empty to disable")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "progress output: auto (bar on a terminal, log lines otherwise), bar, log or none")
 	cmd.Flags().DurationVar(&f.progressInterval, "progress-interval", 10*time.Second, "interval between progress log lines")
 	cmd.Flags().StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	cmd.Flags().BoolVar(&f.untilCaughtUp, "until-caught-up", false, "with replay: stop once everything the source wrote is applied, then verify (for a cut-over); without it replay runs until interrupted")
-	_ = cmd.MarkFlagRequired("file")
+	cmd.MarkFlagsOneRequired("file", "task-env")
+	cmd.MarkFlagsMutuallyExclusive("file", "task-env")
 	commands = append(commands, cmd)
 }
 
@@ -119,8 +122,16 @@ func runTask(ctx context.Context, f runFlags) error {
 	default:
 		return fmt.Errorf("--progress: %q is not one of auto, bar, log, none", f.progress)
 	}
-	task, err := config.Load(f.file)
-	if err != nil {
+	var task *config.Task
+	if f.taskEnv != "" {
+		data, ok := os.LookupEnv(f.taskEnv)
+		if !ok {
+			return fmt.Errorf("--task-env: environment variable %s is not set", f.taskEnv)
+		}
+		if task, err = config.Parse([]byte(data)); err != nil {
+			return fmt.Errorf("task from $%s: %w", f.taskEnv, err)
+		}
+	} else if task, err = config.Load(f.file); err != nil {
 		return err
 	}
 	limitMemory(&task.Spec, log)
