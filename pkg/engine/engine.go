@@ -284,7 +284,13 @@ func (e *Engine) stream(ctx context.Context) error {
 		if err := source.CheckWindow(ctx, e.source, from); err != nil {
 			return err
 		}
-		reader = source.NewTailer(e.source, from)
+		tailer := source.NewTailer(e.source, from)
+		tailer.SkipDatabases = []string{"local", "config", e.task.Checkpoint.Database}
+		if source.OplogHasHoles(ctx, e.source) {
+			tailer.Settle = 2 * time.Second
+			e.log.Info("the source's oplog may show entries out of order; entries are applied once 2s old")
+		}
+		reader = tailer
 	}
 	colls, err := catalog.List(ctx, e.source, e.mapper)
 	if err != nil {

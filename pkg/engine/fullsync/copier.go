@@ -339,6 +339,17 @@ func (c *Copier) readRange(ctx context.Context, r checkpoint.Range, coll catalog
 	if err := c.opts.Store.MarkStarted(ctx, r.ID); err != nil {
 		return err
 	}
+	if own && c.opts.Spec.FullSync.OnConflict == config.ConflictFail {
+		// The target was empty when the task started (Preflight), so
+		// whatever lies in this range's _id span there was written by the
+		// interrupted attempt: remove it and copy the range afresh, rather
+		// than overwrite document by document.
+		tgt := c.opts.Target.Database(coll.Target.DB).Collection(coll.Target.Coll)
+		if _, err := tgt.DeleteMany(ctx, r.Filter); err != nil {
+			return fmt.Errorf("clear the interrupted range %d of %s on the target: %w", r.Index, coll.Target, err)
+		}
+		own = false
+	}
 	tracker.begin(r, own)
 	src := c.opts.Source.Database(coll.Source.DB).Collection(coll.Source.Coll)
 	// Write batches hold cache.batchSize documents; the cursor's batches

@@ -14,6 +14,9 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/config"
 )
 
+// overwriteChunk is the most replacements sent in one bulk write.
+const overwriteChunk = 50
+
 // Result counts what one batch did on the target.
 type Result struct {
 	Inserted    int64
@@ -106,10 +109,15 @@ func (w *Writer) insertOnce(ctx context.Context, coll *mongo.Collection, docs []
 			SetFilter(bson.D{{Key: "_id", Value: d.Lookup("_id")}}).
 			SetReplacement(d).SetUpsert(true))
 	}
-	if _, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false).SetBypassDocumentValidation(true)); err != nil {
-		return res, fmt.Errorf("overwrite existing documents in %s: %w", ns(coll), err)
+	// Small bulks: some servers (FerretDB) stall on large upsert bulks.
+	for len(models) > 0 {
+		n := min(len(models), overwriteChunk)
+		if _, err := coll.BulkWrite(ctx, models[:n], options.BulkWrite().SetOrdered(false).SetBypassDocumentValidation(true)); err != nil {
+			return res, fmt.Errorf("overwrite existing documents in %s: %w", ns(coll), err)
+		}
+		models = models[n:]
 	}
-	res.Overwritten = int64(len(models))
+	res.Overwritten = int64(len(bwe.WriteErrors))
 	return res, nil
 }
 

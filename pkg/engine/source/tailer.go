@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -39,8 +40,17 @@ type Tailer struct {
 	// QuietReopen re-opens a cursor that returned nothing for this long.
 	QuietReopen time.Duration
 	// Poll is the wait between re-opens when caught up.
-	Poll      time.Duration
-	lastEntry time.Time
+	Poll time.Duration
+	// Settle, when set, holds back entries younger than this: for servers
+	// whose oplog can show a later entry before an earlier one (see
+	// OplogHasHoles). Entries are then read in ts order and handed out only
+	// once no earlier entry can still appear.
+	Settle time.Duration
+	// SkipDatabases are left out by the server: entries on their
+	// collections are never applied (local, config, the checkpoint
+	// database). Commands and no-ops always come through.
+	SkipDatabases []string
+	lastEntry     time.Time
 }
 
 // NewTailer returns a tailer that yields entries with ts > from.
@@ -56,9 +66,23 @@ func (t *Tailer) Position() bson.Timestamp { return t.last }
 // Next implements OplogReader.
 func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 	if t.cur == nil {
-		cur, err := t.oplog().Find(ctx, bson.D{{Key: "ts", Value: bson.D{{Key: "$gt", Value: t.last}}}},
-			options.Find().SetCursorType(options.TailableAwait).SetMaxAwaitTime(time.Second).
-				SetBatchSize(int32(t.BatchEntries)).SetSort(bson.D{{Key: "$natural", Value: 1}}))
+		filter := bson.D{{Key: "ts", Value: bson.D{{Key: "$gt", Value: t.last}}}}
+		if len(t.SkipDatabases) > 0 {
+			skip := make(bson.A, 0, len(t.SkipDatabases))
+			for _, db := range t.SkipDatabases {
+				skip = append(skip, bson.Regex{Pattern: "^" + regexp.QuoteMeta(db) + `\.`})
+			}
+			filter = append(filter, bson.E{Key: "ns", Value: bson.D{{Key: "$nin", Value: skip}}})
+		}
+		opts := options.Find().SetBatchSize(int32(t.BatchEntries))
+		if t.Settle > 0 {
+			// A tailable cursor only reads in $natural order; in ts order
+			// the oplog is read with a plain query, re-opened every time.
+			opts.SetSort(bson.D{{Key: "ts", Value: 1}})
+		} else {
+			opts.SetCursorType(options.TailableAwait).SetMaxAwaitTime(time.Second).SetSort(bson.D{{Key: "$natural", Value: 1}})
+		}
+		cur, err := t.oplog().Find(ctx, filter, opts)
 		if err != nil {
 			return nil, fmt.Errorf("open oplog cursor after %v: %w", t.last, err)
 		}
@@ -66,19 +90,28 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 		t.lastEntry = time.Now()
 	}
 	var out []bson.Raw
+	held := false
+	cutoff := uint32(time.Now().Add(-t.Settle).Unix())
 	for len(out) < t.BatchEntries && t.cur.TryNext(ctx) {
 		raw := bson.Raw(append([]byte(nil), t.cur.Current...))
 		if _, _, ok := raw.Lookup("ts").TimestampOK(); !ok {
 			return out, fmt.Errorf("oplog entry without a ts: %s", raw)
 		}
-		t.last = tsOf(raw)
+		ts := tsOf(raw)
+		if t.Settle > 0 && ts.T >= cutoff {
+			// Too young: an earlier entry may still appear. Read again
+			// from the last entry handed out.
+			held = true
+			break
+		}
+		t.last = ts
 		out = append(out, raw)
 	}
 	if len(out) > 0 {
 		t.lastEntry = time.Now()
 	}
 	err := t.cur.Err()
-	if err != nil || t.cur.ID() == 0 || time.Since(t.lastEntry) > t.QuietReopen {
+	if held || err != nil || t.cur.ID() == 0 || time.Since(t.lastEntry) > t.QuietReopen {
 		_ = t.cur.Close(context.WithoutCancel(ctx))
 		t.cur = nil
 		// Entries read before the failure are returned (the position has
@@ -101,6 +134,20 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 // Newest implements OplogReader.
 func (t *Tailer) Newest(ctx context.Context) (bson.Timestamp, error) {
 	return edgeTS(ctx, t.client, -1)
+}
+
+// OplogHasHoles reports whether the server may make an oplog entry visible
+// before an entry with a lower ts. MongoDB never does (oplog visibility
+// waits for earlier writes); FerretDB writes each oplog entry after its
+// write, outside any ordering, so concurrent writers can leave a hole a
+// tailer would step over.
+func OplogHasHoles(ctx context.Context, client *mongo.Client) bool {
+	raw, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw()
+	if err != nil {
+		return false
+	}
+	_, ferret := raw.Lookup("ferretdbVersion").StringValueOK()
+	return ferret
 }
 
 // ClusterTime returns the deployment's current cluster time (from a
