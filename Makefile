@@ -23,8 +23,9 @@ help: ## Show the targets.
 ##@ Build
 
 .PHONY: build
-build: ## Build the ferry CLI into bin/.
+build: ## Build the ferry CLI and the operator's manager into bin/.
 	$(GO) build -o $(BIN)/ferry ./cmd/ferry
+	$(GO) build -o $(BIN)/manager ./cmd/manager
 
 ##@ Development
 
@@ -55,6 +56,37 @@ demo: build ferretdb ## Run a full sync end to end on two embedded servers.
 bench: build ferretdb ## Run the benchmarks (figures go to docs/benchmarks.md).
 	$(BIN)/ferry bench full
 
+##@ Operator
+
+# The operator's image: the manager (entrypoint /manager) and the worker
+# (/ferry) in one. Give it a tag: the tag is the version stamped into both
+# binaries, and the manager starts its workers from this same image.
+IMG ?= ghcr.io/mongoferry/mongoferry:dev
+VERSION ?= $(lastword $(subst :, ,$(IMG)))
+CONTAINER_TOOL ?= docker
+# Extra flags for `make run`, for example RUN_ARGS=--log-level=debug.
+RUN_ARGS ?=
+
+.PHONY: install
+install: manifests ## Install the SyncTask CRD into the cluster of the current kubeconfig.
+	kubectl apply --server-side -f config/crd/bases
+
+.PHONY: uninstall
+uninstall: ## Remove the SyncTask CRD, and with it every SyncTask, from the cluster of the current kubeconfig.
+	kubectl delete --ignore-not-found -f config/crd/bases
+
+.PHONY: run
+run: manifests ## Run the manager here against the cluster of the current kubeconfig (make install first); workers run from IMG.
+	$(GO) run ./cmd/manager --log-format=text --metrics-bind-address=127.0.0.1:8080 --health-probe-bind-address=127.0.0.1:8081 --worker-image=$(IMG) $(RUN_ARGS)
+
+.PHONY: docker-build
+docker-build: ## Build the image IMG with both binaries (needs a Docker engine; CI does not run it).
+	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) --build-arg IMAGE=$(IMG) -t $(IMG) .
+
+.PHONY: docker-push
+docker-push: ## Push the image IMG.
+	$(CONTAINER_TOOL) push $(IMG)
+
 ##@ Code generation
 
 .PHONY: generate
@@ -62,24 +94,27 @@ generate: $(BIN)/controller-gen ## Generate deepcopy methods for api/ and pkg/co
 	$(BIN)/controller-gen object paths=./api/... paths=./pkg/config/...
 
 .PHONY: manifests
-manifests: $(BIN)/controller-gen ## Generate the CRD YAML (config/crd/bases) from the API types and markers.
+manifests: $(BIN)/controller-gen ## Generate the CRD YAML (config/crd/bases) and the manager's ClusterRole (config/rbac/role.yaml) from the markers.
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(BIN)/controller-gen rbac:roleName=mongoferry-manager paths=./controllers/... output:rbac:artifacts:config=config/rbac
 
 # Regenerates into the working tree, then compares with a copy taken before:
 # on a clean clone this is `git diff --exit-code` on the generated files, and
 # locally it only fails when something really was stale (not merely uncommitted).
 .PHONY: verify-generated
-verify-generated: $(BIN)/controller-gen ## Fail if the committed deepcopy or CRD files differ from what the types generate.
+verify-generated: $(BIN)/controller-gen ## Fail if the committed deepcopy, CRD or RBAC files differ from what the code generates.
 	@before="$$(mktemp -d)"; trap 'rm -rf "$$before"' EXIT; \
-	mkdir -p "$$before/config/crd" "$$before/pkg/config"; \
+	mkdir -p "$$before/config/crd" "$$before/config/rbac" "$$before/pkg/config"; \
 	cp -R api "$$before/"; cp -R config/crd/bases "$$before/config/crd/"; \
+	cp config/rbac/role.yaml "$$before/config/rbac/" 2>/dev/null || true; \
 	cp pkg/config/zz_generated.deepcopy.go "$$before/pkg/config/" 2>/dev/null || true; \
 	$(MAKE) --no-print-directory generate manifests >/dev/null; \
 	stale=0; \
 	diff -ruN "$$before/api" api || stale=1; \
 	diff -ruN "$$before/config/crd/bases" config/crd/bases || stale=1; \
+	diff -uN "$$before/config/rbac/role.yaml" config/rbac/role.yaml || stale=1; \
 	diff -uN "$$before/pkg/config/zz_generated.deepcopy.go" pkg/config/zz_generated.deepcopy.go || stale=1; \
-	if [ -n "$$CI" ]; then git diff --exit-code -- api config/crd pkg/config/zz_generated.deepcopy.go || stale=1; fi; \
+	if [ -n "$$CI" ]; then git diff --exit-code -- api config/crd config/rbac/role.yaml pkg/config/zz_generated.deepcopy.go || stale=1; fi; \
 	if [ $$stale = 1 ]; then echo "generated files were stale and have been regenerated (above): review and commit them (make generate manifests)"; exit 1; fi
 
 ##@ Test servers and tools

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
@@ -95,11 +96,46 @@ type pathOp struct {
 // translateDiff returns the update documents, in order, that apply the
 // $v:2 diff. An empty diff returns none.
 func translateDiff(diff []byte) ([][]byte, error) {
-	w := diffWalker{ops: make([]pathOp, 0, 8)}
-	if err := w.document(diff, "", 0); err != nil {
-		return nil, err
+	sc := getDiffScratch()
+	defer putDiffScratch(sc)
+	return sc.appendDiff(nil, diff)
+}
+
+// diffScratch is the reusable state of translating one diff: the
+// operators found and the stage of pack. Only the update documents it
+// returns are new memory.
+type diffScratch struct {
+	w    diffWalker
+	st   stage
+	docs [][]byte
+}
+
+var diffScratchPool = sync.Pool{New: func() any { return &diffScratch{w: diffWalker{ops: make([]pathOp, 0, 8)}} }}
+
+func getDiffScratch() *diffScratch { return diffScratchPool.Get().(*diffScratch) }
+
+// putDiffScratch keeps sc for reuse unless it grew large, dropping its
+// references to the entries' bytes.
+func putDiffScratch(sc *diffScratch) {
+	if cap(sc.w.ops) > 1024 || cap(sc.docs) > 1024 {
+		return
 	}
-	return pack(w.ops), nil
+	clear(sc.w.ops[:cap(sc.w.ops)])
+	clear(sc.docs[:cap(sc.docs)])
+	sc.w.ops, sc.docs = sc.w.ops[:0], sc.docs[:0]
+	sc.st.ops = sc.st.ops[:0]
+	clear(sc.st.ops[:cap(sc.st.ops)])
+	sc.st.reset()
+	diffScratchPool.Put(sc)
+}
+
+// appendDiff appends the update documents of diff to dst.
+func (sc *diffScratch) appendDiff(dst [][]byte, diff []byte) ([][]byte, error) {
+	sc.w.ops = sc.w.ops[:0]
+	if err := sc.w.document(diff, "", 0); err != nil {
+		return dst, err
+	}
+	return sc.st.pack(dst, sc.w.ops), nil
 }
 
 // diffWalker collects the operators of a diff in order.

@@ -1,6 +1,7 @@
 package oplog
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"time"
@@ -112,12 +113,59 @@ func Parse(raw bson.Raw) (Entry, error) {
 	return parse(raw, false)
 }
 
-// fieldBits gives each known top-level field a bit, to refuse duplicates: a
+// The known top-level fields each have a bit, to refuse duplicates: a
 // duplicated field would read differently here and on the server.
-var fieldBits = map[string]uint16{
-	"ts": 1 << 0, "t": 1 << 1, "op": 1 << 2, "ns": 1 << 3, "o": 1 << 4, "o2": 1 << 5,
-	"ui": 1 << 6, "fromMigrate": 1 << 7, "lsid": 1 << 8, "txnNumber": 1 << 9,
-	"prevOpTime": 1 << 10, "partialTxn": 1 << 11, "prepare": 1 << 12, "wall": 1 << 13,
+const (
+	bitTS uint16 = 1 << iota
+	bitT
+	bitOp
+	bitNS
+	bitO
+	bitO2
+	bitUI
+	bitFromMigrate
+	bitLSID
+	bitTxnNumber
+	bitPrevOpTime
+	bitPartialTxn
+	bitPrepare
+	bitWall
+)
+
+// fieldBit returns the bit of a known top-level field, 0 for others. A
+// switch, not a map: this runs for every field of every entry.
+func fieldBit(k []byte) uint16 {
+	switch string(k) {
+	case "ts":
+		return bitTS
+	case "t":
+		return bitT
+	case "op":
+		return bitOp
+	case "ns":
+		return bitNS
+	case "o":
+		return bitO
+	case "o2":
+		return bitO2
+	case "ui":
+		return bitUI
+	case "fromMigrate":
+		return bitFromMigrate
+	case "lsid":
+		return bitLSID
+	case "txnNumber":
+		return bitTxnNumber
+	case "prevOpTime":
+		return bitPrevOpTime
+	case "partialTxn":
+		return bitPartialTxn
+	case "prepare":
+		return bitPrepare
+	case "wall":
+		return bitWall
+	}
+	return 0
 }
 
 // parse parses an entry; inner entries (from an applyOps array) have no ts.
@@ -128,15 +176,15 @@ func parse(raw bson.Raw, inner bool) (Entry, error) {
 	}
 	var seen uint16
 	err := forEach(raw, func(k []byte, v bsoncore.Value) error {
-		bit, known := fieldBits[string(k)]
-		if !known {
+		bit := fieldBit(k)
+		if bit == 0 {
 			return nil
 		}
 		if seen&bit != 0 {
 			return fmt.Errorf("field %q appears twice", k)
 		}
 		seen |= bit
-		return e.setField(string(k), v)
+		return e.setField(bit, k, v)
 	})
 	if err == nil {
 		err = e.check(seen, inner)
@@ -165,53 +213,53 @@ func (e *Entry) describe(err error) string {
 	return err.Error()
 }
 
-// setField checks and records one known top-level field.
-func (e *Entry) setField(k string, v bsoncore.Value) error {
+// setField checks and records one known top-level field, named k.
+func (e *Entry) setField(bit uint16, k []byte, v bsoncore.Value) error {
 	wrong := func(want string) error { return fmt.Errorf("field %q must be %s, not %s", k, want, v.Type) }
-	switch k {
-	case "ts":
+	switch bit {
+	case bitTS:
 		t, i, ok := v.TimestampOK()
 		if !ok {
 			return wrong("a timestamp")
 		}
 		e.ts = bson.Timestamp{T: t, I: i}
-	case "t", "txnNumber":
+	case bitT, bitTxnNumber:
 		if _, ok := integer(v); !ok {
 			return wrong("an integer")
 		}
-	case "op":
-		s, ok := v.StringValueOK()
+	case bitOp:
+		s, ok := stringBytes(v)
 		if !ok {
 			return wrong("a string")
 		}
-		if len(s) != 1 || !strings.Contains("iudcn", s) {
+		if len(s) != 1 || !strings.Contains("iudcn", string(s)) {
 			return fmt.Errorf("unknown op %q", s)
 		}
 		e.op = Op(s[0])
-	case "ns":
+	case bitNS:
 		s, ok := v.StringValueOK()
 		if !ok {
 			return wrong("a string")
 		}
 		e.ns = s
-	case "o", "o2", "lsid":
+	case bitO, bitO2, bitLSID:
 		if v.Type != bsoncore.TypeEmbeddedDocument {
 			return wrong("a document")
 		}
 		if _, err := docBytes(v.Data); err != nil {
 			return fmt.Errorf("field %q: %w", k, err)
 		}
-		switch k {
-		case "o":
+		switch bit {
+		case bitO:
 			e.o = bson.Raw(v.Data)
-		case "o2":
+		case bitO2:
 			e.o2 = bson.Raw(v.Data)
 		}
-	case "ui":
+	case bitUI:
 		if _, _, ok := v.BinaryOK(); !ok {
 			return wrong("binary (a UUID)")
 		}
-	case "fromMigrate", "partialTxn", "prepare":
+	case bitFromMigrate, bitPartialTxn, bitPrepare:
 		b, ok := v.BooleanOK()
 		if !ok {
 			return wrong("a boolean")
@@ -219,24 +267,36 @@ func (e *Entry) setField(k string, v bsoncore.Value) error {
 		if !b {
 			break
 		}
-		switch k {
-		case "fromMigrate":
+		switch bit {
+		case bitFromMigrate:
 			e.flags |= flagFromMigrate
-		case "partialTxn":
+		case bitPartialTxn:
 			e.flags |= flagPartialTxn
 		default:
 			e.flags |= flagPrepare
 		}
-	case "prevOpTime":
+	case bitPrevOpTime:
 		if _, err := readOpTime(v); err != nil {
 			return fmt.Errorf("field %q: %w", k, err)
 		}
-	case "wall":
+	case bitWall:
 		if _, ok := v.DateTimeOK(); !ok {
 			return wrong("a date")
 		}
 	}
 	return nil
+}
+
+// stringBytes returns a string value's bytes without copying them.
+func stringBytes(v bsoncore.Value) ([]byte, bool) {
+	if v.Type != bsoncore.TypeString || len(v.Data) < 5 {
+		return nil, false
+	}
+	n := int(int32(binary.LittleEndian.Uint32(v.Data)))
+	if n < 1 || n != len(v.Data)-4 || v.Data[len(v.Data)-1] != 0 {
+		return nil, false
+	}
+	return v.Data[4 : len(v.Data)-1], true
 }
 
 // readOpTime reads {ts: Timestamp, t: long}.
@@ -274,15 +334,15 @@ func readOpTime(v bsoncore.Value) (OpTime, error) {
 
 // check verifies the fields each operation requires.
 func (e *Entry) check(seen uint16, inner bool) error {
-	has := func(k string) bool { return seen&fieldBits[k] != 0 }
+	has := func(bit uint16) bool { return seen&bit != 0 }
 	switch {
-	case !has("op"):
+	case !has(bitOp):
 		return fmt.Errorf("field \"op\" is missing")
-	case !inner && !has("ts"):
+	case !inner && !has(bitTS):
 		return fmt.Errorf("field \"ts\" is missing")
-	case !has("o"):
+	case !has(bitO):
 		return fmt.Errorf("field \"o\" is missing")
-	case e.op != OpNoop && !has("ns"):
+	case e.op != OpNoop && !has(bitNS):
 		return fmt.Errorf("field \"ns\" is missing")
 	}
 	switch e.op {

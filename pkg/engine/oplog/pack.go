@@ -7,15 +7,13 @@ import (
 )
 
 // pack groups operators, in order, into as few update documents as
-// possible without a conflict inside one update (see diff.go).
-func pack(ops []pathOp) [][]byte {
+// possible without a conflict inside one update (see diff.go), appending
+// them to out; the stage is reused between calls.
+func (st *stage) pack(out [][]byte, ops []pathOp) [][]byte {
 	if len(ops) == 0 {
-		return nil
+		return out
 	}
-	var (
-		out [][]byte
-		st  stage
-	)
+	st.reset()
 	for _, op := range ops {
 		if st.conflicts(op) {
 			out = append(out, st.build())
@@ -23,7 +21,9 @@ func pack(ops []pathOp) [][]byte {
 		}
 		st.add(op)
 	}
-	return append(out, st.build())
+	out = append(out, st.build())
+	st.reset()
+	return out
 }
 
 // linearLimit is the stage size up to which conflicts are found by a scan;

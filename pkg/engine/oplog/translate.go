@@ -53,14 +53,25 @@ type Write struct {
 // return ErrNeedsAssembly: pass them to an Assembler and translate the
 // operations of the units it emits. Translate does not apply Skip.
 func Translate(e Entry) ([]Write, error) {
-	ws, err := translate(e)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", e, err)
-	}
-	return ws, nil
+	return AppendTranslate(nil, e)
 }
 
-func translate(e Entry) ([]Write, error) {
+// AppendTranslate is Translate appending the writes to dst, so that a
+// caller can reuse one slice for every entry. On error it returns dst
+// unchanged.
+func AppendTranslate(dst []Write, e Entry) ([]Write, error) {
+	out, err := translate(dst, e)
+	if err != nil {
+		return dst, fmt.Errorf("%s: %w", e, err)
+	}
+	return out, nil
+}
+
+// upsert is the Upsert of every upserting model: the driver only reads it,
+// so one shared value saves an allocation per write.
+var upsert = true
+
+func translate(dst []Write, e Entry) ([]Write, error) {
 	switch e.op {
 	case OpInsert:
 		key := e.o2
@@ -71,14 +82,14 @@ func translate(e Entry) ([]Write, error) {
 			}
 			key = bson.Raw(singleton("_id", id))
 		}
-		m := mongo.NewReplaceOneModel().SetFilter(key).SetReplacement(e.o).SetUpsert(true)
-		return []Write{{NS: e.ns, Kind: Insert, DocKey: key, Model: m}}, nil
+		m := &mongo.ReplaceOneModel{Filter: key, Replacement: e.o, Upsert: &upsert}
+		return append(dst, Write{NS: e.ns, Kind: Insert, DocKey: key, Model: m}), nil
 	case OpUpdate:
-		return translateUpdate(e)
+		return translateUpdate(dst, e)
 	case OpDelete:
-		return []Write{{NS: e.ns, Kind: Delete, DocKey: e.o, Model: mongo.NewDeleteOneModel().SetFilter(e.o)}}, nil
+		return append(dst, Write{NS: e.ns, Kind: Delete, DocKey: e.o, Model: &mongo.DeleteOneModel{Filter: e.o}}), nil
 	case OpNoop:
-		return nil, nil
+		return dst, nil
 	case OpCommand:
 		switch {
 		case e.cmd.IsDDL():
@@ -90,9 +101,9 @@ func translate(e Entry) ([]Write, error) {
 			if d.Class == CmdDropDatabase {
 				ns = d.NS.DB
 			}
-			return []Write{{NS: ns, Kind: Command, DDL: &d}}, nil
+			return append(dst, Write{NS: ns, Kind: Command, DDL: &d}), nil
 		case e.cmd.Skipped():
-			return nil, nil
+			return dst, nil
 		case e.cmd.IsTxn():
 			return nil, ErrNeedsAssembly
 		default:
@@ -186,36 +197,37 @@ func classifyUpdate(o []byte) (updateForm, []byte, error) {
 }
 
 // translateUpdate translates a 'u' entry.
-func translateUpdate(e Entry) ([]Write, error) {
+func translateUpdate(dst []Write, e Entry) ([]Write, error) {
 	form, diff, err := classifyUpdate(e.o)
 	if err != nil {
 		return nil, err
 	}
 	switch form {
 	case formReplacement:
-		m := mongo.NewReplaceOneModel().SetFilter(e.o2).SetReplacement(e.o).SetUpsert(true)
-		return []Write{{NS: e.ns, Kind: Update, DocKey: e.o2, Model: m}}, nil
+		m := &mongo.ReplaceOneModel{Filter: e.o2, Replacement: e.o, Upsert: &upsert}
+		return append(dst, Write{NS: e.ns, Kind: Update, DocKey: e.o2, Model: m}), nil
 	case formOperators:
 		u, err := operatorsWithoutVersion(e.o)
 		if err != nil || u == nil {
-			return nil, err
+			return dst, err
 		}
-		return []Write{e.updateOne(u)}, nil
+		return append(dst, e.updateOne(u)), nil
 	}
-	docs, err := translateDiff(diff)
+	sc := getDiffScratch()
+	defer putDiffScratch(sc)
+	sc.docs, err = sc.appendDiff(sc.docs[:0], diff)
 	if err != nil {
 		return nil, err
 	}
-	ws := make([]Write, len(docs))
-	for i, d := range docs {
-		ws[i] = e.updateOne(d)
+	for _, d := range sc.docs {
+		dst = append(dst, e.updateOne(d))
 	}
-	return ws, nil
+	return dst, nil
 }
 
 // updateOne is an UpdateOne on the entry's document key.
 func (e Entry) updateOne(update []byte) Write {
-	m := mongo.NewUpdateOneModel().SetFilter(e.o2).SetUpdate(bson.Raw(update))
+	m := &mongo.UpdateOneModel{Filter: e.o2, Update: bson.Raw(update)}
 	return Write{NS: e.ns, Kind: Update, DocKey: e.o2, Model: m}
 }
 

@@ -1,0 +1,219 @@
+// Command manager is MongoFerry's Kubernetes operator: it runs the SyncTask
+// reconciler (controllers.SyncTaskReconciler) and exports every SyncTask's
+// status as Prometheus metrics (controllers.SyncTaskCollector).
+//
+// Parts: the flags and their defaults (options, bindFlags), logging (slog,
+// also behind controller-runtime's logr and client-go's klog), and run,
+// which builds the manager: scheme, leader election, metrics endpoint,
+// health and readiness probes, reconciler and metrics collector.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
+	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/version"
+)
+
+// LeaderElectionID names the Lease that manager replicas compete for.
+const LeaderElectionID = "mongoferry.sync.mongoferry.io"
+
+// WorkerImageRepository is the image repository of released workers; the
+// default worker image is this repository at the manager's own version.
+const WorkerImageRepository = "ghcr.io/mongoferry/mongoferry"
+
+// defaultWorkerImage, when set at build time
+// (-ldflags "-X main.defaultWorkerImage=registry/name:tag", as
+// `make docker-build` does with IMG), replaces WorkerImageRepository:version
+// as the default of --worker-image, so a manager built into an image starts
+// its workers from that same image.
+var defaultWorkerImage string
+
+// DefaultWorkerImage is the default of --worker-image.
+func DefaultWorkerImage() string {
+	if defaultWorkerImage != "" {
+		return defaultWorkerImage
+	}
+	return WorkerImageRepository + ":" + version.Version
+}
+
+// options are the manager's command-line settings.
+type options struct {
+	metricsAddr             string
+	probeAddr               string
+	leaderElect             bool
+	leaderElectionNamespace string
+	workerImage             string
+	workerStatusTimeout     time.Duration
+	logFormat               string
+	logLevel                string
+}
+
+// bindFlags defines the manager's flags on fs (flag.CommandLine in main,
+// where controller-runtime has also defined --kubeconfig).
+func bindFlags(fs *flag.FlagSet) *options {
+	o := &options{}
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `address of the /metrics endpoint (plain HTTP); "0" disables it`)
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz probes; "0" disables them`)
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among manager replicas (Lease "+LeaderElectionID+"), so that only one reconciles; on in the Deployment")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; the manager's own namespace in a cluster, required with --leader-elect outside one")
+	fs.StringVar(&o.workerImage, "worker-image", DefaultWorkerImage(), "container image of the workers (it must hold /ferry) for SyncTasks without spec.workerImage")
+	fs.DurationVar(&o.workerStatusTimeout, "worker-status-timeout", 5*time.Second, "timeout of one request to a worker's /status")
+	fs.StringVar(&o.logFormat, "log-format", "json", "log format: json or text")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	return o
+}
+
+func main() {
+	o := bindFlags(flag.CommandLine)
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "manager: unexpected arguments %q: the manager takes flags only (see -help)\n", flag.Args())
+		os.Exit(2)
+	}
+	log, err := newLogger(os.Stderr, o.logFormat, o.logLevel)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "manager:", err)
+		os.Exit(2)
+	}
+	setLoggers(log)
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		log.Error("no Kubernetes API server to talk to: in a cluster the manager uses its ServiceAccount; outside one, pass --kubeconfig or set KUBECONFIG", "err", err)
+		os.Exit(1)
+	}
+	if err := run(ctrl.SetupSignalHandler(), o, cfg, log); err != nil {
+		log.Error("manager failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+// setLoggers makes log the logger of everything in the process:
+// controller-runtime logs through logr and client-go (leader election,
+// informers) through klog, and both end up in log's handler. logr's V(n)
+// is slog level -n, so V(1) shows with --log-level=debug.
+func setLoggers(log *slog.Logger) {
+	slog.SetDefault(log)
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	klog.SetSlogLogger(log)
+}
+
+// newLogger returns a slog logger writing to w in the given format at the
+// given level (the same flags as `ferry run`).
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %q is not one of debug, info, warn, error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is not json or text", format)
+}
+
+// newScheme holds the core Kubernetes types (Secrets, StatefulSets,
+// Services, Events, ...) and the SyncTask API.
+func newScheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	if err := syncv1alpha1.AddToScheme(s); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// run builds the manager on the API server cfg reaches and runs it until
+// ctx ends (SIGTERM) or it fails.
+func run(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logger) error {
+	if o.workerImage == "" {
+		return errors.New("--worker-image: must not be empty: name the image holding /ferry, such as " + WorkerImageRepository + ":" + version.Version)
+	}
+
+	scheme, err := newScheme()
+	if err != nil {
+		return fmt.Errorf("scheme: %w", err)
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        LeaderElectionID,
+		LeaderElectionNamespace: o.leaderElectionNamespace,
+		// main exits as soon as Start returns, so the Lease can be handed
+		// over at once instead of after its duration.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return fmt.Errorf("new manager: %w", err)
+	}
+
+	r := &controllers.SyncTaskReconciler{
+		Client:       mgr.GetClient(),
+		Scheme:       mgr.GetScheme(),
+		Recorder:     mgr.GetEventRecorder("mongoferry-manager"),
+		WorkerImage:  o.workerImage,
+		StatusClient: &http.Client{Timeout: o.workerStatusTimeout},
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the SyncTask controller: %w", err)
+	}
+	collector := &controllers.SyncTaskCollector{Reader: mgr.GetCache(), Elected: mgr.Elected(), Log: log}
+	if err := controllers.RegisterSyncTaskCollector(collector); err != nil {
+		return fmt.Errorf("register the SyncTask metrics: %w", err)
+	}
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("health check: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("informers", cacheSynced(mgr.GetCache())); err != nil {
+		return fmt.Errorf("readiness check: %w", err)
+	}
+
+	log.Info("starting manager", "version", version.Version, "workerImage", o.workerImage,
+		"metrics", o.metricsAddr, "probes", o.probeAddr, "leaderElection", o.leaderElect)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	log.Info("manager stopped")
+	return nil
+}
+
+// cacheSynced is a readiness check: ready once the informers the manager
+// has started are synced, so a new replica does not take traffic (metrics
+// scrapes) before it can answer from its cache.
+func cacheSynced(c cache.Cache) healthz.Checker {
+	return func(req *http.Request) error {
+		ctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		defer cancel()
+		if !c.WaitForCacheSync(ctx) {
+			return errors.New("informer caches not synced yet")
+		}
+		return nil
+	}
+}

@@ -1,0 +1,14 @@
+// Package controllers holds the SyncTask reconciler: it turns a SyncTask
+// into the objects that run its workers and folds what the workers report
+// back into the SyncTask's status.
+//
+// Parts: the reconciler and its watches (synctask_controller.go); the
+// worker's task file rendered into a Secret, with the hash that rolls the
+// workers (render.go); the worker StatefulSet, headless Service and
+// PodMonitor (workers.go); reading each worker's /status and aggregating
+// it into status, conditions and events (report.go, status.go); the
+// finalizer that removes the checkpoints on deletion (cleanup.go).
+//
+// The controller never moves data: it connects to MongoDB only to remove
+// a deleted task's checkpoints when spec.deletePolicy is Delete.
+package controllers

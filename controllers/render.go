@@ -1,0 +1,181 @@
+package controllers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
+	"github.com/mongoferry/mongoferry/pkg/config"
+)
+
+// The worker's task file and credentials.
+const (
+	// TaskKey is the key of the rendered task file in the worker Secret.
+	TaskKey = "task.yaml"
+	// TaskEnv is the worker's environment variable holding the task file
+	// (`ferry run --task-env`).
+	TaskEnv = "MONGOFERRY_TASK"
+	// SourcePasswordEnv and TargetPasswordEnv hold the passwords, from the
+	// user's Secrets; the task file names them in passwordEnv.
+	SourcePasswordEnv = "MONGOFERRY_SOURCE_PASSWORD" //nolint:gosec // G101: a variable name, not a password
+	// TargetPasswordEnv is the target's password variable.
+	TargetPasswordEnv = "MONGOFERRY_TARGET_PASSWORD" //nolint:gosec // G101: a variable name, not a password
+	// UsernameKey and PasswordKey are the keys of a credentials Secret.
+	UsernameKey = "username"
+	// PasswordKey is the password's key in a credentials Secret.
+	PasswordKey = "password"
+	// ConfigHashAnnotation on the worker pod template changes whenever the
+	// task file or a credentials Secret changes, which rolls the workers.
+	ConfigHashAnnotation = "sync.mongoferry.io/config-hash"
+)
+
+// MaxTaskNameLength is the longest SyncTask name the controller can run:
+// the StatefulSet <name>-worker puts its name and a 10-character revision
+// into a 63-character label on every pod.
+const MaxTaskNameLength = 45
+
+// Reasons for a task the controller cannot start.
+const (
+	ReasonSecretNotFound = "SecretNotFound"
+	ReasonSecretInvalid  = "SecretInvalid"
+	ReasonInvalidSpec    = "InvalidSpec"
+)
+
+// blockedError is a problem with the user's objects that stops the
+// controller from starting workers: it becomes the Ready and Degraded
+// conditions and a Warning event, and clears when the user fixes it.
+type blockedError struct {
+	reason  string
+	message string
+}
+
+func (e *blockedError) Error() string { return e.message }
+
+// rendered is a worker task file and the hash of everything a worker reads
+// at start: the task file and the credentials.
+type rendered struct {
+	task []byte
+	// hash is a SHA-256 of the task file and of the identity and
+	// resourceVersion of each credentials Secret: any write to such a
+	// Secret (a rotated password, but also a new label) rolls the
+	// workers. It is made from the Secrets' versions rather than their
+	// data so that the pod template, which more people can read than
+	// Secrets, carries nothing derived from a password (a hash of a weak
+	// password can be brute-forced offline).
+	hash string
+	// secrets maps role ("source", "target") to the credentials Secret.
+	secrets map[string]string
+}
+
+// endpointCredentials names an endpoint's credentials in the task file.
+type endpointCredentials struct {
+	role     string
+	endpoint *config.Endpoint
+	env      string
+}
+
+// render builds the worker's task file: the SyncTask's spec with the task's
+// name, defaults filled in, and for each endpoint with a credentialsSecret
+// the username from that Secret and passwordEnv naming the variable the
+// StatefulSet fills from it. The password itself never enters the file.
+func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.SyncTask) (*rendered, error) {
+	spec := task.Spec.Spec.DeepCopy()
+	// Suspend is the controller's business (replicas 0), not the worker's:
+	// keeping it out of the file means suspending does not change the hash.
+	spec.Suspend = false
+	out := &rendered{secrets: map[string]string{}}
+	h := sha256.New()
+	// Length-prefixed fields, so that moving bytes from one to the next
+	// changes the hash.
+	field := func(b []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	var secretFields [][]byte
+	for _, ec := range []endpointCredentials{
+		{"source", &spec.Source, SourcePasswordEnv},
+		{"target", &spec.Target, TargetPasswordEnv},
+	} {
+		name := ec.endpoint.CredentialsSecret
+		if name == "" {
+			continue
+		}
+		var s corev1.Secret
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: name}, &s)
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil, &blockedError{ReasonSecretNotFound, fmt.Sprintf(
+				"%s.credentialsSecret: Secret %q not found in namespace %s: create it with keys %s and %s",
+				ec.role, name, task.Namespace, UsernameKey, PasswordKey)}
+		case err != nil:
+			return nil, fmt.Errorf("read %s.credentialsSecret %q: %w", ec.role, name, err)
+		}
+		user, okUser := s.Data[UsernameKey]
+		_, okPass := s.Data[PasswordKey]
+		if !okUser || len(user) == 0 || !okPass {
+			return nil, &blockedError{ReasonSecretInvalid, fmt.Sprintf(
+				"%s.credentialsSecret: Secret %q must have the keys %s and %s (%s is empty or missing)",
+				ec.role, name, UsernameKey, PasswordKey, missingKey(okUser && len(user) > 0, okPass))}
+		}
+		ec.endpoint.Username = string(user)
+		ec.endpoint.PasswordEnv = ec.env
+		ec.endpoint.CredentialsSecret = ""
+		out.secrets[ec.role] = name
+		secretFields = append(secretFields, []byte(ec.role), []byte(name), []byte(s.UID), []byte(s.ResourceVersion))
+	}
+	if len(task.Name) > MaxTaskNameLength {
+		return nil, &blockedError{ReasonInvalidSpec, fmt.Sprintf(
+			"metadata.name: %q is %d characters: the workers' StatefulSet %s-worker and its pods need a name of at most %d characters; recreate the task under a shorter name",
+			task.Name, len(task.Name), task.Name, MaxTaskNameLength)}
+	}
+	t := config.Task{Name: task.Name, Spec: *spec}
+	t.SetDefaults()
+	if err := t.Validate(); err != nil {
+		var v config.ValidationError
+		if errors.As(err, &v) {
+			msgs := make([]string, len(v))
+			for i, fe := range v {
+				msgs[i] = "spec." + fe.Error()
+				if fe.Field == "name" {
+					msgs[i] = "metadata." + fe.Error()
+				}
+			}
+			return nil, &blockedError{ReasonInvalidSpec, strings.Join(msgs, "; ")}
+		}
+		return nil, &blockedError{ReasonInvalidSpec, err.Error()}
+	}
+	data, err := yaml.Marshal(&t)
+	if err != nil {
+		return nil, fmt.Errorf("render task file: %w", err)
+	}
+	out.task = data
+
+	field(data)
+	for _, f := range secretFields {
+		field(f)
+	}
+	out.hash = hex.EncodeToString(h.Sum(nil))
+	return out, nil
+}
+
+func missingKey(userOK, passOK bool) string {
+	if !userOK {
+		return UsernameKey
+	}
+	if !passOK {
+		return PasswordKey
+	}
+	return ""
+}

@@ -1,0 +1,508 @@
+package controllers
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine"
+)
+
+// ReadyLagSeconds is the lag below which a streaming task is Ready.
+const ReadyLagSeconds = 30
+
+// recentExit is how long a worker's non-zero exit keeps the task Degraded.
+const recentExit = 10 * time.Minute
+
+// Exit codes of `ferry run` (see `ferry run --help`).
+const (
+	exitDone                 = 0
+	exitVerificationFailed   = 2
+	exitOplogWindowLost      = 3
+	maxTerminationMessageLen = 512
+)
+
+// Condition reasons, in addition to the phases and the blocked reasons.
+const (
+	ReasonSuspended          = "Suspended"
+	ReasonCompleted          = "Completed"
+	ReasonStreaming          = "Streaming"
+	ReasonLagging            = "Lagging"
+	ReasonWorkersStarting    = "WorkersStarting"
+	ReasonFailed             = "Failed"
+	ReasonHealthy            = "Healthy"
+	ReasonOplogWindowLost    = "OplogWindowLost"
+	ReasonVerificationFailed = "VerificationFailed"
+	ReasonWorkerFailing      = "WorkerFailing"
+	ReasonWorkerRestarted    = "WorkerRestarted"
+	ReasonWorkerError        = "WorkerError"
+	ReasonStatusUnavailable  = "StatusUnavailable"
+	ReasonShardedUnsupported = "ShardedSourceNotSupported"
+)
+
+// waitingProblems are container waiting reasons that mean the worker
+// cannot start.
+var waitingProblems = []string{"CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError",
+	"ImagePullBackOff", "ErrImagePull", "InvalidImageName", "RunContainerError"}
+
+// observed is what one reconcile knows: the spec's facts that shape the
+// status, and the workers.
+type observed struct {
+	generation int64
+	mode       config.Mode
+	verifyMode config.VerifyMode
+	suspended  bool
+	sharded    bool
+	// blocked stops the task before any worker starts (a missing Secret,
+	// a spec the engine refuses).
+	blocked *blockedError
+	// shardNames are the names of the shard entries the task has (old
+	// entries of other names are dropped); nil keeps every old entry.
+	shardNames []string
+	workers    []workerObservation
+	now        time.Time
+}
+
+// phaseOrder ranks phases from furthest behind to furthest ahead: the
+// task's phase is its slowest shard's.
+var phaseOrder = []syncv1alpha1.Phase{
+	syncv1alpha1.PhasePending, syncv1alpha1.PhaseFullSync, syncv1alpha1.PhaseStreaming,
+	syncv1alpha1.PhaseVerifying, syncv1alpha1.PhaseCompleted,
+}
+
+// computeStatus folds one reconcile's observations into the previous
+// status. Values a worker cannot report while stopped (copy progress,
+// checkpoint, shard entries) are kept from the previous status.
+func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.SyncTaskStatus {
+	st := *old.DeepCopy()
+	st.ObservedGeneration = o.generation
+
+	prev := map[string]syncv1alpha1.ShardStatus{}
+	for _, s := range old.Shards {
+		prev[s.Name] = s
+	}
+	var shards []syncv1alpha1.ShardStatus
+	seen := map[string]bool{}
+	var reports []*engine.Status
+	var failure *shardFailure
+	var verifyExits []*corev1.ContainerStateTerminated
+	for _, w := range o.workers {
+		if seen[w.shard] {
+			continue // a pod being replaced next to its successor
+		}
+		seen[w.shard] = true
+		sh, ok := prev[w.shard]
+		if !ok {
+			sh = syncv1alpha1.ShardStatus{Name: w.shard, Phase: syncv1alpha1.PhasePending}
+		}
+		sh.OpsPerSecond = 0
+		exitPhase, f := exitOutcome(w)
+		if f != nil && failure == nil {
+			failure = f
+		}
+		switch r := w.report; {
+		case r != nil:
+			reports = append(reports, r)
+			applyReport(&sh, r, o.now)
+			switch {
+			case sh.Phase == syncv1alpha1.PhasePending && exitPhase != "":
+				sh.Phase = exitPhase // failing again right after a restart
+			case exitPhase == syncv1alpha1.PhaseCompleted && sh.Phase != syncv1alpha1.PhaseFailed:
+				// The worker finished the task once (exit 0) and was
+				// restarted (StatefulSet pods always are): it only checks
+				// again, and the controller stops it.
+				sh.Phase = syncv1alpha1.PhaseCompleted
+			}
+			if sh.Phase == syncv1alpha1.PhaseFailed && failure == nil {
+				failure = &shardFailure{reason: ReasonFailed, message: fmt.Sprintf("%s: %s", w.pod, r.Error)}
+			}
+		case exitPhase != "":
+			sh.Phase = exitPhase
+		}
+		if sh.LastError == "" && w.lastExit != nil && w.lastExit.ExitCode != exitDone && w.report == nil {
+			sh.LastError = exitText(w.lastExit)
+		}
+		if e := w.lastExit; e != nil && (e.ExitCode == exitDone || e.ExitCode == exitVerificationFailed) {
+			verifyExits = append(verifyExits, e)
+		}
+		shards = append(shards, sh)
+	}
+	for _, s := range old.Shards {
+		if seen[s.Name] || (o.shardNames != nil && !slices.Contains(o.shardNames, s.Name)) {
+			continue // reported above, or no longer a worker of the task
+		}
+		s.OpsPerSecond = 0
+		if o.suspended {
+			s.Phase = syncv1alpha1.PhasePaused
+		}
+		shards = append(shards, s)
+	}
+	st.Shards = shards
+
+	// Phase: Paused when suspended; Completed stays once reached; else the
+	// slowest shard's, Failed if any failed, Pending before any report.
+	switch {
+	case o.suspended:
+		st.Phase = syncv1alpha1.PhasePaused
+	case old.Phase == syncv1alpha1.PhaseCompleted && len(reports) == 0 && failure == nil:
+		st.Phase = syncv1alpha1.PhaseCompleted
+	case failure != nil && failure.reason != ReasonWorkerFailing:
+		st.Phase = syncv1alpha1.PhaseFailed
+	default:
+		st.Phase = slowestPhase(st.Shards)
+	}
+
+	// Figures: lag is the largest over shards, rates are sums over the
+	// workers that reported now.
+	st.LagSeconds, st.OpsPerSecond, st.BytesPerSecond = 0, 0, 0
+	for _, s := range st.Shards {
+		st.LagSeconds = max(st.LagSeconds, s.LagSeconds)
+	}
+	for _, r := range reports {
+		if r.Replay != nil {
+			st.OpsPerSecond += int64(math.Round(r.Replay.OpsPerSecond))
+		}
+		if r.Phase == engine.PhaseFullSync {
+			st.BytesPerSecond += int64(math.Round(r.Copy.BytesPerSecond))
+		}
+		if !r.StartedAt.IsZero() && (st.StartedAt == nil || r.StartedAt.Before(st.StartedAt.Time)) && old.StartedAt == nil {
+			t := metav1.NewTime(r.StartedAt.UTC().Truncate(time.Second))
+			st.StartedAt = &t
+		}
+	}
+	st.Progress = copyProgress(old.Progress, o, st.Phase, st.Shards, reports)
+	st.CheckpointTime = lowWatermark(st.Shards, old.CheckpointTime)
+	st.LastVerification = verification(old.LastVerification, reports, verifyExits, o)
+
+	setConditions(&st, o, failure)
+	return st
+}
+
+// shardFailure is why a shard is Failed or cannot run.
+type shardFailure struct {
+	reason, message string
+}
+
+// exitOutcome reads a worker's last exit: the phase it implies (Completed
+// after exit 0, Failed after the exit codes that will not go away by
+// restarting) and the failure to report.
+func exitOutcome(w workerObservation) (syncv1alpha1.Phase, *shardFailure) {
+	e := w.lastExit
+	if e == nil {
+		if w.waiting != nil && slices.Contains(waitingProblems, w.waiting.Reason) {
+			return "", &shardFailure{ReasonWorkerFailing, fmt.Sprintf("%s: %s: %s", w.pod, w.waiting.Reason, w.waiting.Message)}
+		}
+		return "", nil
+	}
+	switch e.ExitCode {
+	case exitDone:
+		return syncv1alpha1.PhaseCompleted, nil
+	case exitOplogWindowLost:
+		return syncv1alpha1.PhaseFailed, &shardFailure{ReasonOplogWindowLost, fmt.Sprintf(
+			"%s: the source's oplog no longer holds the checkpoint: changes were lost; delete the task's checkpoint (or recreate the task with deletePolicy Delete) to copy everything again: %s",
+			w.pod, exitText(e))}
+	case exitVerificationFailed:
+		return syncv1alpha1.PhaseFailed, &shardFailure{ReasonVerificationFailed, fmt.Sprintf("%s: %s", w.pod, exitText(e))}
+	}
+	if w.waiting != nil && slices.Contains(waitingProblems, w.waiting.Reason) {
+		return "", &shardFailure{ReasonWorkerFailing, fmt.Sprintf("%s: %s, restarted %d times: %s", w.pod, w.waiting.Reason, w.restarts, exitText(e))}
+	}
+	return "", nil
+}
+
+// exitText describes a container exit in one line: the code and the last
+// line of its termination message (the worker's last log line).
+func exitText(e *corev1.ContainerStateTerminated) string {
+	msg := strings.TrimSpace(e.Message)
+	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+		msg = strings.TrimSpace(msg[i+1:])
+	}
+	if len(msg) > maxTerminationMessageLen {
+		msg = msg[:maxTerminationMessageLen] + "..."
+	}
+	if msg == "" {
+		msg = e.Reason
+	}
+	return fmt.Sprintf("exit code %d: %s", e.ExitCode, msg)
+}
+
+// applyReport copies a worker's /status into its shard entry.
+func applyReport(sh *syncv1alpha1.ShardStatus, r *engine.Status, now time.Time) {
+	sh.Phase = syncv1alpha1.Phase(r.Phase)
+	if sh.Phase == "" {
+		sh.Phase = syncv1alpha1.PhasePending
+	}
+	sh.LastError = r.Error
+	t := metav1.NewTime(now.UTC().Truncate(time.Second))
+	sh.LastReportTime = &t
+	// A worker that resumes after the copy copies nothing this run and
+	// reports no documents: keep what earlier runs reported.
+	sh.Documents = max(sh.Documents, r.Copy.Documents)
+	sh.LagSeconds = 0
+	if rp := r.Replay; rp != nil {
+		sh.LagSeconds = int64(math.Ceil(rp.LagSeconds))
+		sh.OpsPerSecond = int64(math.Round(rp.OpsPerSecond))
+		if !rp.AppliedTS.IsZero() {
+			sh.AppliedTimestamp = fmt.Sprintf("%d:%d", rp.AppliedTS.T, rp.AppliedTS.I)
+			ct := metav1.NewTime(rp.AppliedTime.UTC())
+			sh.CheckpointTime = &ct
+		}
+	}
+}
+
+func phaseRank(p syncv1alpha1.Phase) int {
+	if i := slices.Index(phaseOrder, p); i >= 0 {
+		return i
+	}
+	return 0
+}
+
+// slowestPhase is the phase of the shard furthest behind; Pending when
+// there is none.
+func slowestPhase(shards []syncv1alpha1.ShardStatus) syncv1alpha1.Phase {
+	if len(shards) == 0 {
+		return syncv1alpha1.PhasePending
+	}
+	p := syncv1alpha1.PhaseCompleted
+	for _, s := range shards {
+		if s.Phase == syncv1alpha1.PhaseFailed {
+			return syncv1alpha1.PhaseFailed
+		}
+		if phaseRank(s.Phase) < phaseRank(p) {
+			p = s.Phase
+		}
+	}
+	return p
+}
+
+func copyDone(p syncv1alpha1.Phase) bool {
+	return p == syncv1alpha1.PhaseStreaming || p == syncv1alpha1.PhaseVerifying || p == syncv1alpha1.PhaseCompleted
+}
+
+// copyProgress sums the workers' copy figures. The percentage reads 100%
+// only when every shard's copy has finished; until then it stops at 99%
+// (estimates drift while the source changes).
+func copyProgress(old *syncv1alpha1.CopyProgress, o observed, phase syncv1alpha1.Phase, shards []syncv1alpha1.ShardStatus, reports []*engine.Status) *syncv1alpha1.CopyProgress {
+	if o.mode == config.ModeIncremental {
+		return nil
+	}
+	p := &syncv1alpha1.CopyProgress{Percent: "0%"}
+	if old != nil {
+		p = old.DeepCopy()
+	}
+	var docs, bytes, est int64
+	copied := false
+	for _, r := range reports {
+		if r.Copy.Ranges > 0 || r.Copy.EstimatedDocuments > 0 {
+			copied = true
+			docs += r.Copy.Documents
+			bytes += r.Copy.Bytes
+			est += r.Copy.EstimatedDocuments
+		}
+	}
+	if copied {
+		p.Documents, p.Bytes, p.EstimatedDocuments = max(p.Documents, docs), max(p.Bytes, bytes), max(p.EstimatedDocuments, est)
+	}
+	done := phase == syncv1alpha1.PhaseCompleted || len(shards) > 0
+	for _, s := range shards {
+		done = done && copyDone(s.Phase)
+	}
+	switch {
+	case done || (phase == syncv1alpha1.PhasePaused && p.Percent == "100%"):
+		p.Percent = "100%"
+	case phase == syncv1alpha1.PhasePaused:
+		// keep the last figure
+	case p.EstimatedDocuments > 0:
+		p.Percent = fmt.Sprintf("%d%%", min(99, 100*p.Documents/p.EstimatedDocuments))
+	default:
+		p.Percent = "0%"
+	}
+	return p
+}
+
+// lowWatermark is the oldest checkpoint over shards: everything up to it
+// is on the target for every shard. It needs every shard's checkpoint.
+func lowWatermark(shards []syncv1alpha1.ShardStatus, old *metav1.Time) *metav1.Time {
+	var low *metav1.Time
+	for _, s := range shards {
+		if s.CheckpointTime == nil {
+			return old
+		}
+		if low == nil || s.CheckpointTime.Before(low) {
+			low = s.CheckpointTime.DeepCopy()
+		}
+	}
+	if low == nil {
+		return old
+	}
+	return low
+}
+
+// verification takes the last verification a worker reports; its time is
+// when the controller first saw that outcome. A worker that completes
+// exits at once, so its report is rarely seen: its exit code tells the
+// outcome instead (0 passed, 2 found differences, by `ferry run`'s exit
+// codes), without the differing namespaces.
+func verification(old *syncv1alpha1.Verification, reports []*engine.Status, exits []*corev1.ContainerStateTerminated, o observed) *syncv1alpha1.Verification {
+	var next *syncv1alpha1.Verification
+	for _, r := range reports {
+		if r.Verify == nil || r.Verify.Running {
+			continue
+		}
+		next = &syncv1alpha1.Verification{Mode: config.VerifyMode(r.Verify.Mode), Result: syncv1alpha1.VerificationPassed,
+			Time: metav1.NewTime(o.now.UTC().Truncate(time.Second)), Namespaces: int32(len(r.Copy.Namespaces))}
+		if !r.Verify.OK {
+			next.Result = syncv1alpha1.VerificationFailed
+			next.DifferingNamespaces = r.Verify.Differing
+			if len(next.DifferingNamespaces) > 100 {
+				next.DifferingNamespaces = next.DifferingNamespaces[:100]
+			}
+			next.Message = fmt.Sprintf("%d namespaces differ between source and target (%s): run `ferry verify` for the _ids",
+				len(r.Verify.Differing), strings.Join(next.DifferingNamespaces, ", "))
+		} else {
+			next.Message = fmt.Sprintf("source and target match (%s)", r.Verify.Mode)
+		}
+	}
+	mode := o.verifyMode
+	if mode == "" {
+		mode = config.VerifyHash
+	}
+	if next == nil && mode != config.VerifyNone {
+		for _, e := range exits {
+			next = &syncv1alpha1.Verification{Mode: mode, Result: syncv1alpha1.VerificationPassed,
+				Time:    metav1.NewTime(e.FinishedAt.UTC().Truncate(time.Second)),
+				Message: fmt.Sprintf("source and target match (%s)", mode)}
+			if e.ExitCode == exitVerificationFailed {
+				next.Result = syncv1alpha1.VerificationFailed
+				next.Message = fmt.Sprintf("source and target differ (%s): %s; run `ferry verify` for the namespaces and _ids", mode, exitText(e))
+			}
+		}
+	}
+	if next == nil {
+		return old
+	}
+	if old != nil && old.Result == next.Result && old.Mode == next.Mode && slices.Equal(old.DifferingNamespaces, next.DifferingNamespaces) {
+		next.Time = old.Time
+		if next.Namespaces == 0 {
+			next.Namespaces = old.Namespaces
+		}
+	}
+	return next
+}
+
+// setConditions sets Ready, Progressing and Degraded for the computed
+// phase.
+func setConditions(st *syncv1alpha1.SyncTaskStatus, o observed, failure *shardFailure) {
+	set := func(t string, ok bool, reason, msg string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason,
+			Message: msg, ObservedGeneration: o.generation})
+	}
+
+	// Degraded: the first problem that needs a person.
+	degraded := degradedCondition(st, o, failure)
+	set(syncv1alpha1.ConditionDegraded, degraded.reason != ReasonHealthy, degraded.reason, degraded.message)
+
+	ready, progressing := readyCondition(st, o, degraded)
+	set(syncv1alpha1.ConditionReady, ready.ok, ready.reason, ready.message)
+	set(syncv1alpha1.ConditionProgressing, progressing.ok, progressing.reason, progressing.message)
+}
+
+type cond struct {
+	ok              bool
+	reason, message string
+}
+
+func degradedCondition(st *syncv1alpha1.SyncTaskStatus, o observed, failure *shardFailure) shardFailure {
+	if o.blocked != nil {
+		return shardFailure{o.blocked.reason, o.blocked.message}
+	}
+	if failure != nil {
+		return *failure
+	}
+	if !o.suspended {
+		for _, w := range o.workers {
+			if e := w.lastExit; e != nil && e.ExitCode != exitDone && w.restarts > 0 && o.now.Sub(e.FinishedAt.Time) < recentExit {
+				return shardFailure{ReasonWorkerRestarted, fmt.Sprintf("%s restarted %d times, last at %s: %s",
+					w.pod, w.restarts, e.FinishedAt.UTC().Format(time.RFC3339), exitText(e))}
+			}
+		}
+		for _, w := range o.workers {
+			if w.report != nil && w.report.Error != "" {
+				return shardFailure{ReasonWorkerError, fmt.Sprintf("%s: %s", w.pod, w.report.Error)}
+			}
+		}
+		for _, w := range o.workers {
+			if w.running && w.pollErr != nil {
+				return shardFailure{ReasonStatusUnavailable, fmt.Sprintf(
+					"cannot read %s's /status: %v; the manager must reach the worker pods on the metrics port", w.pod, w.pollErr)}
+			}
+		}
+	}
+	if o.sharded {
+		return shardFailure{ReasonShardedUnsupported,
+			"source.shards: one worker per shard is started, but the engine syncs replica sets only today: each worker runs the whole task against source.uri"}
+	}
+	if v := st.LastVerification; v != nil && v.Result == syncv1alpha1.VerificationFailed {
+		return shardFailure{ReasonVerificationFailed, v.Message}
+	}
+	return shardFailure{ReasonHealthy, "no problems seen"}
+}
+
+func readyCondition(st *syncv1alpha1.SyncTaskStatus, o observed, degraded shardFailure) (ready, progressing cond) {
+	if o.blocked != nil {
+		c := cond{false, o.blocked.reason, o.blocked.message}
+		return c, c
+	}
+	switch st.Phase {
+	case syncv1alpha1.PhasePaused:
+		c := cond{false, ReasonSuspended, "suspended: workers scaled to zero, the checkpoint is kept; set spec.suspend to false to resume"}
+		return c, c
+	case syncv1alpha1.PhaseCompleted:
+		msg := "the copy is complete"
+		if v := st.LastVerification; v != nil {
+			msg += "; " + v.Message
+		}
+		return cond{true, ReasonCompleted, msg}, cond{false, ReasonCompleted, msg}
+	case syncv1alpha1.PhaseFailed:
+		return cond{false, ReasonFailed, degraded.message}, cond{false, ReasonFailed, degraded.message}
+	case syncv1alpha1.PhaseStreaming:
+		if st.LagSeconds < ReadyLagSeconds {
+			return cond{true, ReasonStreaming, fmt.Sprintf("streaming changes: %ds behind the source, %d ops/s", st.LagSeconds, st.OpsPerSecond)},
+				cond{true, ReasonStreaming, "replaying the source's changes"}
+		}
+		return cond{false, ReasonLagging, fmt.Sprintf("the target is %ds behind the source (Ready below %ds)", st.LagSeconds, ReadyLagSeconds)},
+			cond{true, ReasonStreaming, "replaying the source's changes"}
+	case syncv1alpha1.PhaseFullSync:
+		msg := "copying"
+		if p := st.Progress; p != nil {
+			msg = fmt.Sprintf("copying: %s (%d of about %d documents)", p.Percent, p.Documents, p.EstimatedDocuments)
+		}
+		return cond{false, string(syncv1alpha1.PhaseFullSync), msg}, cond{true, string(syncv1alpha1.PhaseFullSync), msg}
+	case syncv1alpha1.PhaseVerifying:
+		msg := fmt.Sprintf("comparing source and target (%s)", o.verifyMode)
+		return cond{false, string(syncv1alpha1.PhaseVerifying), msg}, cond{true, string(syncv1alpha1.PhaseVerifying), msg}
+	}
+	readyPods := 0
+	for _, w := range o.workers {
+		if w.ready {
+			readyPods++
+		}
+	}
+	msg := fmt.Sprintf("waiting for the workers to report (%d of %d pods ready)", readyPods, len(o.workers))
+	if degraded.reason != ReasonHealthy {
+		msg += ": " + degraded.message
+	}
+	return cond{false, ReasonWorkersStarting, msg}, cond{true, ReasonWorkersStarting, msg}
+}

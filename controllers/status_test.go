@@ -1,0 +1,193 @@
+package controllers
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+)
+
+var statusNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func copying(docs, est int64) *engine.Status {
+	return &engine.Status{Phase: engine.PhaseFullSync, StartedAt: statusNow.Add(-time.Minute),
+		Copy: fullsync.Status{Documents: docs, EstimatedDocuments: est, Bytes: docs * 100, Ranges: 4, RangesDone: 1, BytesPerSecond: 5000}}
+}
+
+func streaming(lag, ops float64, docs int64) *engine.Status {
+	return &engine.Status{Phase: engine.PhaseStreaming, StartedAt: statusNow.Add(-time.Minute),
+		Copy: fullsync.Status{Documents: docs, EstimatedDocuments: docs, Ranges: 4, RangesDone: 4, Percent: 100},
+		Replay: &replay.Status{AppliedTS: bson.Timestamp{T: uint32(statusNow.Unix()) - 5, I: 1}, AppliedTime: statusNow.Add(-5 * time.Second),
+			LagSeconds: lag, OpsPerSecond: ops}}
+}
+
+func worker(ord int, report *engine.Status) workerObservation {
+	return workerObservation{pod: "orders-worker-" + string(rune('0'+ord)), ordinal: ord, shard: "orders-worker-" + string(rune('0'+ord)),
+		running: true, ready: true, report: report}
+}
+
+func TestComputeStatus(t *testing.T) {
+	type want struct {
+		phase                syncv1alpha1.Phase
+		percent              string
+		lag, ops             int64
+		ready, degraded      string // "Status/Reason"
+		progressing          string
+		readyMessageContains string
+	}
+	exited := func(code int32, msg string) workerObservation {
+		w := worker(0, nil)
+		w.running, w.ready, w.restarts = false, false, 2
+		w.lastExit = &corev1.ContainerStateTerminated{ExitCode: code, Message: msg, FinishedAt: metav1.NewTime(statusNow.Add(-time.Minute))}
+		w.waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}
+		return w
+	}
+	cases := []struct {
+		name string
+		old  syncv1alpha1.SyncTaskStatus
+		o    observed
+		want want
+	}{
+		{"no workers yet", syncv1alpha1.SyncTaskStatus{}, observed{},
+			want{phase: "Pending", percent: "0%", ready: "False/WorkersStarting", degraded: "False/Healthy", progressing: "True/WorkersStarting"}},
+		{"copying", syncv1alpha1.SyncTaskStatus{}, observed{workers: []workerObservation{worker(0, copying(420, 1000))}},
+			want{phase: "FullSync", percent: "42%", ready: "False/FullSync", degraded: "False/Healthy", progressing: "True/FullSync",
+				readyMessageContains: "copying: 42% (420 of about 1000 documents)"}},
+		{"copy past the estimate stays below 100%", syncv1alpha1.SyncTaskStatus{}, observed{workers: []workerObservation{worker(0, copying(1200, 1000))}},
+			want{phase: "FullSync", percent: "99%", ready: "False/FullSync", degraded: "False/Healthy", progressing: "True/FullSync"}},
+		{"streaming, caught up", syncv1alpha1.SyncTaskStatus{}, observed{workers: []workerObservation{worker(0, streaming(2, 19.6, 1000))}},
+			want{phase: "Streaming", percent: "100%", lag: 2, ops: 20, ready: "True/Streaming", degraded: "False/Healthy", progressing: "True/Streaming"}},
+		{"streaming, lagging", syncv1alpha1.SyncTaskStatus{}, observed{workers: []workerObservation{worker(0, streaming(45, 3, 1000))}},
+			want{phase: "Streaming", percent: "100%", lag: 45, ops: 3, ready: "False/Lagging", degraded: "False/Healthy", progressing: "True/Streaming"}},
+		{"shards: slowest phase, max lag, summed ops", syncv1alpha1.SyncTaskStatus{}, observed{workers: []workerObservation{
+			worker(0, streaming(3, 10, 500)), worker(1, streaming(7, 5, 500)), worker(2, copying(10, 100))}},
+			want{phase: "FullSync", percent: "91%", lag: 7, ops: 15, ready: "False/FullSync", degraded: "False/Healthy", progressing: "True/FullSync"}},
+		{"suspended", syncv1alpha1.SyncTaskStatus{Phase: "Streaming", Progress: &syncv1alpha1.CopyProgress{Percent: "100%", Documents: 5}},
+			observed{suspended: true},
+			want{phase: "Paused", percent: "100%", ready: "False/Suspended", degraded: "False/Healthy", progressing: "False/Suspended"}},
+		{"resumed after the copy: documents kept", syncv1alpha1.SyncTaskStatus{Phase: "Paused", Progress: &syncv1alpha1.CopyProgress{Percent: "100%", Documents: 1000, EstimatedDocuments: 1000},
+			Shards: []syncv1alpha1.ShardStatus{{Name: "orders-worker-0", Documents: 1000}}},
+			observed{workers: []workerObservation{worker(0, streaming(1, 0, 0))}},
+			want{phase: "Streaming", percent: "100%", lag: 1, ready: "True/Streaming", degraded: "False/Healthy", progressing: "True/Streaming"}},
+		{"oplog window lost", syncv1alpha1.SyncTaskStatus{Phase: "Streaming"},
+			observed{workers: []workerObservation{exited(3, "starting\nferry: source: oplog window lost: checkpoint 1:1 is older than the oldest entry")}},
+			want{phase: "Failed", percent: "0%", ready: "False/Failed", degraded: "True/OplogWindowLost", progressing: "False/Failed",
+				readyMessageContains: "oplog window lost: checkpoint 1:1"}},
+		{"crash loop before any report", syncv1alpha1.SyncTaskStatus{},
+			observed{workers: []workerObservation{exited(1, "ferry: source: authentication failed at mongodb://src/")}},
+			want{phase: "Pending", percent: "0%", ready: "False/WorkersStarting", degraded: "True/WorkerFailing", progressing: "True/WorkersStarting",
+				readyMessageContains: "CrashLoopBackOff, restarted 2 times: exit code 1: ferry: source: authentication failed"}},
+		{"completed, reported by exit 0", syncv1alpha1.SyncTaskStatus{Phase: "Verifying"},
+			observed{workers: []workerObservation{func() workerObservation { w := exited(0, ""); w.waiting = nil; return w }()}},
+			want{phase: "Completed", percent: "100%", ready: "True/Completed", degraded: "False/Healthy", progressing: "False/Completed"}},
+		{"completed, then restarted and checking again", syncv1alpha1.SyncTaskStatus{Phase: "Verifying"},
+			observed{workers: []workerObservation{func() workerObservation {
+				w := worker(0, &engine.Status{Phase: engine.PhaseVerifying, Verify: &engine.VerifyStatus{Mode: "hash", Running: true}})
+				w.restarts, w.lastExit = 1, &corev1.ContainerStateTerminated{ExitCode: 0, FinishedAt: metav1.NewTime(statusNow.Add(-time.Second))}
+				return w
+			}()}},
+			want{phase: "Completed", percent: "100%", ready: "True/Completed", degraded: "False/Healthy", progressing: "False/Completed",
+				readyMessageContains: "the copy is complete; source and target match (hash)"}},
+		{"verification failed, by exit code", syncv1alpha1.SyncTaskStatus{Phase: "Verifying"},
+			observed{workers: []workerObservation{exited(2, "ferry: verification found differences: see the verification report")}},
+			want{phase: "Failed", percent: "0%", ready: "False/Failed", degraded: "True/VerificationFailed", progressing: "False/Failed"}},
+		{"completed stays completed without workers", syncv1alpha1.SyncTaskStatus{Phase: "Completed"}, observed{},
+			want{phase: "Completed", percent: "100%", ready: "True/Completed", degraded: "False/Healthy", progressing: "False/Completed"}},
+		{"status unreadable", syncv1alpha1.SyncTaskStatus{},
+			observed{workers: []workerObservation{func() workerObservation { w := worker(0, nil); w.pollErr = errors.New("connection refused"); return w }()}},
+			want{phase: "Pending", percent: "0%", ready: "False/WorkersStarting", degraded: "True/StatusUnavailable", progressing: "True/WorkersStarting"}},
+		{"blocked", syncv1alpha1.SyncTaskStatus{}, observed{blocked: &blockedError{ReasonSecretNotFound, "source.credentialsSecret: missing"}},
+			want{phase: "Pending", percent: "0%", ready: "False/SecretNotFound", degraded: "True/SecretNotFound", progressing: "False/SecretNotFound"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.o.generation, c.o.now, c.o.mode = 7, statusNow, config.ModeFullAndIncremental
+			st := computeStatus(&c.old, c.o)
+			if st.Phase != c.want.phase || st.LagSeconds != c.want.lag || st.OpsPerSecond != c.want.ops {
+				t.Errorf("phase %s lag %d ops %d, want %s %d %d", st.Phase, st.LagSeconds, st.OpsPerSecond, c.want.phase, c.want.lag, c.want.ops)
+			}
+			if st.Progress == nil || st.Progress.Percent != c.want.percent {
+				t.Errorf("progress %+v, want %s", st.Progress, c.want.percent)
+			}
+			if st.ObservedGeneration != 7 {
+				t.Errorf("observedGeneration %d", st.ObservedGeneration)
+			}
+			for typ, w := range map[string]string{syncv1alpha1.ConditionReady: c.want.ready, syncv1alpha1.ConditionDegraded: c.want.degraded,
+				syncv1alpha1.ConditionProgressing: c.want.progressing} {
+				cond := meta.FindStatusCondition(st.Conditions, typ)
+				if cond == nil {
+					t.Errorf("no %s condition", typ)
+					continue
+				}
+				if got := string(cond.Status) + "/" + cond.Reason; got != w {
+					t.Errorf("%s = %s (%s), want %s", typ, got, cond.Message, w)
+				}
+				if cond.ObservedGeneration != 7 {
+					t.Errorf("%s observedGeneration %d", typ, cond.ObservedGeneration)
+				}
+			}
+			if m := c.want.readyMessageContains; m != "" {
+				if cond := meta.FindStatusCondition(st.Conditions, syncv1alpha1.ConditionReady); !strings.Contains(cond.Message, m) {
+					t.Errorf("Ready message %q does not contain %q", cond.Message, m)
+				}
+			}
+		})
+	}
+}
+
+func TestComputeStatusDetails(t *testing.T) {
+	o := observed{generation: 1, now: statusNow, mode: config.ModeFullAndIncremental, workers: []workerObservation{worker(0, streaming(2, 4, 800))}}
+	st := computeStatus(&syncv1alpha1.SyncTaskStatus{}, o)
+	if len(st.Shards) != 1 {
+		t.Fatalf("shards %+v", st.Shards)
+	}
+	sh := st.Shards[0]
+	wantTS := fmt.Sprintf("%d:1", statusNow.Unix()-5)
+	if sh.Name != "orders-worker-0" || sh.Phase != "Streaming" || sh.Documents != 800 || sh.LagSeconds != 2 || sh.OpsPerSecond != 4 ||
+		sh.AppliedTimestamp != wantTS || sh.LastReportTime == nil || !sh.LastReportTime.Time.Equal(statusNow) {
+		t.Errorf("shard %+v", sh)
+	}
+	if st.CheckpointTime == nil || !st.CheckpointTime.Time.Equal(statusNow.Add(-5*time.Second)) {
+		t.Errorf("checkpointTime %v", st.CheckpointTime)
+	}
+	if st.StartedAt == nil || !st.StartedAt.Time.Equal(statusNow.Add(-time.Minute)) {
+		t.Errorf("startedAt %v", st.StartedAt)
+	}
+
+	// Verification: first seen now, then its time is kept.
+	rep := streaming(0, 0, 800)
+	rep.Phase = engine.PhaseCompleted
+	rep.Verify = &engine.VerifyStatus{Mode: "hash", OK: false, Differing: []string{"shop.orders"}}
+	o.workers = []workerObservation{worker(0, rep)}
+	st = computeStatus(&st, o)
+	v := st.LastVerification
+	if v == nil || v.Result != syncv1alpha1.VerificationFailed || v.Mode != config.VerifyHash || len(v.DifferingNamespaces) != 1 || !v.Time.Time.Equal(statusNow) {
+		t.Fatalf("verification %+v", v)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, syncv1alpha1.ConditionDegraded); c.Reason != ReasonVerificationFailed {
+		t.Errorf("Degraded %+v, want VerificationFailed", c)
+	}
+	o.now = statusNow.Add(time.Minute)
+	st = computeStatus(&st, o)
+	if !st.LastVerification.Time.Time.Equal(statusNow) {
+		t.Errorf("verification time moved to %v", st.LastVerification.Time)
+	}
+
+	// Mode incremental has no copy progress.
+	o.mode = config.ModeIncremental
+	if st := computeStatus(&syncv1alpha1.SyncTaskStatus{}, o); st.Progress != nil {
+		t.Errorf("incremental: progress %+v", st.Progress)
+	}
+}

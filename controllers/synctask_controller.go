@@ -1,0 +1,287 @@
+package controllers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
+)
+
+// ControllerName names the controller (and the events' reporting
+// controller, for managers that take it from here).
+const ControllerName = "synctask"
+
+// credentialsIndex indexes SyncTasks by the credential Secrets they name.
+const credentialsIndex = "spec.credentialsSecrets"
+
+// blockedRetry is how often a task blocked on the user's objects is
+// looked at again (a watch on Secrets usually wakes it sooner).
+const blockedRetry = 30 * time.Second
+
+// SyncTaskReconciler runs SyncTasks: for each, a Secret with the worker's
+// task file, a worker StatefulSet, a headless Service and (when the
+// prometheus-operator is installed) a PodMonitor, all owned by the task;
+// then one status update from what the workers report.
+//
+// Each step (ensureX) is idempotent (server-side apply), and no step waits
+// on MongoDB: the workers move the data, the controller reads their
+// /status with a short timeout.
+type SyncTaskReconciler struct {
+	// Client reads and writes Kubernetes objects.
+	Client client.Client
+	// Scheme holds the Kubernetes and SyncTask types.
+	Scheme *runtime.Scheme
+	// Recorder emits events (events.k8s.io/v1, as controller-runtime's
+	// manager.GetEventRecorder returns); nil drops them.
+	Recorder events.EventRecorder
+	// WorkerImage is the workers' image when a SyncTask names none.
+	WorkerImage string
+	// StatusClient reads the workers' /status; a client with a 2 s
+	// timeout when nil.
+	StatusClient *http.Client
+
+	podMonitor crdPresence
+}
+
+// +kubebuilder:rbac:groups=sync.mongoferry.io,resources=synctasks,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=sync.mongoferry.io,resources=synctasks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=sync.mongoferry.io,resources=synctasks/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=statefulsets,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=podmonitors,verbs=get;list;watch;create;update;patch
+
+// Reconcile brings one SyncTask's workers in line with its spec and its
+// status in line with its workers.
+func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := logf.FromContext(ctx)
+	var task syncv1alpha1.SyncTask
+	if err := r.Client.Get(ctx, req.NamespacedName, &task); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !task.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &task)
+	}
+	if err := r.ensureFinalizer(ctx, &task); err != nil {
+		return ctrl.Result{}, err
+	}
+	orig := task.DeepCopy()
+
+	o := observed{generation: task.Generation, mode: task.Spec.Mode, verifyMode: task.Spec.Verify.Mode,
+		suspended: task.Spec.Suspend, sharded: len(task.Spec.Source.Shards) > 0, shardNames: shardNames(&task), now: time.Now()}
+	rnd, err := r.render(ctx, &task)
+	if !errors.As(err, &o.blocked) && err != nil {
+		return ctrl.Result{}, err
+	}
+	image := task.Spec.WorkerImage
+	if image == "" {
+		image = r.WorkerImage
+	}
+	if image == "" && o.blocked == nil {
+		o.blocked = &blockedError{ReasonInvalidSpec, "spec.workerImage: empty, and the manager has no default worker image: set spec.workerImage"}
+	}
+
+	// A completed task keeps no workers (they would copy-check-exit in a
+	// loop); a new generation of the spec starts them again.
+	completed := orig.Status.Phase == syncv1alpha1.PhaseCompleted && orig.Status.ObservedGeneration == task.Generation
+	replicas := shardCount(&task)
+	if task.Spec.Suspend || completed {
+		replicas = 0
+	}
+	if o.blocked == nil {
+		if err := r.ensureSecret(ctx, &task, rnd); err != nil {
+			return ctrl.Result{}, err
+		}
+		before, err := r.ensureStatefulSet(ctx, &task, rnd, image, replicas)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		r.workerEvents(&task, before, rnd.hash, replicas, completed)
+		if err := r.ensureService(ctx, &task); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.ensurePodMonitor(ctx, &task); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+
+	if o.workers, err = r.observeWorkers(ctx, &task); err != nil {
+		return ctrl.Result{}, err
+	}
+	task.Status = computeStatus(&orig.Status, o)
+	r.statusEvents(orig, &task)
+	if !equality.Semantic.DeepEqual(orig.Status, task.Status) {
+		if err := r.Client.Status().Patch(ctx, &task, client.MergeFrom(orig)); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	log.V(1).Info("reconciled", "phase", task.Status.Phase, "workers", len(o.workers), "replicas", replicas)
+
+	switch {
+	case o.blocked != nil:
+		return ctrl.Result{RequeueAfter: blockedRetry}, nil
+	case replicas > 0 || len(o.workers) > 0:
+		return ctrl.Result{RequeueAfter: StatusPollInterval}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// workerEvents tells what this reconcile did to the workers.
+func (r *SyncTaskReconciler) workerEvents(task *syncv1alpha1.SyncTask, before workersBefore, hash string, replicas int32, completed bool) {
+	name := WorkerName(task.Name)
+	switch {
+	case !before.exists:
+		r.event(task, corev1.EventTypeNormal, "WorkersCreated", "Create", "created StatefulSet %s with %d worker(s)", name, replicas)
+		return
+	case before.hash != hash && (before.replicas > 0 || replicas > 0):
+		r.event(task, corev1.EventTypeNormal, "WorkersRolled", "Update",
+			"the task file or the credentials changed: rolling the workers of StatefulSet %s", name)
+	}
+	switch {
+	case before.replicas > 0 && replicas == 0 && task.Spec.Suspend:
+		r.event(task, corev1.EventTypeNormal, "Suspended", "Scale",
+			"suspended: scaled StatefulSet %s to 0; the checkpoint is kept", name)
+	case before.replicas > 0 && replicas == 0 && completed:
+		r.event(task, corev1.EventTypeNormal, "WorkersStopped", "Scale", "the task completed: scaled StatefulSet %s to 0", name)
+	case before.replicas == 0 && replicas > 0:
+		r.event(task, corev1.EventTypeNormal, "Resumed", "Scale",
+			"resumed: scaled StatefulSet %s to %d; the workers continue from the checkpoint", name, replicas)
+	}
+}
+
+// statusEvents tells phase changes and new problems.
+func (r *SyncTaskReconciler) statusEvents(old, cur *syncv1alpha1.SyncTask) {
+	if old.Status.Phase != cur.Status.Phase {
+		from := old.Status.Phase
+		if from == "" {
+			from = "(none)"
+		}
+		r.event(cur, corev1.EventTypeNormal, "PhaseChanged", "Sync", "phase %s -> %s", from, cur.Status.Phase)
+	}
+	was := meta.FindStatusCondition(old.Status.Conditions, syncv1alpha1.ConditionDegraded)
+	now := meta.FindStatusCondition(cur.Status.Conditions, syncv1alpha1.ConditionDegraded)
+	if now != nil && now.Status == "True" && (was == nil || was.Status != "True" || was.Reason != now.Reason) {
+		r.event(cur, corev1.EventTypeWarning, now.Reason, "Sync", "%s", now.Message)
+	}
+}
+
+func (r *SyncTaskReconciler) event(task *syncv1alpha1.SyncTask, kind, reason, action, note string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(task, nil, kind, reason, action, note, args...)
+	}
+}
+
+// SetupWithManager registers the controller: it watches SyncTasks (spec
+// and metadata changes, not its own status writes), the objects it owns,
+// the worker pods, and the credential Secrets the tasks name.
+func (r *SyncTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Client == nil {
+		r.Client = mgr.GetClient()
+	}
+	if r.Scheme == nil {
+		r.Scheme = mgr.GetScheme()
+	}
+	err := mgr.GetFieldIndexer().IndexField(context.Background(), &syncv1alpha1.SyncTask{}, credentialsIndex,
+		func(o client.Object) []string { return credentialSecrets(o.(*syncv1alpha1.SyncTask)) })
+	if err != nil {
+		return fmt.Errorf("index SyncTasks by credential Secret: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&syncv1alpha1.SyncTask{}, builder.WithPredicates(specOrMetadataChanged())).
+		Owns(&appsv1.StatefulSet{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.Secret{}).
+		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.tasksForSecret)).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(taskForPod),
+			builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+				return o.GetLabels()[ManagedByLabel] == ManagedBy
+			}))).
+		// A reconcile may wait up to the status timeout on a worker that
+		// does not answer: a few at once keep other tasks fresh.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		Named(ControllerName).
+		Complete(r)
+}
+
+// CacheByObject narrows the manager's cache of Pods, StatefulSets and
+// Services to the operator's own (by label), so that watching worker pods
+// does not cache every pod of the cluster. Pass it as
+// cache.Options.ByObject.
+func CacheByObject() map[client.Object]cache.ByObject {
+	sel := labels.SelectorFromSet(labels.Set{ManagedByLabel: ManagedBy})
+	return map[client.Object]cache.ByObject{
+		&corev1.Pod{}:         {Label: sel},
+		&appsv1.StatefulSet{}: {Label: sel},
+		&corev1.Service{}:     {Label: sel},
+	}
+}
+
+func credentialSecrets(t *syncv1alpha1.SyncTask) []string {
+	var names []string
+	for _, n := range []string{t.Spec.Source.CredentialsSecret, t.Spec.Target.CredentialsSecret} {
+		if n != "" && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// tasksForSecret maps a Secret to the SyncTasks that name it.
+func (r *SyncTaskReconciler) tasksForSecret(ctx context.Context, o client.Object) []ctrl.Request {
+	var tasks syncv1alpha1.SyncTaskList
+	if err := r.Client.List(ctx, &tasks, client.InNamespace(o.GetNamespace()), client.MatchingFields{credentialsIndex: o.GetName()}); err != nil {
+		logf.FromContext(ctx).Error(err, "list SyncTasks for Secret", "secret", o.GetName())
+		return nil
+	}
+	reqs := make([]ctrl.Request, 0, len(tasks.Items))
+	for _, t := range tasks.Items {
+		reqs = append(reqs, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: t.Name}})
+	}
+	return reqs
+}
+
+// taskForPod maps a worker pod to its SyncTask.
+func taskForPod(_ context.Context, o client.Object) []ctrl.Request {
+	name := o.GetLabels()[TaskLabel]
+	if name == "" {
+		return nil
+	}
+	return []ctrl.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// specOrMetadataChanged lets through SyncTask updates that change the spec
+// (generation), finalizers, deletion, labels or annotations: not the
+// controller's own status writes, which would otherwise wake it again.
+func specOrMetadataChanged() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		a, b := e.ObjectOld, e.ObjectNew
+		return a.GetGeneration() != b.GetGeneration() ||
+			!slices.Equal(a.GetFinalizers(), b.GetFinalizers()) ||
+			a.GetDeletionTimestamp().IsZero() != b.GetDeletionTimestamp().IsZero() ||
+			!equality.Semantic.DeepEqual(a.GetLabels(), b.GetLabels()) ||
+			!equality.Semantic.DeepEqual(a.GetAnnotations(), b.GetAnnotations())
+	}}
+}

@@ -1,0 +1,590 @@
+package controllers
+
+import (
+	"encoding/hex"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
+	"github.com/mongoferry/mongoferry/pkg/config"
+)
+
+const (
+	srcPassword = "s3cr3t-Source:@/?pw"
+	dstPassword = "t4rget-Password%#"
+)
+
+// setup creates a namespace with the src-creds and dst-creds Secrets and
+// a task named name; it returns the namespace.
+func setup(t *testing.T, name string, edit func(*syncv1alpha1.SyncTask)) string {
+	t.Helper()
+	ns := env.Namespace(t)
+	createSecret(t, ns, "src-creds", "ferry-src", srcPassword)
+	createSecret(t, ns, "dst-creds", "ferry-dst", dstPassword)
+	task := newTask(ns, name)
+	if edit != nil {
+		edit(task)
+	}
+	createTask(t, task)
+	return ns
+}
+
+func get[T client.Object](t *testing.T, ns, name string, obj T) T {
+	t.Helper()
+	if err := env.Client.Get(testCtx(t), types.NamespacedName{Namespace: ns, Name: name}, obj); err != nil {
+		t.Fatalf("get %T %s: %v", obj, name, err)
+	}
+	return obj
+}
+
+// checkOwned fails unless obj's only owner reference is the task, as its
+// controller.
+func checkOwned(t *testing.T, obj metav1.Object, task *syncv1alpha1.SyncTask) {
+	t.Helper()
+	refs := obj.GetOwnerReferences()
+	if len(refs) != 1 {
+		t.Fatalf("%s: owner references %+v, want the SyncTask only", obj.GetName(), refs)
+	}
+	r := refs[0]
+	if r.APIVersion != "sync.mongoferry.io/v1alpha1" || r.Kind != "SyncTask" || r.Name != task.Name || r.UID != task.UID ||
+		r.Controller == nil || !*r.Controller || r.BlockOwnerDeletion == nil || !*r.BlockOwnerDeletion {
+		t.Errorf("%s: owner reference %+v, want controller SyncTask %s (%s)", obj.GetName(), r, task.Name, task.UID)
+	}
+}
+
+func TestRenderedSecret(t *testing.T) {
+	ns := setup(t, "orders", func(st *syncv1alpha1.SyncTask) {
+		st.Spec.Namespaces.Include = []string{`shop\..*`}
+		st.Spec.Target.AuthSource = "admin"
+	})
+	r, _ := newReconciler()
+	reconcile(t, r, ns, "orders")
+	task := getTask(t, ns, "orders")
+	s := get(t, ns, "orders-worker", &corev1.Secret{})
+	checkOwned(t, s, task)
+	if s.Labels[TaskLabel] != "orders" || s.Labels[ManagedByLabel] != ManagedBy {
+		t.Errorf("labels %v", s.Labels)
+	}
+	for k, v := range s.Data {
+		for _, pw := range []string{srcPassword, dstPassword} {
+			if strings.Contains(string(v), pw) {
+				t.Errorf("key %s of the worker Secret contains a password", k)
+			}
+		}
+	}
+	rendered, err := config.Parse(s.Data[TaskKey])
+	if err != nil {
+		t.Fatalf("the rendered task does not parse: %v\n%s", err, s.Data[TaskKey])
+	}
+	checks := []struct {
+		field     string
+		got, want any
+	}{
+		{"name", rendered.Name, "orders"},
+		{"mode", rendered.Mode, config.ModeFullAndIncremental},
+		{"source.uri", rendered.Source.URI, "mongodb://src-0.mongo:27017/?replicaSet=rs0"},
+		{"source.username", rendered.Source.Username, "ferry-src"},
+		{"source.passwordEnv", rendered.Source.PasswordEnv, SourcePasswordEnv},
+		{"source.credentialsSecret", rendered.Source.CredentialsSecret, ""},
+		{"target.username", rendered.Target.Username, "ferry-dst"},
+		{"target.passwordEnv", rendered.Target.PasswordEnv, TargetPasswordEnv},
+		{"target.authSource", rendered.Target.AuthSource, "admin"},
+		{"namespaces.include", strings.Join(rendered.Namespaces.Include, ","), `shop\..*`},
+		{"suspend", rendered.Suspend, false},
+		{"checkpoint.database", rendered.Checkpoint.Database, "mongoferry"},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.field, c.got, c.want)
+		}
+	}
+	if strings.Contains(string(s.Data[TaskKey]), "password:") || strings.Contains(string(s.Data[TaskKey]), "passwordFile") {
+		t.Errorf("rendered task names a password field:\n%s", s.Data[TaskKey])
+	}
+}
+
+func TestStatefulSetShape(t *testing.T) {
+	ns := setup(t, "orders", func(st *syncv1alpha1.SyncTask) {
+		st.Spec.MetricsPort = 9300
+		st.Spec.Resources = &corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")},
+		}
+	})
+	r, rec := newReconciler()
+	res := reconcile(t, r, ns, "orders")
+	if res.RequeueAfter != StatusPollInterval {
+		t.Errorf("requeue after %s, want %s while workers run", res.RequeueAfter, StatusPollInterval)
+	}
+	task := getTask(t, ns, "orders")
+	sts := get(t, ns, "orders-worker", &appsv1.StatefulSet{})
+	checkOwned(t, sts, task)
+	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 1 {
+		t.Errorf("replicas %v, want 1", sts.Spec.Replicas)
+	}
+	if sts.Spec.ServiceName != "orders-worker" {
+		t.Errorf("serviceName %q", sts.Spec.ServiceName)
+	}
+	tpl := sts.Spec.Template
+	if h := tpl.Annotations[ConfigHashAnnotation]; len(h) != 64 || func() bool { _, err := hex.DecodeString(h); return err != nil }() {
+		t.Errorf("config hash %q, want 64 hex digits", h)
+	}
+	pod := tpl.Spec
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Error("the service account token is mounted; workers never call the API")
+	}
+	psc := pod.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod securityContext %+v", psc)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if c.Image != testImage {
+		t.Errorf("image %q, want the reconciler's default %q", c.Image, testImage)
+	}
+	wantCmd := []string{"/ferry", "run", "--task-env", TaskEnv, "--listen", "0.0.0.0:9300", "--progress", "log"}
+	if got := append(append([]string{}, c.Command...), c.Args...); !slices.Equal(got, wantCmd) {
+		t.Errorf("command %q, want %q", got, wantCmd)
+	}
+	sc := c.SecurityContext
+	switch {
+	case sc == nil:
+		t.Fatal("no container securityContext")
+	case sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot:
+		t.Error("runAsNonRoot not set")
+	case sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem:
+		t.Error("root filesystem writable")
+	case sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation:
+		t.Error("privilege escalation allowed")
+	case sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0:
+		t.Errorf("capabilities %+v, want drop ALL", sc.Capabilities)
+	case sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault:
+		t.Error("seccomp profile not RuntimeDefault")
+	}
+	wantEnv := map[string][2]string{
+		TaskEnv:           {"orders-worker", TaskKey},
+		SourcePasswordEnv: {"src-creds", PasswordKey},
+		TargetPasswordEnv: {"dst-creds", PasswordKey},
+	}
+	if len(c.Env) != len(wantEnv) {
+		t.Errorf("env %+v, want %d variables", c.Env, len(wantEnv))
+	}
+	for _, e := range c.Env {
+		w, ok := wantEnv[e.Name]
+		if !ok {
+			t.Errorf("unexpected env %s", e.Name)
+			continue
+		}
+		if e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
+			e.ValueFrom.SecretKeyRef.Name != w[0] || e.ValueFrom.SecretKeyRef.Key != w[1] {
+			t.Errorf("env %s = %+v, want secretKeyRef %s/%s", e.Name, e, w[0], w[1])
+		}
+	}
+	all := strings.Join(append(append(c.Command, c.Args...), tpl.Annotations[ConfigHashAnnotation]), " ")
+	for _, pw := range []string{srcPassword, dstPassword, "ferry-src"} {
+		if strings.Contains(all, pw) {
+			t.Errorf("a credential appears in the command, args or annotations: %s", all)
+		}
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != MetricsPortName || c.Ports[0].ContainerPort != 9300 {
+		t.Errorf("ports %+v", c.Ports)
+	}
+	for name, p := range map[string]*corev1.Probe{"readiness": c.ReadinessProbe, "liveness": c.LivenessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" || p.HTTPGet.Port.StrVal != MetricsPortName {
+			t.Errorf("%s probe %+v, want GET /healthz on the metrics port", name, p)
+		}
+	}
+	if c.Resources.Requests.Cpu().String() != "250m" || c.Resources.Limits.Memory().String() != "1Gi" {
+		t.Errorf("resources %+v", c.Resources)
+	}
+
+	svc := get(t, ns, "orders-worker", &corev1.Service{})
+	checkOwned(t, svc, task)
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 9300 ||
+		svc.Spec.Selector[TaskLabel] != "orders" {
+		t.Errorf("service spec %+v, want headless on port 9300 selecting the workers", svc.Spec)
+	}
+	for k, v := range svc.Spec.Selector {
+		if tpl.Labels[k] != v {
+			t.Errorf("service selector %s=%s does not match the pod template labels %v", k, v, tpl.Labels)
+		}
+	}
+	evs := drainEvents(rec)
+	if !hasEvent(evs, "Normal", "WorkersCreated") {
+		t.Errorf("events %q, want WorkersCreated", evs)
+	}
+
+	// A second reconcile changes nothing and tells nothing new.
+	rv := sts.ResourceVersion
+	reconcile(t, r, ns, "orders")
+	if sts2 := get(t, ns, "orders-worker", &appsv1.StatefulSet{}); sts2.ResourceVersion != rv {
+		t.Errorf("StatefulSet rewritten by an idle reconcile (resourceVersion %s -> %s)", rv, sts2.ResourceVersion)
+	}
+	if evs := drainEvents(rec); hasEvent(evs, "Normal", "WorkersCreated") || hasEvent(evs, "Normal", "WorkersRolled") {
+		t.Errorf("idle reconcile emitted %q", evs)
+	}
+
+	// No workers report yet: Pending, with conditions for this generation.
+	task = getTask(t, ns, "orders")
+	if task.Status.Phase != syncv1alpha1.PhasePending {
+		t.Errorf("phase %q, want Pending", task.Status.Phase)
+	}
+	for _, ct := range []string{syncv1alpha1.ConditionReady, syncv1alpha1.ConditionProgressing, syncv1alpha1.ConditionDegraded} {
+		c := meta.FindStatusCondition(task.Status.Conditions, ct)
+		if c == nil || c.ObservedGeneration != task.Generation {
+			t.Errorf("condition %s = %+v, want one for generation %d", ct, c, task.Generation)
+		}
+	}
+}
+
+func TestSuspendScalesToZero(t *testing.T) {
+	ns := setup(t, "orders", nil)
+	r, rec := newReconciler()
+	reconcile(t, r, ns, "orders")
+	hash := get(t, ns, "orders-worker", &appsv1.StatefulSet{}).Spec.Template.Annotations[ConfigHashAnnotation]
+	drainEvents(rec)
+
+	updateTask(t, ns, "orders", func(st *syncv1alpha1.SyncTask) { st.Spec.Suspend = true })
+	if res := reconcile(t, r, ns, "orders"); res.RequeueAfter != 0 {
+		t.Errorf("a suspended task without pods is requeued after %s", res.RequeueAfter)
+	}
+	sts := get(t, ns, "orders-worker", &appsv1.StatefulSet{})
+	if *sts.Spec.Replicas != 0 {
+		t.Errorf("suspended: replicas %d, want 0", *sts.Spec.Replicas)
+	}
+	if h := sts.Spec.Template.Annotations[ConfigHashAnnotation]; h != hash {
+		t.Error("suspending changed the config hash: resuming would roll the workers")
+	}
+	task := getTask(t, ns, "orders")
+	ready := meta.FindStatusCondition(task.Status.Conditions, syncv1alpha1.ConditionReady)
+	if task.Status.Phase != syncv1alpha1.PhasePaused || ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != ReasonSuspended {
+		t.Errorf("suspended: phase %q, Ready %+v; want Paused, False/Suspended", task.Status.Phase, ready)
+	}
+	if evs := drainEvents(rec); !hasEvent(evs, "Normal", "Suspended") || !hasEvent(evs, "Normal", "PhaseChanged") {
+		t.Errorf("events %q, want Suspended and PhaseChanged", evs)
+	}
+
+	updateTask(t, ns, "orders", func(st *syncv1alpha1.SyncTask) { st.Spec.Suspend = false })
+	reconcile(t, r, ns, "orders")
+	sts = get(t, ns, "orders-worker", &appsv1.StatefulSet{})
+	if *sts.Spec.Replicas != 1 || sts.Spec.Template.Annotations[ConfigHashAnnotation] != hash {
+		t.Errorf("resumed: replicas %d, hash changed %v", *sts.Spec.Replicas, sts.Spec.Template.Annotations[ConfigHashAnnotation] != hash)
+	}
+	if evs := drainEvents(rec); !hasEvent(evs, "Normal", "Resumed") || hasEvent(evs, "Normal", "WorkersRolled") {
+		t.Errorf("events %q, want Resumed and no WorkersRolled", evs)
+	}
+	if p := getTask(t, ns, "orders").Status.Phase; p != syncv1alpha1.PhasePending {
+		t.Errorf("resumed: phase %q, want Pending until the worker reports", p)
+	}
+}
+
+func TestSecretNotFound(t *testing.T) {
+	ns := env.Namespace(t)
+	createSecret(t, ns, "dst-creds", "ferry-dst", dstPassword)
+	createTask(t, newTask(ns, "orders"))
+	r, rec := newReconciler()
+	res := reconcile(t, r, ns, "orders")
+	if res.RequeueAfter == 0 {
+		t.Error("not requeued")
+	}
+	task := getTask(t, ns, "orders")
+	const msg = `source.credentialsSecret: Secret "src-creds" not found in namespace ` // + ns + ": create it..."
+	for _, want := range []struct {
+		typ    string
+		status metav1.ConditionStatus
+	}{{syncv1alpha1.ConditionReady, metav1.ConditionFalse}, {syncv1alpha1.ConditionDegraded, metav1.ConditionTrue}} {
+		c := meta.FindStatusCondition(task.Status.Conditions, want.typ)
+		if c == nil || c.Status != want.status || c.Reason != ReasonSecretNotFound || !strings.HasPrefix(c.Message, msg) ||
+			c.ObservedGeneration != task.Generation {
+			t.Errorf("%s = %+v, want %s/SecretNotFound", want.typ, c, want.status)
+		}
+	}
+	if task.Status.Phase != syncv1alpha1.PhasePending {
+		t.Errorf("phase %q", task.Status.Phase)
+	}
+	if err := env.Client.Get(testCtx(t), types.NamespacedName{Namespace: ns, Name: "orders-worker"}, &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
+		t.Errorf("StatefulSet created without credentials: %v", err)
+	}
+	if evs := drainEvents(rec); !hasEvent(evs, "Warning", ReasonSecretNotFound) {
+		t.Errorf("events %q, want Warning SecretNotFound", evs)
+	}
+
+	// Creating the Secret unblocks the task.
+	createSecret(t, ns, "src-creds", "ferry-src", srcPassword)
+	reconcile(t, r, ns, "orders")
+	get(t, ns, "orders-worker", &appsv1.StatefulSet{})
+	task = getTask(t, ns, "orders")
+	if c := meta.FindStatusCondition(task.Status.Conditions, syncv1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("Degraded = %+v after the Secret was created", c)
+	}
+
+	// A Secret without a password key is reported too.
+	createTask(t, func() *syncv1alpha1.SyncTask {
+		st := newTask(ns, "bad")
+		st.Spec.Source.CredentialsSecret = "half"
+		return st
+	}())
+	half := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "half"}, Data: map[string][]byte{UsernameKey: []byte("x")}}
+	if err := env.Client.Create(testCtx(t), half); err != nil {
+		t.Fatal(err)
+	}
+	reconcile(t, r, ns, "bad")
+	c := meta.FindStatusCondition(getTask(t, ns, "bad").Status.Conditions, syncv1alpha1.ConditionReady)
+	if want := `source.credentialsSecret: Secret "half" must have the keys username and password (password is empty or missing)`; c == nil || c.Reason != ReasonSecretInvalid || c.Message != want {
+		t.Errorf("Ready = %+v, want SecretInvalid: %s", c, want)
+	}
+}
+
+func TestCredentialChangeRollsWorkers(t *testing.T) {
+	ns := setup(t, "orders", nil)
+	r, rec := newReconciler()
+	reconcile(t, r, ns, "orders")
+	hashOf := func() string {
+		return get(t, ns, "orders-worker", &appsv1.StatefulSet{}).Spec.Template.Annotations[ConfigHashAnnotation]
+	}
+	h0 := hashOf()
+	drainEvents(rec)
+
+	// Any write to a credentials Secret rolls the workers: a new password,
+	// but also an annotation (the hash is made from the Secrets'
+	// resourceVersions, never from their data).
+	s := get(t, ns, "src-creds", &corev1.Secret{})
+	s.Data[PasswordKey] = []byte("rotated")
+	if err := env.Client.Update(testCtx(t), s); err != nil {
+		t.Fatal(err)
+	}
+	reconcile(t, r, ns, "orders")
+	h1 := hashOf()
+	if h1 == h0 {
+		t.Fatal("a password change did not change the config hash")
+	}
+	if evs := drainEvents(rec); !hasEvent(evs, "Normal", "WorkersRolled") {
+		t.Errorf("events %q, want WorkersRolled", evs)
+	}
+	s = get(t, ns, "dst-creds", &corev1.Secret{})
+	s.Annotations = map[string]string{"rotated-by": "vault"}
+	if err := env.Client.Update(testCtx(t), s); err != nil {
+		t.Fatal(err)
+	}
+	reconcile(t, r, ns, "orders")
+	h2 := hashOf()
+	if h2 == h1 {
+		t.Error("a write to the target's credentials Secret did not change the config hash")
+	}
+	reconcile(t, r, ns, "orders")
+	if hashOf() != h2 {
+		t.Error("the config hash changed without a change")
+	}
+
+	// A spec change: roll.
+	updateTask(t, ns, "orders", func(st *syncv1alpha1.SyncTask) { st.Spec.Threads.Writers = 2 })
+	reconcile(t, r, ns, "orders")
+	if hashOf() == h2 {
+		t.Error("a spec change did not change the config hash")
+	}
+}
+
+// TestInvalidSpec: what the API server accepts but the engine refuses
+// stops the task with the engine's words, before any worker starts.
+func TestInvalidSpec(t *testing.T) {
+	long := strings.Repeat("x", MaxTaskNameLength+1)
+	for _, c := range []struct {
+		name, want string
+		edit       func(*syncv1alpha1.SyncTask)
+	}{
+		{"regexp", `spec.namespaces.include[0]: invalid regular expression "shop\\.(orders": missing closing ): ` + "`shop\\.(orders`",
+			func(st *syncv1alpha1.SyncTask) { st.Spec.Namespaces.Include = []string{`shop\.(orders`} }},
+		{long, `metadata.name: "` + long + `" is 46 characters: the workers' StatefulSet ` + long +
+			"-worker and its pods need a name of at most 45 characters; recreate the task under a shorter name", nil},
+	} {
+		ns := setup(t, c.name, c.edit)
+		r, rec := newReconciler()
+		reconcile(t, r, ns, c.name)
+		cond := meta.FindStatusCondition(getTask(t, ns, c.name).Status.Conditions, syncv1alpha1.ConditionReady)
+		if cond == nil || cond.Reason != ReasonInvalidSpec || cond.Message != c.want {
+			t.Errorf("Ready = %+v, want InvalidSpec: %s", cond, c.want)
+		}
+		if err := env.Client.Get(testCtx(t), types.NamespacedName{Namespace: ns, Name: c.name + "-worker"}, &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
+			t.Errorf("StatefulSet created for an invalid task: %v", err)
+		}
+		if evs := drainEvents(rec); !hasEvent(evs, "Warning", ReasonInvalidSpec) {
+			t.Errorf("events %q", evs)
+		}
+	}
+}
+
+func TestShardedSource(t *testing.T) {
+	ns := setup(t, "sharded", func(st *syncv1alpha1.SyncTask) {
+		st.Spec.Source.Kind = config.KindSharded
+		st.Spec.Source.URI = "mongodb://mongos.src:27017/"
+		st.Spec.Source.Shards = []config.Shard{{Name: "rs0", URI: "mongodb://s0:27018/"}, {Name: "rs1", URI: "mongodb://s1:27018/"}, {Name: "rs2", URI: "mongodb://s2:27018/"}}
+	})
+	r, _ := newReconciler()
+	reconcile(t, r, ns, "sharded")
+	sts := get(t, ns, "sharded-worker", &appsv1.StatefulSet{})
+	if *sts.Spec.Replicas != 3 || sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+		t.Errorf("replicas %d, policy %s; want 3, Parallel", *sts.Spec.Replicas, sts.Spec.PodManagementPolicy)
+	}
+	var idx *corev1.EnvVar
+	for i, e := range sts.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == ShardIndexEnv {
+			idx = &sts.Spec.Template.Spec.Containers[0].Env[i]
+		}
+	}
+	if idx == nil || idx.ValueFrom == nil || idx.ValueFrom.FieldRef == nil || idx.ValueFrom.FieldRef.FieldPath != "metadata.labels['apps.kubernetes.io/pod-index']" {
+		t.Errorf("%s = %+v, want the pod index label", ShardIndexEnv, idx)
+	}
+	c := meta.FindStatusCondition(getTask(t, ns, "sharded").Status.Conditions, syncv1alpha1.ConditionDegraded)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonShardedUnsupported || !strings.Contains(c.Message, "replica sets only") {
+		t.Errorf("Degraded = %+v, want ShardedSourceNotSupported", c)
+	}
+}
+
+func TestPodMonitorOnlyWhenInstalled(t *testing.T) {
+	ns := setup(t, "orders", nil)
+	r, _ := newReconciler()
+	reconcile(t, r, ns, "orders") // no PodMonitor CRD: nothing, no error
+
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join("testdata", "podmonitor-crd.yaml")}}); err != nil {
+		t.Fatal(err)
+	}
+	r, _ = newReconciler() // a fresh manager: no remembered absence
+	pm := &unstructured.Unstructured{}
+	pm.SetGroupVersionKind(PodMonitorGVK)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		reconcile(t, r, ns, "orders")
+		err := env.Client.Get(testCtx(t), types.NamespacedName{Namespace: ns, Name: "orders-worker"}, pm)
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no PodMonitor after the CRD was installed: %v", err)
+		}
+		r.podMonitor = crdPresence{}
+		time.Sleep(500 * time.Millisecond)
+	}
+	task := getTask(t, ns, "orders")
+	checkOwned(t, pm, task)
+	eps, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
+	if len(eps) != 1 || eps[0].(map[string]any)["port"] != MetricsPortName {
+		t.Errorf("podMetricsEndpoints %v", eps)
+	}
+	sel, _, _ := unstructured.NestedStringMap(pm.Object, "spec", "selector", "matchLabels")
+	if sel[TaskLabel] != "orders" {
+		t.Errorf("selector %v", sel)
+	}
+}
+
+// TestStatusFromWorker: a worker pod's /status becomes the task's status.
+func TestStatusFromWorker(t *testing.T) {
+	body := `{"task":"orders","mode":"fullAndIncremental","phase":"Streaming",
+	  "copy":{"stage":"done","estimatedDocuments":1000,"documents":1000,"bytes":51200,"ranges":2,"rangesDone":2,"percent":100},
+	  "replay":{"appliedTS":{"T":1700000000,"I":3},"appliedTime":"2023-11-14T22:13:20Z","newestTS":{"T":1700000002,"I":1},
+	            "lagSeconds":2,"opsPerSecond":21.4,"inFlight":0},
+	  "startedAt":"2023-11-14T22:00:00Z"}`
+	var hits int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/status" {
+			http.NotFound(w, r)
+			return
+		}
+		hits++
+		_, _ = w.Write([]byte(body))
+	}))
+	defer srv.Close()
+	_, portStr, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	port, _ := strconv.Atoi(portStr)
+
+	ns := setup(t, "orders", func(st *syncv1alpha1.SyncTask) { st.Spec.MetricsPort = int32(port) })
+	r, rec := newReconciler()
+	reconcile(t, r, ns, "orders")
+	// The pod the StatefulSet controller and kubelet would make.
+	sts := get(t, ns, "orders-worker", &appsv1.StatefulSet{})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders-worker-0", Labels: sts.Spec.Template.Labels},
+		Spec: sts.Spec.Template.Spec}
+	if err := env.Client.Create(testCtx(t), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1",
+		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
+		ContainerStatuses: []corev1.ContainerStatus{{Name: WorkerContainer, Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	if err := env.Client.Status().Update(testCtx(t), pod); err != nil {
+		t.Fatal(err)
+	}
+	reconcile(t, r, ns, "orders")
+	if hits == 0 {
+		t.Fatal("the worker's /status was not read")
+	}
+	st := getTask(t, ns, "orders").Status
+	if st.Phase != syncv1alpha1.PhaseStreaming || st.LagSeconds != 2 || st.OpsPerSecond != 21 ||
+		st.Progress == nil || st.Progress.Percent != "100%" || st.Progress.Documents != 1000 {
+		t.Errorf("status %+v", st)
+	}
+	if len(st.Shards) != 1 || st.Shards[0].Name != "orders-worker-0" || st.Shards[0].AppliedTimestamp != "1700000000:3" ||
+		st.CheckpointTime == nil || !st.CheckpointTime.Equal(&metav1.Time{Time: time.Unix(1700000000, 0)}) {
+		t.Errorf("shards %+v, checkpoint %v", st.Shards, st.CheckpointTime)
+	}
+	if st.StartedAt == nil || !st.StartedAt.Equal(&metav1.Time{Time: time.Date(2023, 11, 14, 22, 0, 0, 0, time.UTC)}) {
+		t.Errorf("startedAt %v", st.StartedAt)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, syncv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonStreaming {
+		t.Errorf("Ready = %+v", c)
+	}
+	if evs := drainEvents(rec); !slices.ContainsFunc(evs, func(e string) bool { return strings.Contains(e, "phase Pending -> Streaming") }) {
+		t.Errorf("events %q, want PhaseChanged Pending -> Streaming", evs)
+	}
+}
+
+func TestFinalizerFollowsDeletePolicy(t *testing.T) {
+	ns := setup(t, "keep", nil)
+	r, _ := newReconciler()
+	reconcile(t, r, ns, "keep")
+	if f := getTask(t, ns, "keep").Finalizers; len(f) != 0 {
+		t.Errorf("Retain: finalizers %v, want none", f)
+	}
+	updateTask(t, ns, "keep", func(st *syncv1alpha1.SyncTask) { st.Spec.DeletePolicy = syncv1alpha1.DeleteDelete })
+	reconcile(t, r, ns, "keep")
+	if f := getTask(t, ns, "keep").Finalizers; !slices.Equal(f, []string{CheckpointFinalizer}) {
+		t.Errorf("Delete: finalizers %v, want %s", f, CheckpointFinalizer)
+	}
+	updateTask(t, ns, "keep", func(st *syncv1alpha1.SyncTask) { st.Spec.DeletePolicy = syncv1alpha1.DeleteRetain })
+	reconcile(t, r, ns, "keep")
+	if f := getTask(t, ns, "keep").Finalizers; len(f) != 0 {
+		t.Errorf("back to Retain: finalizers %v", f)
+	}
+}
+
+func TestWithCredentials(t *testing.T) {
+	for _, c := range []struct{ uri, auth, want string }{
+		{"mongodb://h:27017/?replicaSet=rs0", "", "mongodb://u:p%3A%40%2F%3F%23@h:27017/?replicaSet=rs0"},
+		{"mongodb://h1:1,h2:2/db", "admin", "mongodb://u:p%3A%40%2F%3F%23@h1:1,h2:2/db?authSource=admin"},
+		{"mongodb://h:27017", "admin", "mongodb://u:p%3A%40%2F%3F%23@h:27017/?authSource=admin"},
+		{"mongodb+srv://c.example.net/?tls=true", "x", "mongodb+srv://u:p%3A%40%2F%3F%23@c.example.net/?tls=true&authSource=x"},
+	} {
+		got, err := withCredentials(c.uri, "u", "p:@/?#", c.auth)
+		if err != nil || got != c.want {
+			t.Errorf("withCredentials(%q) = %q, %v; want %q", c.uri, got, err, c.want)
+		}
+	}
+}

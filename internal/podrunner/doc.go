@@ -1,0 +1,27 @@
+// Package podrunner runs a namespace's pods as local processes, for tests
+// against an envtest control plane, which has an API server but no kubelet
+// and no kube-controller-manager. It stands in for both, as far as a
+// StatefulSet of single-process pods needs:
+//
+//   - the StatefulSet controller (statefulset.go): for each StatefulSet it
+//     creates the pods <name>-<ordinal> from the template up to
+//     spec.replicas, deletes those above it, replaces pods whose template
+//     changed (all at once, not one at a time as the real controller
+//     does), and writes the StatefulSet's status;
+//   - the kubelet (runner.go, process.go): each pod's containers run as
+//     local processes with the container's command and args (the command
+//     mapped to a local binary by Options.Binaries) and its env, with
+//     secretKeyRef, configMapKeyRef, fieldRef, envFrom and $(VAR) resolved
+//     through the API server; each pod gets its own loopback address
+//     (127.0.10.1, 127.0.10.2, ...) as its pod IP, and because all pods
+//     share this machine's network, every "0.0.0.0" in the args is replaced
+//     by that address (a real pod has a network namespace of its own);
+//     crashed containers restart by the pod's restartPolicy with a short
+//     back-off (counted in restartCount, the exit kept in lastState, the
+//     log tail as termination message); an HTTP readiness probe sets the
+//     Ready condition (liveness probes, init containers, volumes and
+//     resource limits are ignored); a deleted pod's processes get SIGTERM,
+//     then SIGKILL after the grace period, and the pod is then removed.
+//
+// Start runs a Runner for one test and stops every process on t.Cleanup.
+package podrunner

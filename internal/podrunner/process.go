@@ -1,0 +1,417 @@
+package podrunner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// How a container is run.
+const (
+	// probeInterval is how often readiness probes run (faster than a
+	// kubelet's default 10 s, so that tests do not wait on it).
+	probeInterval = 500 * time.Millisecond
+	// stableRun is how long a container must run for its restart back-off
+	// to start again from one second.
+	stableRun = 10 * time.Second
+	// The kubelet's termination message from logs: the last 80 lines, at
+	// most 2048 bytes.
+	terminationLines = 80
+	terminationBytes = 2048
+)
+
+// podProc is a running pod: one containerProc per container.
+type podProc struct {
+	runner  *Runner
+	name    string
+	uid     types.UID
+	ip      netip.Addr
+	grace   time.Duration
+	created time.Time
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu           sync.Mutex
+	containers   []*containerProc
+	stopping     bool
+	graceNow     time.Duration
+	readyChanged time.Time
+	wasReady     bool
+}
+
+// containerProc is one container's processes over its restarts.
+type containerProc struct {
+	name, image, binary string
+	state               corev1.ContainerState
+	last                *corev1.ContainerStateTerminated
+	restarts            int32
+	runs                int
+	ready               bool
+	done                bool
+}
+
+func (p *podProc) terminating() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stopping
+}
+
+// start runs the pod's containers and their readiness probes.
+func (p *podProc) start(_ context.Context, pod *corev1.Pod) {
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	pod = pod.DeepCopy()
+	p.mu.Lock()
+	for _, c := range pod.Spec.Containers {
+		p.containers = append(p.containers, &containerProc{name: c.Name, image: c.Image,
+			state: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}})
+	}
+	p.mu.Unlock()
+	for i := range pod.Spec.Containers {
+		p.wg.Go(func() { p.supervise(ctx, pod, i) })
+		p.wg.Go(func() { p.probe(ctx, &pod.Spec.Containers[i], p.containers[i]) })
+	}
+}
+
+// terminate stops every container: SIGTERM, then SIGKILL after grace.
+func (p *podProc) terminate(grace time.Duration) {
+	p.mu.Lock()
+	p.stopping = true
+	p.graceNow = grace
+	p.mu.Unlock()
+	if p.cancel != nil {
+		p.cancel()
+	}
+	p.wg.Wait()
+}
+
+// supervise runs one container until the pod stops, restarting it by the
+// pod's restartPolicy.
+func (p *podProc) supervise(ctx context.Context, pod *corev1.Pod, i int) {
+	c := &pod.Spec.Containers[i]
+	cp := p.containers[i]
+	backoff := time.Second
+	for ctx.Err() == nil {
+		started := time.Now()
+		exit, err := p.runOnce(ctx, pod, c, cp)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			// Not started (a missing Secret, no binary): try again, as the
+			// kubelet does, without counting a restart.
+			p.setState(cp, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reasonOf(err), Message: err.Error()}})
+			if !sleep(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		restart := pod.Spec.RestartPolicy != corev1.RestartPolicyNever &&
+			(pod.Spec.RestartPolicy != corev1.RestartPolicyOnFailure || exit.ExitCode != 0)
+		p.runner.opts.Logf("podrunner: pod %s container %s exited with code %d (restart: %v)", p.name, c.Name, exit.ExitCode, restart)
+		if !restart {
+			p.mu.Lock()
+			cp.done = true
+			p.mu.Unlock()
+			return
+		}
+		if time.Since(started) > stableRun {
+			backoff = time.Second
+		}
+		p.mu.Lock()
+		cp.last = exit
+		cp.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff",
+			Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", backoff, c.Name, p.name)}}
+		p.mu.Unlock()
+		if !sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, p.runner.opts.MaxBackoff)
+		p.mu.Lock()
+		cp.restarts++
+		p.mu.Unlock()
+	}
+}
+
+type startError struct {
+	reason string
+	err    error
+}
+
+func (e *startError) Error() string { return e.err.Error() }
+
+func reasonOf(err error) string {
+	var se *startError
+	if errors.As(err, &se) {
+		return se.reason
+	}
+	return "RunContainerError"
+}
+
+// runOnce starts the container's process and waits for it to exit or for
+// the pod to stop. An error means it did not start.
+func (p *podProc) runOnce(ctx context.Context, pod *corev1.Pod, c *corev1.Container, cp *containerProc) (*corev1.ContainerStateTerminated, error) {
+	r := p.runner
+	env, vars, err := r.resolveEnv(ctx, pod, c, p.ip.String())
+	if err != nil {
+		return nil, &startError{"CreateContainerConfigError", err}
+	}
+	if len(c.Command) == 0 {
+		return nil, &startError{"RunContainerError", errors.New("the container has no command: the runner cannot use an image's entrypoint")}
+	}
+	bin := r.opts.Binaries[c.Command[0]]
+	if bin == "" {
+		bin = r.opts.Binaries[filepath.Base(c.Command[0])]
+	}
+	if bin == "" {
+		return nil, &startError{"RunContainerError", fmt.Errorf("no local binary for command %q: add it to podrunner.Options.Binaries", c.Command[0])}
+	}
+	var args []string
+	for _, a := range append(append([]string{}, c.Command[1:]...), c.Args...) {
+		// All pods share this machine's network: a wildcard listen
+		// address becomes the pod's own.
+		args = append(args, strings.ReplaceAll(expand(a, vars), "0.0.0.0", p.ip.String()))
+	}
+	dir := filepath.Join(r.opts.LogDir, "pods", p.name+"-"+string(p.uid)[:8])
+	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	run := cp.runs
+	cp.runs++
+	cp.binary = bin
+	p.mu.Unlock()
+	logf, err := os.Create(filepath.Join(r.opts.LogDir, fmt.Sprintf("%s_%s_%d.log", p.name, c.Name, run)))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = logf.Close() }()
+	tail := &tailBuffer{max: 4 * terminationBytes}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(env, "HOME="+dir, "TMPDIR="+filepath.Join(dir, "tmp"))
+	cmd.Dir = dir
+	cmd.Stdout = io.MultiWriter(logf, tail)
+	cmd.Stderr = cmd.Stdout
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, &startError{"RunContainerError", err}
+	}
+	startedAt := metav1.NewTime(time.Now().Truncate(time.Second))
+	p.setState(cp, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: startedAt}})
+	r.opts.Logf("podrunner: pod %s container %s started (pid %d): %s %s", p.name, c.Name, cmd.Process.Pid, filepath.Base(bin), strings.Join(args, " "))
+
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		p.mu.Lock()
+		grace := p.graceNow
+		p.mu.Unlock()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(grace):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+	}
+	code := cmd.ProcessState.ExitCode()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	exit := &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: "Completed",
+		StartedAt: startedAt, FinishedAt: metav1.NewTime(time.Now().Truncate(time.Second)),
+		ContainerID: containerID(p.name, c.Name, run)}
+	if code != 0 {
+		exit.Reason = "Error"
+		if c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+			exit.Message = tail.last(terminationLines, terminationBytes)
+		}
+	}
+	p.setState(cp, corev1.ContainerState{Terminated: exit})
+	return exit, nil
+}
+
+func containerID(pod, container string, run int) string {
+	return fmt.Sprintf("podrunner://%s/%s/%d", pod, container, run)
+}
+
+func (p *podProc) setState(cp *containerProc, s corev1.ContainerState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cp.state = s
+	if s.Running == nil {
+		cp.ready = false
+	}
+}
+
+// probe runs a container's HTTP or TCP readiness probe while it runs; a
+// container without one is ready while it runs (exec probes count as
+// passing).
+func (p *podProc) probe(ctx context.Context, c *corev1.Container, cp *containerProc) {
+	hc := &http.Client{Timeout: time.Second}
+	for sleep(ctx, probeInterval) {
+		p.mu.Lock()
+		running := cp.state.Running != nil
+		p.mu.Unlock()
+		ok := running
+		if running && c.ReadinessProbe != nil {
+			ok = p.probeOnce(ctx, hc, c, c.ReadinessProbe)
+		}
+		p.mu.Lock()
+		cp.ready = ok && cp.state.Running != nil
+		p.mu.Unlock()
+	}
+}
+
+func (p *podProc) probeOnce(ctx context.Context, hc *http.Client, c *corev1.Container, pr *corev1.Probe) bool {
+	port := func(ps string, pi int32) string {
+		if ps == "" {
+			return strconv.Itoa(int(pi))
+		}
+		for _, cp := range c.Ports {
+			if cp.Name == ps {
+				return strconv.Itoa(int(cp.ContainerPort))
+			}
+		}
+		return ps
+	}
+	switch {
+	case pr.HTTPGet != nil:
+		h := pr.HTTPGet
+		host := h.Host
+		if host == "" {
+			host = p.ip.String()
+		}
+		url := "http://" + net.JoinHostPort(host, port(h.Port.StrVal, h.Port.IntVal)) + h.Path
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return resp.StatusCode >= 200 && resp.StatusCode < 400
+	case pr.TCPSocket != nil:
+		d := net.Dialer{Timeout: time.Second}
+		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(p.ip.String(), port(pr.TCPSocket.Port.StrVal, pr.TCPSocket.Port.IntVal)))
+		if err != nil {
+			return false
+		}
+		_ = conn.Close()
+		return true
+	}
+	return true
+}
+
+// status is the pod status the kubelet would report.
+func (p *podProc) status(pod *corev1.Pod) corev1.PodStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	created := metav1.NewTime(p.created.Truncate(time.Second))
+	st := corev1.PodStatus{
+		PodIP: p.ip.String(), PodIPs: []corev1.PodIP{{IP: p.ip.String()}},
+		HostIP: "127.0.0.1", HostIPs: []corev1.HostIP{{IP: "127.0.0.1"}},
+		StartTime: &created, QOSClass: pod.Status.QOSClass,
+	}
+	allReady, anyStarted, allDone, anyFailed := true, false, true, false
+	for _, cp := range p.containers {
+		started := cp.state.Running != nil
+		cs := corev1.ContainerStatus{Name: cp.name, Image: cp.image, ImageID: "podrunner://" + cp.binary,
+			Ready: cp.ready, Started: &started, RestartCount: cp.restarts, State: cp.state}
+		if cp.runs > 0 {
+			cs.ContainerID = containerID(p.name, cp.name, cp.runs-1)
+		}
+		if cp.last != nil {
+			cs.LastTerminationState = corev1.ContainerState{Terminated: cp.last}
+		}
+		st.ContainerStatuses = append(st.ContainerStatuses, cs)
+		allReady = allReady && cp.ready
+		anyStarted = anyStarted || cp.runs > 0
+		allDone = allDone && cp.done
+		anyFailed = anyFailed || (cp.done && cp.state.Terminated != nil && cp.state.Terminated.ExitCode != 0)
+	}
+	switch {
+	case len(p.containers) > 0 && allDone && anyFailed:
+		st.Phase = corev1.PodFailed
+	case len(p.containers) > 0 && allDone:
+		st.Phase = corev1.PodSucceeded
+	case anyStarted:
+		st.Phase = corev1.PodRunning
+	default:
+		st.Phase = corev1.PodPending
+	}
+	if allReady != p.wasReady || p.readyChanged.IsZero() {
+		p.wasReady, p.readyChanged = allReady, time.Now().Truncate(time.Second)
+	}
+	st.Conditions = []corev1.PodCondition{
+		condition(corev1.PodScheduled, true, p.created.Truncate(time.Second)),
+		condition(corev1.PodInitialized, true, p.created.Truncate(time.Second)),
+		condition(corev1.ContainersReady, allReady, p.readyChanged),
+		condition(corev1.PodReady, allReady, p.readyChanged),
+	}
+	return st
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// tailBuffer keeps the last bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > b.max {
+		b.buf = append([]byte(nil), b.buf[len(b.buf)-b.max:]...)
+	}
+	return len(p), nil
+}
+
+// last returns at most the last lines lines and bytes bytes.
+func (b *tailBuffer) last(lines, bytes int) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := strings.TrimRight(string(b.buf), "\n")
+	if ls := strings.Split(s, "\n"); len(ls) > lines {
+		s = strings.Join(ls[len(ls)-lines:], "\n")
+	}
+	if len(s) > bytes {
+		s = s[len(s)-bytes:]
+	}
+	return s
+}

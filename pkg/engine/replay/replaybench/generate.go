@@ -1,0 +1,400 @@
+package replaybench
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+)
+
+// Shape is the kind of oplog a benchmark replays.
+type Shape string
+
+// The shapes.
+const (
+	// ShapeDDT is the shape DDT published its replay figures with: small
+	// documents (about 140 bytes: an ObjectId _id, two short strings, an
+	// int, a double, a date and a boolean) over 10 collections.
+	ShapeDDT Shape = "ddt"
+	// ShapeYCSB is YCSB's usertable: a string _id and 10 fields of 100
+	// characters (1159 bytes), one collection.
+	ShapeYCSB Shape = "ycsb"
+)
+
+// Shapes are the known shapes, in the order `both` runs them.
+var Shapes = []Shape{ShapeDDT, ShapeYCSB}
+
+// Mix is the share of each operation, in percent.
+type Mix struct{ Insert, Update, Delete int }
+
+// DefaultMix is 60% inserts, 30% updates ($v:2 diffs that set one field)
+// and 10% deletes.
+var DefaultMix = Mix{Insert: 60, Update: 30, Delete: 10}
+
+// Input is a generated oplog: a pool of distinct entries that a Reader
+// replays, in a cycle, as many times as a run needs, each time with a new
+// ts. Keeping the pool small (DefaultPool) keeps the live heap, and so the
+// garbage collector's pacing and the peak RSS, close to what a tailer
+// holds, whatever the number of operations replayed.
+type Input struct {
+	Shape Shape
+	Mix   Mix
+	// Entries are the raw entries of the pool, in oplog order, each
+	// translating to exactly one write; tsAt[i] is the offset of entry i's
+	// ts value in its bytes, and kinds[i] its op ('i', 'u' or 'd').
+	Entries []bson.Raw
+	tsAt    []int
+	kinds   []byte
+	// Bytes is the size of the pool's entries; DocBytes that of one
+	// inserted document.
+	Bytes    int64
+	DocBytes int
+	// Collections is the number of namespaces written.
+	Collections int
+	// From is the position just before the first entry.
+	From bson.Timestamp
+}
+
+// DefaultPool is the number of distinct entries Generate makes by default.
+const DefaultPool = 100_000
+
+// Counts are the entries of each kind among the first ops of a replay.
+type Counts struct{ Inserts, Updates, Deletes int64 }
+
+// Writes is the number of writes the entries translate to (one each).
+func (c Counts) Writes() int64 { return c.Inserts + c.Updates + c.Deletes }
+
+// Counts returns the kinds of the first ops entries a Reader serves.
+func (in *Input) Counts(ops int64) Counts {
+	n := int64(len(in.kinds))
+	cycles, rest := ops/n, ops%n
+	var c Counts
+	for i, k := range in.kinds {
+		times := cycles
+		if int64(i) < rest {
+			times++
+		}
+		switch k {
+		case 'i':
+			c.Inserts += times
+		case 'u':
+			c.Updates += times
+		default:
+			c.Deletes += times
+		}
+	}
+	return c
+}
+
+// TS returns the position of entry k (from 0) of a replay.
+func (in *Input) TS(k int64) bson.Timestamp {
+	return bson.Timestamp{T: in.From.T + uint32(k/10_000), I: uint32(k%10_000) + 1}
+}
+
+// EntryBytes is the average size of an entry.
+func (in *Input) EntryBytes() float64 { return float64(in.Bytes) / float64(len(in.Entries)) }
+
+// ParseShape checks a shape name.
+func ParseShape(s string) (Shape, error) {
+	for _, sh := range Shapes {
+		if string(sh) == s {
+			return sh, nil
+		}
+	}
+	return "", fmt.Errorf("unknown shape %q: use ddt or ycsb", s)
+}
+
+// shapeSpec is what differs between shapes.
+type shapeSpec struct {
+	db          string
+	collections int
+	// doc appends document n of a collection to dst.
+	doc func(dst []byte, rng *rand.Rand, coll, n int) []byte
+	// id appends the _id of document n as an element to dst.
+	id func(dst []byte, coll, n int) []byte
+	// update returns the diff's u section: one field set.
+	update func(dst []byte, rng *rand.Rand) []byte
+}
+
+func specOf(s Shape) (shapeSpec, error) {
+	switch s {
+	case ShapeDDT:
+		return shapeSpec{db: "ddt", collections: 10, doc: ddtDoc, id: objectIDElem, update: ddtUpdate}, nil
+	case ShapeYCSB:
+		return shapeSpec{db: "ycsb", collections: 1, doc: ycsbDoc, id: userKeyElem, update: ycsbUpdate}, nil
+	}
+	return shapeSpec{}, fmt.Errorf("unknown shape %q: use ddt or ycsb", s)
+}
+
+// baseTime is the wall time of the first generated entry.
+var baseTime = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Generate builds a pool of n distinct entries of the shape with the mix
+// (DefaultMix when zero) from a fixed seed. Updates and deletes pick a
+// document inserted earlier in the pool and not deleted since, so the pool
+// is an oplog a server could have written. The entries share a few large
+// buffers.
+func Generate(shape Shape, n int, mix Mix, seed uint64) (*Input, error) {
+	spec, err := specOf(shape)
+	if err != nil {
+		return nil, err
+	}
+	if mix == (Mix{}) {
+		mix = DefaultMix
+	}
+	if mix.Insert <= 0 || mix.Update < 0 || mix.Delete < 0 || mix.Insert+mix.Update+mix.Delete != 100 {
+		return nil, fmt.Errorf("mix %+v: shares must add up to 100, with inserts above 0", mix)
+	}
+	if n < 1 {
+		return nil, fmt.Errorf("the pool must hold at least 1 entry, got %d", n)
+	}
+	in := &Input{Shape: shape, Mix: mix, Entries: make([]bson.Raw, 0, n), tsAt: make([]int, 0, n), kinds: make([]byte, 0, n),
+		Collections: spec.collections, From: bson.Timestamp{T: uint32(baseTime.Unix())}}
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	g := generator{spec: spec, rng: rng, live: make([][]int, spec.collections), next: make([]int, spec.collections)}
+	g.nss = make([]string, spec.collections)
+	g.uis = make([][]byte, spec.collections)
+	for c := range g.nss {
+		if spec.collections == 1 {
+			g.nss[c] = spec.db + ".usertable"
+		} else {
+			g.nss[c] = spec.db + ".coll" + strconv.Itoa(c)
+		}
+		ui := make([]byte, 16)
+		for i := range ui {
+			ui[i] = byte(rng.Uint32())
+		}
+		g.uis[c] = ui
+	}
+	var (
+		arena   []byte
+		scratch []byte
+	)
+	for i := range n {
+		ts := in.TS(int64(i))
+		wall := baseTime.Add(time.Duration(i) * 100 * time.Microsecond)
+		c := rng.IntN(spec.collections)
+		p := rng.IntN(100)
+		var kind byte
+		switch {
+		case p < mix.Insert || len(g.live[c]) == 0:
+			var docLen int
+			scratch, docLen = g.insert(scratch[:0], c, ts, wall)
+			kind = 'i'
+			if in.DocBytes == 0 {
+				in.DocBytes = docLen
+			}
+		case p < mix.Insert+mix.Update:
+			scratch, kind = g.update(scratch[:0], c, ts, wall), 'u'
+		default:
+			scratch, kind = g.delete(scratch[:0], c, ts, wall), 'd'
+		}
+		// Copy the entry into the arena, a new 4 MiB chunk when full.
+		if len(arena)+len(scratch) > cap(arena) {
+			arena = make([]byte, 0, max(4<<20, len(scratch)))
+		}
+		start := len(arena)
+		arena = append(arena, scratch...)
+		in.Entries = append(in.Entries, bson.Raw(arena[start:len(arena):len(arena)]))
+		in.tsAt = append(in.tsAt, g.tsAt)
+		in.kinds = append(in.kinds, kind)
+		in.Bytes += int64(len(scratch))
+	}
+	return in, nil
+}
+
+// generator holds the state of one Generate call.
+type generator struct {
+	spec shapeSpec
+	rng  *rand.Rand
+	nss  []string
+	uis  [][]byte
+	// live lists the documents of each collection that exist; next is the
+	// number of the next one inserted.
+	live [][]int
+	next []int
+	doc  []byte
+	// tsAt is the offset of the ts value in the last entry built.
+	tsAt int
+}
+
+// header appends op, ns and ui: the first fields of a CRUD entry.
+func (g *generator) header(dst []byte, op string, c int) []byte {
+	dst = bsoncore.AppendStringElement(dst, "op", op)
+	dst = bsoncore.AppendStringElement(dst, "ns", g.nss[c])
+	return bsoncore.AppendBinaryElement(dst, "ui", 4, g.uis[c])
+}
+
+// trailer appends ts, t, v and wall, as a server writes them, and
+// records where the ts value is.
+func (g *generator) trailer(dst []byte, ts bson.Timestamp, wall time.Time) []byte {
+	g.tsAt = len(dst) + len("\x11ts\x00")
+	dst = bsoncore.AppendTimestampElement(dst, "ts", ts.T, ts.I)
+	dst = bsoncore.AppendInt64Element(dst, "t", 1)
+	dst = bsoncore.AppendInt64Element(dst, "v", 2)
+	return bsoncore.AppendDateTimeElement(dst, "wall", wall.UnixMilli())
+}
+
+func (g *generator) insert(dst []byte, c int, ts bson.Timestamp, wall time.Time) ([]byte, int) {
+	n := g.next[c]
+	g.next[c]++
+	g.live[c] = append(g.live[c], n)
+	g.doc = g.spec.doc(g.doc[:0], g.rng, c, n)
+	idx, dst := bsoncore.AppendDocumentStart(dst)
+	dst = g.header(dst, "i", c)
+	dst = bsoncore.AppendDocumentElement(dst, "o", g.doc)
+	dst = g.trailer(dst, ts, wall)
+	dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
+	return dst, len(g.doc)
+}
+
+// pick returns a live document of collection c; remove takes it out.
+func (g *generator) pick(c int, remove bool) int {
+	live := g.live[c]
+	k := g.rng.IntN(len(live))
+	n := live[k]
+	if remove {
+		live[k] = live[len(live)-1]
+		g.live[c] = live[:len(live)-1]
+	}
+	return n
+}
+
+// idDoc appends {_id: ...} of document n as an element named key.
+func (g *generator) idDoc(dst []byte, key string, c, n int) []byte {
+	var idx int32
+	idx, dst = bsoncore.AppendDocumentElementStart(dst, key)
+	dst = g.spec.id(dst, c, n)
+	dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
+	return dst
+}
+
+func (g *generator) update(dst []byte, c int, ts bson.Timestamp, wall time.Time) []byte {
+	n := g.pick(c, false)
+	idx, dst := bsoncore.AppendDocumentStart(dst)
+	dst = g.header(dst, "u", c)
+	// o: {$v: 2, diff: {u: {field: value}}}
+	var o, diff, u int32
+	o, dst = bsoncore.AppendDocumentElementStart(dst, "o")
+	dst = bsoncore.AppendInt32Element(dst, "$v", 2)
+	diff, dst = bsoncore.AppendDocumentElementStart(dst, "diff")
+	u, dst = bsoncore.AppendDocumentElementStart(dst, "u")
+	dst = g.spec.update(dst, g.rng)
+	dst, _ = bsoncore.AppendDocumentEnd(dst, u)
+	dst, _ = bsoncore.AppendDocumentEnd(dst, diff)
+	dst, _ = bsoncore.AppendDocumentEnd(dst, o)
+	dst = g.idDoc(dst, "o2", c, n)
+	dst = g.trailer(dst, ts, wall)
+	dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
+	return dst
+}
+
+func (g *generator) delete(dst []byte, c int, ts bson.Timestamp, wall time.Time) []byte {
+	n := g.pick(c, true)
+	idx, dst := bsoncore.AppendDocumentStart(dst)
+	dst = g.header(dst, "d", c)
+	dst = g.idDoc(dst, "o", c, n)
+	dst = g.trailer(dst, ts, wall)
+	dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
+	return dst
+}
+
+// letters fill generated strings.
+const letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+
+// appendRandom appends n random characters, ten per random number.
+func appendRandom(dst []byte, rng *rand.Rand, n int) []byte {
+	for n > 0 {
+		x := rng.Uint64()
+		for k := 0; k < 10 && n > 0; k, n = k+1, n-1 {
+			dst = append(dst, letters[(x&63)%uint64(len(letters))])
+			x >>= 6
+		}
+	}
+	return dst
+}
+
+// appendRandomString appends a string element of n random characters.
+func appendRandomString(dst []byte, rng *rand.Rand, key string, n int) []byte {
+	dst = bsoncore.AppendHeader(dst, bsoncore.TypeString, key)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(n+1))
+	dst = appendRandom(dst, rng, n)
+	return append(dst, 0)
+}
+
+// objectIDElem appends _id: an ObjectId made of the collection and n.
+func objectIDElem(dst []byte, c, n int) []byte {
+	var oid bson.ObjectID
+	binary.BigEndian.PutUint32(oid[0:4], uint32(baseTime.Unix()))
+	binary.BigEndian.PutUint32(oid[4:8], uint32(c))
+	binary.BigEndian.PutUint32(oid[8:12], uint32(n))
+	return bsoncore.AppendObjectIDElement(dst, "_id", oid)
+}
+
+// ddtDoc is a document of about 140 bytes.
+func ddtDoc(dst []byte, rng *rand.Rand, c, n int) []byte {
+	idx, dst := bsoncore.AppendDocumentStart(dst)
+	dst = objectIDElem(dst, c, n)
+	dst = appendRandomString(dst, rng, "name", 20)
+	dst = bsoncore.AppendInt32Element(dst, "age", int32(18+rng.IntN(60)))
+	dst = appendRandomString(dst, rng, "email", 24)
+	dst = bsoncore.AppendDoubleElement(dst, "score", rng.Float64()*100)
+	dst = bsoncore.AppendDateTimeElement(dst, "created", baseTime.UnixMilli()+int64(n))
+	dst = bsoncore.AppendBooleanElement(dst, "active", rng.IntN(2) == 0)
+	dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
+	return dst
+}
+
+// ddtUpdate sets one of score, age or name.
+func ddtUpdate(dst []byte, rng *rand.Rand) []byte {
+	switch rng.IntN(3) {
+	case 0:
+		return bsoncore.AppendDoubleElement(dst, "score", rng.Float64()*100)
+	case 1:
+		return bsoncore.AppendInt32Element(dst, "age", int32(18+rng.IntN(60)))
+	}
+	return appendRandomString(dst, rng, "name", 20)
+}
+
+// ycsbFields is YCSB's field count and length.
+const (
+	ycsbFields      = 10
+	ycsbFieldLength = 100
+)
+
+var ycsbFieldNames = func() []string {
+	out := make([]string, ycsbFields)
+	for i := range out {
+		out[i] = "field" + strconv.Itoa(i)
+	}
+	return out
+}()
+
+// userKeyElem appends _id: "user%010d".
+func userKeyElem(dst []byte, _, n int) []byte {
+	key := strconv.Itoa(n)
+	for len(key) < 10 {
+		key = "0" + key
+	}
+	return bsoncore.AppendStringElement(dst, "_id", "user"+key)
+}
+
+// ycsbDoc is a usertable record: 10 fields of 100 characters.
+func ycsbDoc(dst []byte, rng *rand.Rand, c, n int) []byte {
+	idx, dst := bsoncore.AppendDocumentStart(dst)
+	dst = userKeyElem(dst, c, n)
+	for _, f := range ycsbFieldNames {
+		dst = appendRandomString(dst, rng, f, ycsbFieldLength)
+	}
+	dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
+	return dst
+}
+
+// ycsbUpdate sets one field to a new value, as YCSB's update does.
+func ycsbUpdate(dst []byte, rng *rand.Rand) []byte {
+	return appendRandomString(dst, rng, ycsbFieldNames[rng.IntN(ycsbFields)], ycsbFieldLength)
+}

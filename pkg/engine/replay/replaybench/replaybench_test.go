@@ -1,0 +1,55 @@
+package replaybench
+
+import (
+	"context"
+	"testing"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
+)
+
+// TestGenerateAndRun checks that every generated entry parses and
+// translates to exactly one write, that the reader's copies carry their
+// new ts, and that a run over more than one cycle of the pool delivers
+// every write and checkpoints the last entry.
+func TestGenerateAndRun(t *testing.T) {
+	for _, shape := range Shapes {
+		t.Run(string(shape), func(t *testing.T) {
+			in, err := Generate(shape, 3000, Mix{}, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := in.Counts(3000)
+			if c.Writes() != 3000 || c.Updates == 0 || c.Deletes == 0 {
+				t.Fatalf("mix: %+v", c)
+			}
+			if c2 := in.Counts(7500); c2.Inserts != 2*c.Inserts+in.Counts(1500).Inserts || c2.Writes() != 7500 {
+				t.Fatalf("counts of 7500: %+v, of 3000: %+v", c2, c)
+			}
+			r := NewReader(in, 7500, 1000)
+			var k int64
+			for k < 7500 {
+				batch, err := r.Next(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, raw := range batch {
+					e, err := oplog.Parse(raw)
+					if err != nil {
+						t.Fatalf("entry %d: %v", k, err)
+					}
+					if e.TS() != in.TS(k) {
+						t.Fatalf("entry %d: ts %v, want %v", k, e.TS(), in.TS(k))
+					}
+					ws, err := oplog.Translate(e)
+					if err != nil || len(ws) != 1 {
+						t.Fatalf("entry %d (%s): %d writes, %v", k, e, len(ws), err)
+					}
+					k++
+				}
+			}
+			if _, err := Run(context.Background(), in, Config{Ops: 7500, Writers: 3, BatchSize: 50}); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -1,0 +1,116 @@
+package replaybench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+)
+
+// Config is one replay run.
+type Config struct {
+	// Ops is the number of entries to replay; the pool's size when zero.
+	Ops int64
+	// Writers is threads.writers; BatchSize is cache.batchSize (writes per
+	// bulk write); both take the task defaults when zero.
+	Writers   int
+	BatchSize int
+	// ReadBatch is the entries per Next; DefaultReadBatch when zero.
+	ReadBatch int
+}
+
+// Result is what one run measured.
+type Result struct {
+	// Ops are the entries replayed, Elapsed the time from the start of
+	// Run until the sink had every write.
+	Ops     int64
+	Elapsed time.Duration
+	// Mallocs and AllocBytes are the heap allocations of the whole process
+	// during the run (runtime.MemStats deltas); GCs the collections.
+	Mallocs, AllocBytes uint64
+	GCs                 uint32
+	Sink                SinkCounts
+	// Writers and BatchSize are the values used.
+	Writers, BatchSize int
+}
+
+// OpsPerSecond is the replay rate.
+func (r Result) OpsPerSecond() float64 { return float64(r.Ops) / r.Elapsed.Seconds() }
+
+// NsPerOp is the wall time per entry.
+func (r Result) NsPerOp() float64 { return float64(r.Elapsed.Nanoseconds()) / float64(r.Ops) }
+
+// AllocsPerOp and BytesPerOp are the heap allocations per entry.
+func (r Result) AllocsPerOp() float64 { return float64(r.Mallocs) / float64(r.Ops) }
+
+// BytesPerOp is the bytes allocated per entry.
+func (r Result) BytesPerOp() float64 { return float64(r.AllocBytes) / float64(r.Ops) }
+
+// Run replays c.Ops entries of in through a new replay.Replayer (the real pipeline: parse,
+// skip and filter, assemble, translate, partition, per-writer queues,
+// writer batching, watermark) into a Sink, and stops it once the sink has
+// every write. It checks that every write arrived and that the checkpoint
+// reached the last entry.
+func Run(ctx context.Context, in *Input, c Config) (Result, error) {
+	spec := config.Spec{Threads: config.Threads{Writers: c.Writers}, Cache: config.Cache{BatchSize: c.BatchSize}}
+	spec.SetDefaults()
+	mapper, err := catalog.NewMapper(spec.Namespaces, spec.Checkpoint.Database)
+	if err != nil {
+		return Result{}, err
+	}
+	ops := c.Ops
+	if ops <= 0 {
+		ops = int64(len(in.Entries))
+	}
+	want := in.Counts(ops)
+	last := in.TS(ops - 1)
+	sink := NewSink(want.Writes())
+	res := Result{Ops: ops, Writers: spec.Threads.Writers, BatchSize: spec.Cache.BatchSize}
+	r := replay.New(replay.Options{
+		Task: "bench-replay", Spec: &spec, Reader: NewReader(in, ops, c.ReadBatch),
+		Mapper: mapper, From: in.From, Apply: sink.Apply,
+	})
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	start := time.Now()
+	go func() { errc <- r.Run(ctx) }()
+	select {
+	case <-sink.Done():
+		res.Elapsed = time.Since(start)
+	case err := <-errc:
+		if err == nil {
+			err = errors.New("the replayer stopped")
+		}
+		return res, fmt.Errorf("replay ended before every write was applied (%d of %d): %w", sink.Counts().Writes, want.Writes(), err)
+	}
+	runtime.ReadMemStats(&after)
+	res.Mallocs, res.AllocBytes = after.Mallocs-before.Mallocs, after.TotalAlloc-before.TotalAlloc
+	res.GCs = after.NumGC - before.NumGC
+	cancel()
+	if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
+		return res, fmt.Errorf("replay: %w", err)
+	}
+	res.Sink = sink.Counts()
+	s := res.Sink
+	switch {
+	case s.Writes != want.Writes():
+		return res, fmt.Errorf("the sink saw %d writes, want %d", s.Writes, want.Writes())
+	case s.Replaces != want.Inserts || s.Updates != want.Updates || s.Deletes != want.Deletes:
+		return res, fmt.Errorf("the sink saw %d replaces, %d updates, %d deletes; want %d, %d, %d",
+			s.Replaces, s.Updates, s.Deletes, want.Inserts, want.Updates, want.Deletes)
+	}
+	if cp := r.Checkpoint(); cp != last {
+		return res, fmt.Errorf("the checkpoint is %d.%d after the run, want the last entry's %d.%d", cp.T, cp.I, last.T, last.I)
+	}
+	return res, nil
+}

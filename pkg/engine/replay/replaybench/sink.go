@@ -1,0 +1,223 @@
+package replaybench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+)
+
+// Sink is a replay.Options.Apply that writes nothing but does the work the
+// driver does before it sends a bulk write: it marshals each model's
+// filter with the BSON encoder, checks the update or replacement
+// document, builds the statement ({q, u, upsert} or {q, limit}) and copies
+// the statements of each run of one command kind (update or delete) into a
+// command message, as an ordered BulkWrite does. It counts what it saw and
+// closes Done once it has seen Want writes.
+type Sink struct {
+	// Want is the number of writes after which Done is closed.
+	Want int64
+
+	writes, batches, commands, encoded atomic.Int64
+	inserts, updates, deletes          atomic.Int64
+
+	once sync.Once
+	done chan struct{}
+	pool sync.Pool
+}
+
+// NewSink returns a sink that closes Done after want writes.
+func NewSink(want int64) *Sink {
+	return &Sink{Want: want, done: make(chan struct{})}
+}
+
+// Done is closed once Want writes were applied.
+func (s *Sink) Done() <-chan struct{} { return s.done }
+
+// SinkCounts are what a Sink saw.
+type SinkCounts struct {
+	// Writes are the write models, Batches the Apply calls, Commands the
+	// update/delete commands an ordered bulk write would have sent.
+	Writes, Batches, Commands int64
+	// Replaces, Updates, Deletes count the models by type.
+	Replaces, Updates, Deletes int64
+	// EncodedBytes is the size of the encoded statements.
+	EncodedBytes int64
+}
+
+// Counts returns what the sink saw so far.
+func (s *Sink) Counts() SinkCounts {
+	return SinkCounts{Writes: s.writes.Load(), Batches: s.batches.Load(), Commands: s.commands.Load(),
+		Replaces: s.inserts.Load(), Updates: s.updates.Load(), Deletes: s.deletes.Load(), EncodedBytes: s.encoded.Load()}
+}
+
+// commandKind is the command an ordered bulk write sends a model in.
+type commandKind uint8
+
+const (
+	cmdUpdate commandKind = iota
+	cmdDelete
+)
+
+// Apply encodes and discards one ordered batch of writes to ns.
+func (s *Sink) Apply(_ context.Context, ns catalog.Namespace, models []mongo.WriteModel) error {
+	bp, _ := s.pool.Get().(*[]byte)
+	if bp == nil {
+		bp = new([]byte)
+	}
+	msg := (*bp)[:0]
+	var (
+		encoded  int64
+		commands int64
+		runKind  commandKind
+		docs     []bsoncore.Document
+	)
+	flush := func() {
+		if len(docs) == 0 {
+			return
+		}
+		// The command and its document sequence, as an OP_MSG holds them.
+		name := "update"
+		if runKind == cmdDelete {
+			name = "delete"
+		}
+		idx, cmd := bsoncore.AppendDocumentStart(msg)
+		cmd = bsoncore.AppendStringElement(cmd, name, ns.Coll)
+		cmd = bsoncore.AppendBooleanElement(cmd, "ordered", true)
+		cmd = bsoncore.AppendBooleanElement(cmd, "bypassDocumentValidation", true)
+		cmd = bsoncore.AppendStringElement(cmd, "$db", ns.DB)
+		msg, _ = bsoncore.AppendDocumentEnd(cmd, idx)
+		for _, d := range docs {
+			msg = append(msg, d...)
+			encoded += int64(len(d))
+		}
+		commands++
+		docs = docs[:0]
+	}
+	var replaces, updates, deletes int64
+	for _, m := range models {
+		var (
+			doc  bsoncore.Document
+			kind commandKind
+			err  error
+		)
+		switch m := m.(type) {
+		case *mongo.ReplaceOneModel:
+			doc, err = updateStatement(m.Filter, m.Replacement, m.Upsert, false)
+			replaces++
+		case *mongo.UpdateOneModel:
+			doc, err = updateStatement(m.Filter, m.Update, m.Upsert, true)
+			updates++
+		case *mongo.DeleteOneModel:
+			doc, err = deleteStatement(m.Filter)
+			kind = cmdDelete
+			deletes++
+		default:
+			err = fmt.Errorf("unexpected write model %T", m)
+		}
+		if err != nil {
+			return fmt.Errorf("encode a write to %s: %w", ns, err)
+		}
+		if len(docs) > 0 && kind != runKind {
+			flush()
+		}
+		runKind = kind
+		docs = append(docs, doc)
+	}
+	flush()
+	*bp = msg
+	s.pool.Put(bp)
+
+	s.batches.Add(1)
+	s.commands.Add(commands)
+	s.encoded.Add(encoded)
+	s.inserts.Add(replaces)
+	s.updates.Add(updates)
+	s.deletes.Add(deletes)
+	if s.writes.Add(int64(len(models))) >= s.Want {
+		s.once.Do(func() { close(s.done) })
+	}
+	return nil
+}
+
+// marshal encodes a filter as the driver does: through a bson.Encoder into
+// a new buffer.
+func marshal(v any) (bsoncore.Document, error) {
+	if v == nil {
+		return nil, errors.New("nil document")
+	}
+	if b, ok := v.([]byte); ok {
+		v = bson.Raw(b)
+	}
+	buf := new(bytes.Buffer)
+	if err := bson.NewEncoder(bson.NewDocumentWriter(buf)).Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// asDocument returns an update or replacement given as raw bytes.
+func asDocument(v any) (bsoncore.Document, error) {
+	switch d := v.(type) {
+	case bson.Raw:
+		return bsoncore.Document(d), nil
+	case []byte:
+		return d, nil
+	case bsoncore.Document:
+		return d, nil
+	case nil:
+		return nil, errors.New("nil document")
+	}
+	return marshal(v)
+}
+
+// updateStatement is {q: filter, u: update, upsert} for the update
+// command; operators says whether u must start with a $-operator (an
+// update) or must not (a replacement).
+func updateStatement(filter, update any, upsert *bool, operators bool) (bsoncore.Document, error) {
+	f, err := marshal(filter)
+	if err != nil {
+		return nil, fmt.Errorf("filter: %w", err)
+	}
+	u, err := asDocument(update)
+	if err != nil {
+		return nil, fmt.Errorf("update: %w", err)
+	}
+	first, err := u.IndexErr(0)
+	switch {
+	case operators && (err != nil || !strings.HasPrefix(first.Key(), "$")):
+		return nil, errors.New("update document must start with a $-operator")
+	case !operators && err == nil && strings.HasPrefix(first.Key(), "$"):
+		return nil, errors.New("replacement document cannot start with a $-operator")
+	}
+	idx, doc := bsoncore.AppendDocumentStart(nil)
+	doc = bsoncore.AppendDocumentElement(doc, "q", f)
+	doc = bsoncore.AppendDocumentElement(doc, "u", u)
+	if upsert != nil {
+		doc = bsoncore.AppendBooleanElement(doc, "upsert", *upsert)
+	}
+	doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
+	return doc, nil
+}
+
+// deleteStatement is {q: filter, limit: 1} for the delete command.
+func deleteStatement(filter any) (bsoncore.Document, error) {
+	f, err := marshal(filter)
+	if err != nil {
+		return nil, fmt.Errorf("filter: %w", err)
+	}
+	idx, doc := bsoncore.AppendDocumentStart(nil)
+	doc = bsoncore.AppendDocumentElement(doc, "q", f)
+	doc = bsoncore.AppendInt32Element(doc, "limit", 1)
+	doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
+	return doc, nil
+}

@@ -1,0 +1,221 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"text/tabwriter"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
+	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/envtestutil"
+)
+
+// managerLog collects the manager's log lines; they are written to the
+// test log only when the test fails.
+type managerLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *managerLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+var (
+	operatorLog     = &managerLog{}
+	operatorLogOnce sync.Once
+)
+
+// startOperator runs the SyncTask controller in a controller-runtime
+// manager in this process, as cmd/manager does (no leader election, no
+// metrics or probe listeners), until the test ends.
+func startOperator(t *testing.T, env *envtestutil.Env) {
+	t.Helper()
+	operatorLogOnce.Do(func() {
+		ctrl.SetLogger(funcr.New(func(prefix, args string) {
+			fmt.Fprintf(operatorLog, "%s %s %s\n", time.Now().Format("15:04:05.000"), prefix, args)
+		}, funcr.Options{Verbosity: 1}))
+	})
+	skip := true
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 env.Scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             ctrlconfig.Controller{SkipNameValidation: &skip},
+		Cache:                  cache.Options{ByObject: controllers.CacheByObject()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &controllers.SyncTaskReconciler{
+		Client:       mgr.GetClient(),
+		Scheme:       mgr.GetScheme(),
+		Recorder:     mgr.GetEventRecorder("mongoferry-manager"),
+		WorkerImage:  "ghcr.io/mongoferry/mongoferry:e2e",
+		StatusClient: &http.Client{Timeout: 2 * time.Second},
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+		if t.Failed() {
+			operatorLog.mu.Lock()
+			b := operatorLog.buf.Bytes()
+			if len(b) > 32<<10 {
+				b = b[len(b)-32<<10:]
+			}
+			t.Logf("manager log (tail):\n%s", b)
+			operatorLog.mu.Unlock()
+		}
+	})
+}
+
+// phaseRecorder notes every phase a SyncTask's status shows, polling it
+// more often than the controller updates it.
+type phaseRecorder struct {
+	mu     sync.Mutex
+	phases []syncv1alpha1.Phase
+}
+
+func recordPhases(t *testing.T, c client.Client, ns, name string) *phaseRecorder {
+	pr := &phaseRecorder{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			var task syncv1alpha1.SyncTask
+			if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &task); err == nil && task.Status.Phase != "" {
+				pr.mu.Lock()
+				if n := len(pr.phases); n == 0 || pr.phases[n-1] != task.Status.Phase {
+					pr.phases = append(pr.phases, task.Status.Phase)
+				}
+				pr.mu.Unlock()
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return pr
+}
+
+// seen returns the phases so far, in order.
+func (pr *phaseRecorder) seen() []syncv1alpha1.Phase {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return append([]syncv1alpha1.Phase(nil), pr.phases...)
+}
+
+// syncTaskTable renders the namespace's SyncTasks as `kubectl get
+// synctasks` does (`-o wide` with wide): the API server's Table for the
+// CRD's printer columns, priority 0 columns only unless wide, absent
+// values as <none>.
+func syncTaskTable(t *testing.T, cfg *rest.Config, ns string, wide bool) string {
+	t.Helper()
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := strings.TrimSuffix(cfg.Host, "/") + "/apis/sync.mongoferry.io/v1alpha1/namespaces/" + ns + "/synctasks"
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s as Table: %s\n%s", url, resp.Status, body)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(body, &table); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	w := tabwriter.NewWriter(&out, 0, 8, 3, ' ', 0)
+	var cols []int
+	for i, c := range table.ColumnDefinitions {
+		if c.Priority == 0 || wide {
+			cols = append(cols, i)
+		}
+	}
+	for j, i := range cols {
+		if j > 0 {
+			fmt.Fprint(w, "\t")
+		}
+		fmt.Fprint(w, strings.ToUpper(table.ColumnDefinitions[i].Name))
+	}
+	fmt.Fprintln(w)
+	for _, row := range table.Rows {
+		for j, i := range cols {
+			if j > 0 {
+				fmt.Fprint(w, "\t")
+			}
+			v := any("<none>")
+			if i < len(row.Cells) && row.Cells[i] != nil {
+				v = row.Cells[i]
+			}
+			fmt.Fprint(w, v)
+		}
+		fmt.Fprintln(w)
+	}
+	_ = w.Flush()
+	return out.String()
+}
+
+// events returns the events.k8s.io Events about an object, oldest first.
+func taskEvents(t *testing.T, c client.Client, ns, name string) []eventsv1.Event {
+	t.Helper()
+	var list eventsv1.EventList
+	if err := c.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Name == name && e.Regarding.Kind == "SyncTask" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func hasReason(evs []eventsv1.Event, reason string) bool {
+	for _, e := range evs {
+		if e.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
