@@ -1,6 +1,7 @@
 package oplog
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -41,20 +42,18 @@ func forEach(doc []byte, fn func(key []byte, v bsoncore.Value) error) error {
 	if err != nil {
 		return err
 	}
+	// One pass per element: the type byte, the key up to its NUL, then
+	// the value, whose length ReadValue checks against what is left.
 	for len(rem) > 0 {
-		elem, rest, ok := bsoncore.ReadElement(rem)
+		k := bytes.IndexByte(rem[1:], 0)
+		if k < 0 {
+			return fmt.Errorf("truncated or invalid element at byte %d", len(doc)-1-len(rem))
+		}
+		v, rest, ok := bsoncore.ReadValue(rem[2+k:], bsoncore.Type(rem[0]))
 		if !ok {
 			return fmt.Errorf("truncated or invalid element at byte %d", len(doc)-1-len(rem))
 		}
-		key, err := elem.KeyBytesErr()
-		if err != nil {
-			return err
-		}
-		v, err := elem.ValueErr()
-		if err != nil {
-			return fmt.Errorf("field %q: %w", key, err)
-		}
-		if err := fn(key, v); err != nil {
+		if err := fn(rem[1:1+k], v); err != nil {
 			return err
 		}
 		rem = rest

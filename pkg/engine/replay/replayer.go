@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,8 +46,7 @@ type Options struct {
 	ObserveWrite func(op string, d time.Duration)
 	// Apply, when set, replaces the target as the sink: it receives each
 	// ordered batch of writes for one target namespace (the replay
-	// benchmark discards them). Target may then be nil. models is only
-	// valid during the call.
+	// benchmark discards them). Target may then be nil.
 	Apply func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel) error
 	// UniqueIndexed lists target namespaces ("db.coll") with a unique
 	// secondary index: their writes are applied by one writer in oplog
@@ -58,34 +56,15 @@ type Options struct {
 }
 
 // Replayer applies the source's oplog to the target.
-//
-// One dispatch goroutine reads, parses, assembles and translates entries
-// and partitions their writes by (namespace, document key) into one
-// pending batch per writer; a batch goes to its writer's queue when it
-// holds cache.batchSize writes, at the end of every batch read, and before
-// a barrier. The positions read are registered with the Watermark just
-// before any batch holding their writes is queued. Each writer merges what
-// is queued into windows of up to cache.batchSize writes and applies each
-// window as one ordered bulk write per namespace: a document's writes all
-// go to one writer, in one namespace, in oplog order.
 type Replayer struct {
 	o       Options
 	log     *slog.Logger
 	wm      *Watermark
 	asm     *oplog.Assembler
 	budget  *pipeline.Budget
-	queues  []chan []item
-	free    chan []item // emptied batches, for reuse
+	queues  []chan item
 	seed    maphash.Seed
 	applied atomic.Pointer[bson.Timestamp]
-
-	// The dispatch goroutine's own state.
-	pending    [][]item         // per writer: writes not yet queued
-	marks      []Position       // positions read, not yet registered with wm
-	opWrites   []routedItem     // scratch: one operation's writes
-	translated []oplog.Write    // scratch: one operation's translation
-	routes     map[string]route // by source namespace
-	lastRead   bson.Timestamp
 
 	mu              sync.Mutex
 	hold            *bson.Timestamp // the checkpoint stays below this while set
@@ -106,30 +85,10 @@ type Replayer struct {
 type item struct {
 	ts    bson.Timestamp
 	ns    catalog.Namespace // target namespace
-	kind  oplog.Kind
+	kind  string
 	model mongo.WriteModel
 	bytes int64
 }
-
-// routedItem is a write and the writer it goes to.
-type routedItem struct {
-	item
-	writer int
-}
-
-// route is what the dispatcher knows of a source namespace.
-type route struct {
-	selected bool
-	target   catalog.Namespace
-	// key is target.String(), hashed with the document key; serial
-	// (a unique secondary index) hashes the namespace alone.
-	key    string
-	serial bool
-}
-
-// maxRoutes bounds the route cache; it is emptied when full and after
-// every DDL command (which may change a collection's unique indexes).
-const maxRoutes = 4096
 
 // New builds a Replayer.
 func New(o Options) *Replayer {
@@ -143,9 +102,9 @@ func New(o Options) *Replayer {
 	maxBytes, _ := o.Spec.Cache.MaxBytes.Bytes()
 	r := &Replayer{
 		o: o, log: log.With("task", o.Task), wm: NewWatermark(o.From), asm: oplog.NewAssembler(),
-		budget: pipeline.NewBudget(maxBytes), seed: maphash.MakeSeed(), routes: map[string]route{},
+		budget: pipeline.NewBudget(maxBytes), seed: maphash.MakeSeed(),
 		unique: map[string]bool{}, counts: map[string]int64{}, skipped: map[string]int64{},
-		readTS: o.From, savedTS: o.From, lastRead: o.From,
+		readTS: o.From, savedTS: o.From,
 	}
 	for ns, u := range o.UniqueIndexed {
 		r.unique[ns] = u
@@ -158,14 +117,11 @@ func New(o Options) *Replayer {
 // for the writes in flight and saves a last checkpoint.
 func (r *Replayer) Run(ctx context.Context) error {
 	writers := r.o.Spec.Threads.Writers
-	// Each queue holds cache.bucketSize batches of up to cache.batchSize
-	// writes.
-	r.queues = make([]chan []item, writers)
+	depth := r.o.Spec.Cache.BucketSize * r.o.Spec.Cache.BatchSize
+	r.queues = make([]chan item, writers)
 	for i := range r.queues {
-		r.queues[i] = make(chan []item, r.o.Spec.Cache.BucketSize)
+		r.queues[i] = make(chan item, depth)
 	}
-	r.free = make(chan []item, writers*(r.o.Spec.Cache.BucketSize+2))
-	r.pending = make([][]item, writers)
 	// Writers outlive the reader's context so a clean stop drains them.
 	wctx, stopWriters := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWriters()
@@ -200,10 +156,6 @@ func (r *Replayer) Run(ctx context.Context) error {
 // dispatch reads entries, assembles transactions, translates and hands
 // writes to the writers.
 func (r *Replayer) dispatch(ctx, wctx context.Context) error {
-	// Queueing gives up when the reader stops or a writer fails.
-	qctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(wctx, cancel)()
 	failures := 0
 	for {
 		raws, err := r.o.Reader.Next(ctx)
@@ -225,13 +177,9 @@ func (r *Replayer) dispatch(ctx, wctx context.Context) error {
 		}
 		failures = 0
 		for _, raw := range raws {
-			if err := r.entry(qctx, wctx, raw); err != nil {
-				return r.queueErr(ctx, wctx, err)
+			if err := r.entry(ctx, wctx, raw); err != nil {
+				return err
 			}
-		}
-		// Nothing waits for the next read: queue what this one produced.
-		if err := r.flushAll(qctx); err != nil {
-			return r.queueErr(ctx, wctx, err)
 		}
 		if err := wctx.Err(); err != nil {
 			return fmt.Errorf("writer stopped: %w", context.Cause(wctx))
@@ -239,30 +187,18 @@ func (r *Replayer) dispatch(ctx, wctx context.Context) error {
 	}
 }
 
-// queueErr explains an error of the dispatcher: a failed writer rather
-// than the cancellation it caused.
-func (r *Replayer) queueErr(ctx, wctx context.Context, err error) error {
-	if ctx.Err() == nil && wctx.Err() != nil && errors.Is(err, context.Canceled) {
-		return fmt.Errorf("writer stopped: %w", context.Cause(wctx))
-	}
-	return err
-}
-
 func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 	e, err := oplog.Parse(raw)
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
-	r.lastRead = e.TS()
+	r.mu.Lock()
+	r.readTS = e.TS()
+	r.mu.Unlock()
 	if skip, reason := oplog.Skip(e, r.o.Mapper.IsInternal); skip {
 		r.count(reason, true)
-		r.mark(e.TS(), 0)
+		r.wm.Dispatch(e.TS(), 0)
 		return nil
-	}
-	if !e.Command().IsTxn() {
-		// A unit of one, as the Assembler would return it (it only
-		// buffers transaction entries): no need to ask it.
-		return r.dispatchOp(ctx, wctx, e, e.TS(), false)
 	}
 	unit, ok, err := r.asm.Add(e)
 	if err != nil {
@@ -284,193 +220,85 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 		return r.applyBarrier(ctx, wctx, unit)
 	}
 	for _, op := range unit.Ops {
-		if err := r.dispatchOp(ctx, wctx, op, unit.TS, true); err != nil {
+		if err := r.dispatchOp(ctx, wctx, op, unit.TS); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// mark records that position ts produced n writes; the watermark learns
-// it before any of those writes is queued.
-func (r *Replayer) mark(ts bson.Timestamp, n int) {
-	if k := len(r.marks); k > 0 && r.marks[k-1].TS == ts {
-		r.marks[k-1].Writes += n
-		return
+// dispatchOp translates one operation and queues its writes; DDL is a
+// barrier.
+func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson.Timestamp) error {
+	if skip, reason := oplog.Skip(op, r.o.Mapper.IsInternal); skip {
+		r.count(reason, true)
+		r.wm.Dispatch(ts, 0)
+		return nil
 	}
-	r.marks = append(r.marks, Position{TS: ts, Writes: n})
-}
-
-// dispatchOp translates one operation and adds its writes to the writers'
-// pending batches; DDL is a barrier. skip says whether the operation still
-// needs the skip rules (an operation taken out of a transaction).
-func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson.Timestamp, skip bool) error {
-	if skip {
-		if skip, reason := oplog.Skip(op, r.o.Mapper.IsInternal); skip {
-			r.count(reason, true)
-			r.mark(ts, 0)
-			return nil
-		}
-	}
-	ws, err := oplog.AppendTranslate(r.translated[:0], op)
+	ws, err := oplog.Translate(op)
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
-	defer func() {
-		clear(ws) // drop the references to the entry's bytes
-		r.translated = ws[:0]
-	}()
-	items := r.opWrites[:0]
+	var items []item
 	for _, w := range ws {
 		if w.DDL != nil {
-			if err := r.queueOp(ctx, ts, items); err != nil {
+			if err := r.flushAndDDL(ctx, wctx, items, *w.DDL, ts); err != nil {
 				return err
 			}
-			items = items[:0]
-			if err := r.barrierDDL(ctx, wctx, *w.DDL, ts); err != nil {
-				return err
-			}
+			items = nil
 			continue
 		}
-		rt := r.route(w.NS)
-		if !rt.selected {
+		src := catalog.ParseNamespace(w.NS)
+		if !r.o.Mapper.Selected(src) {
 			r.count("filtered", true)
 			continue
 		}
-		items = append(items, routedItem{
-			item:   item{ts: ts, ns: rt.target, kind: w.Kind, model: w.Model, bytes: int64(len(op.Raw()))},
-			writer: r.bucket(rt, w.DocKey),
-		})
+		items = append(items, item{ts: ts, ns: r.o.Mapper.Target(src), kind: w.Kind.String(), model: w.Model, bytes: int64(len(op.Raw()))})
+		_ = w.DocKey
 	}
 	if len(items) == 0 {
-		r.mark(ts, 0)
-		r.opWrites = items
+		r.wm.Dispatch(ts, 0)
 		return nil
 	}
-	err = r.queueOp(ctx, ts, items)
-	clear(items) // drop the references to the models
-	r.opWrites = items[:0]
-	return err
-}
-
-// queueOp marks position ts with the operation's writes, then adds them to
-// their writers' pending batches.
-func (r *Replayer) queueOp(ctx context.Context, ts bson.Timestamp, items []routedItem) error {
-	if len(items) == 0 {
-		return nil
-	}
-	r.mark(ts, len(items))
-	for _, it := range items {
-		p := r.pending[it.writer]
-		if p == nil {
-			p = r.newBatch()
-		}
-		p = append(p, it.item)
-		r.pending[it.writer] = p
-		if len(p) >= r.o.Spec.Cache.BatchSize {
-			if err := r.flush(ctx, it.writer); err != nil {
-				return err
-			}
+	r.wm.Dispatch(ts, len(items))
+	for i, it := range items {
+		if err := r.enqueue(ctx, r.bucket(it.ns, ws[i].DocKey), it); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// route returns what to do with writes to a source namespace.
-func (r *Replayer) route(ns string) route {
-	if rt, ok := r.routes[ns]; ok {
-		return rt
-	}
-	src := catalog.ParseNamespace(ns)
-	rt := route{selected: r.o.Mapper.Selected(src)}
-	if rt.selected {
-		rt.target = r.o.Mapper.Target(src)
-		rt.key = rt.target.String()
-		r.mu.Lock()
-		rt.serial = r.unique[rt.key]
-		r.mu.Unlock()
-	}
-	if len(r.routes) >= maxRoutes {
-		clear(r.routes)
-	}
-	// The key may share the bytes of a raw entry: keep a copy.
-	r.routes[strings.Clone(ns)] = rt
-	return rt
-}
-
 // bucket picks the writer for a write: by (namespace, document key), or by
 // namespace alone for collections with a unique secondary index.
-func (r *Replayer) bucket(rt route, docKey bson.Raw) int {
+func (r *Replayer) bucket(ns catalog.Namespace, docKey bson.Raw) int {
 	var h maphash.Hash
 	h.SetSeed(r.seed)
-	_, _ = h.WriteString(rt.key)
-	if !rt.serial {
+	_, _ = h.WriteString(ns.String())
+	r.mu.Lock()
+	serial := r.unique[ns.String()]
+	r.mu.Unlock()
+	if !serial {
 		_, _ = h.Write(docKey)
 	}
 	return int(h.Sum64() % uint64(len(r.queues)))
 }
 
-// newBatch returns an empty batch, reused when a writer gave one back.
-func (r *Replayer) newBatch() []item {
-	select {
-	case b := <-r.free:
-		return b[:0]
-	default:
-		return make([]item, 0, min(r.o.Spec.Cache.BatchSize, 1024))
-	}
-}
-
-// publish registers the marked positions with the watermark and shows the
-// last position read in the status.
-func (r *Replayer) publish() {
-	r.wm.DispatchAll(r.marks)
-	r.marks = r.marks[:0]
-	r.mu.Lock()
-	r.readTS = r.lastRead
-	r.mu.Unlock()
-}
-
-// flush queues writer w's pending batch, charging its bytes to the budget.
-func (r *Replayer) flush(ctx context.Context, w int) error {
-	r.publish()
-	b := r.pending[w]
-	if len(b) == 0 {
-		return nil
-	}
-	var n int64
-	for i := range b {
-		n += b[i].bytes
-	}
-	if err := r.budget.Acquire(ctx, n); err != nil {
+func (r *Replayer) enqueue(ctx context.Context, q int, it item) error {
+	if err := r.budget.Acquire(ctx, it.bytes); err != nil {
 		return err
 	}
 	select {
-	case r.queues[w] <- b:
-		r.pending[w] = nil
+	case r.queues[q] <- it:
 		return nil
 	case <-ctx.Done():
-		r.budget.Release(n)
+		r.budget.Release(it.bytes)
 		return ctx.Err()
 	}
 }
 
-// flushAll queues every pending batch and registers every position read.
-func (r *Replayer) flushAll(ctx context.Context) error {
-	r.publish()
-	for w := range r.pending {
-		if err := r.flush(ctx, w); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// drain queues what is pending, then waits until every queued write is
-// applied.
+// drain waits until every queued write is applied.
 func (r *Replayer) drain(ctx, wctx context.Context) error {
-	if err := r.flushAll(ctx); err != nil {
-		return err
-	}
 	for r.wm.InFlight() > 0 {
 		select {
 		case <-ctx.Done():
@@ -500,7 +328,7 @@ func (r *Replayer) applyBarrier(ctx, wctx context.Context, unit oplog.Unit) erro
 		r.mu.Unlock()
 	}()
 	for _, op := range unit.Ops {
-		if err := r.dispatchOp(ctx, wctx, op, unit.TS, true); err != nil {
+		if err := r.dispatchOp(ctx, wctx, op, unit.TS); err != nil {
 			return err
 		}
 		// One operation at a time: a transaction's writes may touch one
@@ -510,159 +338,103 @@ func (r *Replayer) applyBarrier(ctx, wctx context.Context, unit oplog.Unit) erro
 		}
 	}
 	r.count("transaction", false)
-	r.mark(unit.TS, 0)
+	r.wm.Dispatch(unit.TS, 0)
 	return nil
 }
 
-// barrierDDL drains the writers and applies a DDL command once.
-func (r *Replayer) barrierDDL(ctx, wctx context.Context, ddl oplog.DDL, ts bson.Timestamp) error {
+// flushAndDDL queues pending items, drains, applies a DDL command once.
+func (r *Replayer) flushAndDDL(ctx, wctx context.Context, pending []item, ddl oplog.DDL, ts bson.Timestamp) error {
+	if len(pending) > 0 {
+		r.wm.Dispatch(ts, len(pending))
+		for _, it := range pending {
+			if err := r.enqueue(ctx, r.bucket(it.ns, nil), it); err != nil {
+				return err
+			}
+		}
+	}
 	if err := r.drain(ctx, wctx); err != nil {
 		return err
 	}
-	err := r.applyDDL(ctx, ddl)
-	// The command may have changed names or unique indexes.
-	clear(r.routes)
-	if err != nil {
+	if err := r.applyDDL(ctx, ddl); err != nil {
 		return err
 	}
 	r.count("ddl", false)
-	r.mark(ts, 0)
+	r.wm.Dispatch(ts, 0)
 	return nil
 }
 
-// writer is one writer goroutine's reusable buffers.
-type writer struct {
-	window []item // up to cache.batchSize writes, in queue order
-	carry  []item // a queued batch that did not fit the window
-	models []mongo.WriteModel
-	tss    []bson.Timestamp
-}
-
-// write applies one writer's queue: it merges queued batches into a window
-// of up to cache.batchSize writes, then applies each run of consecutive
-// writes to one namespace as one ordered bulk write. Runs keep the queue's
-// order (a document's writes are all in one queue, in oplog order) and
-// its batch sizes: FerretDB stalls on bulk writes of a few dozen
-// operations from concurrent writers, so writes are not regrouped by
-// namespace across the window.
-func (r *Replayer) write(ctx context.Context, q chan []item) error {
+// write applies one writer's queue: consecutive writes to one namespace go
+// in one ordered bulk write.
+func (r *Replayer) write(ctx context.Context, q chan item) error {
 	batchMax := r.o.Spec.Cache.BatchSize
-	var w writer
+	var pending *item
 	for {
-		w.window = w.window[:0]
-		if w.carry != nil {
-			w.window = append(w.window, w.carry...)
-			r.giveBack(w.carry)
-			w.carry = nil
+		var first item
+		if pending != nil {
+			first, pending = *pending, nil
 		} else {
-			b, ok := <-q
+			it, ok := <-q
 			if !ok {
 				return nil
 			}
-			w.window = append(w.window, b...)
-			r.giveBack(b)
+			first = it
 		}
+		batch := []item{first}
 	fill:
-		for len(w.window) < batchMax {
+		for len(batch) < batchMax {
 			select {
-			case b, ok := <-q:
+			case it, ok := <-q:
 				if !ok {
 					break fill
 				}
-				if len(w.window)+len(b) > batchMax {
-					w.carry = b
+				if it.ns != first.ns {
+					pending = &it
 					break fill
 				}
-				w.window = append(w.window, b...)
-				r.giveBack(b)
+				batch = append(batch, it)
 			default:
 				break fill
 			}
 		}
-		if err := r.applyWindow(ctx, &w); err != nil {
+		err := r.applyBatch(ctx, batch)
+		for _, it := range batch {
+			r.budget.Release(it.bytes)
+		}
+		if err != nil {
 			return err
 		}
-	}
-}
-
-// giveBack returns an emptied batch for reuse.
-func (r *Replayer) giveBack(b []item) {
-	clear(b)
-	select {
-	case r.free <- b[:0]:
-	default:
-	}
-}
-
-// applyWindow applies a window run by run, then accounts for all of it at
-// once: budget, watermark, counters and rate.
-func (r *Replayer) applyWindow(ctx context.Context, w *writer) error {
-	var (
-		bytes  int64
-		counts [8]int64 // by oplog.Kind
-	)
-	w.tss = w.tss[:0]
-	for _, it := range w.window {
-		bytes += it.bytes
-		counts[it.kind%8]++
-		w.tss = append(w.tss, it.ts)
-	}
-	run := w.window
-	for len(run) > 0 {
-		n := 1
-		for n < len(run) && run[n].ns == run[0].ns {
-			n++
+		for _, it := range batch {
+			r.count(it.kind, false)
+			r.wm.Done(it.ts)
 		}
-		if err := r.applyBatch(ctx, w, run[:n]); err != nil {
-			r.budget.Release(bytes)
-			return err
-		}
-		run = run[n:]
+		r.mu.Lock()
+		r.rate.add(len(batch))
+		r.lastAppliedWall = time.Now()
+		r.mu.Unlock()
 	}
-	r.budget.Release(bytes)
-	r.wm.DoneAll(w.tss)
-	now := time.Now()
-	r.mu.Lock()
-	for k, c := range counts {
-		if c > 0 {
-			r.counts[oplog.Kind(k).String()] += c
-		}
-	}
-	r.rate.add(len(w.window))
-	r.lastAppliedWall = now
-	r.mu.Unlock()
-	clear(w.window)
-	return nil
-}
-
-// applyTarget writes models to the target as one ordered bulk write.
-func (r *Replayer) applyTarget(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel) error {
-	_, err := r.o.Target.Database(ns.DB).Collection(ns.Coll).BulkWrite(ctx, models,
-		options.BulkWrite().SetOrdered(true).SetBypassDocumentValidation(true))
-	return err
 }
 
 // applyBatch writes a batch in order, retrying retryable errors and
 // stepping over duplicate keys of the copy/replay overlap.
-func (r *Replayer) applyBatch(ctx context.Context, w *writer, batch []item) error {
+func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
 	apply := r.o.Apply
 	if apply == nil {
-		apply = r.applyTarget
+		apply = func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel) error {
+			_, err := r.o.Target.Database(ns.DB).Collection(ns.Coll).BulkWrite(ctx, models,
+				options.BulkWrite().SetOrdered(true).SetBypassDocumentValidation(true))
+			return err
+		}
 	}
 	backoff := 200 * time.Millisecond
 	for attempt := 0; len(batch) > 0; attempt++ {
-		w.models = w.models[:0]
-		for i := range batch {
-			w.models = append(w.models, batch[i].model)
+		models := make([]mongo.WriteModel, len(batch))
+		for i, it := range batch {
+			models[i] = it.model
 		}
-		var started time.Time
+		started := time.Now()
+		err := apply(ctx, batch[0].ns, models)
 		if r.o.ObserveWrite != nil {
-			started = time.Now()
-		}
-		err := apply(ctx, batch[0].ns, w.models)
-		clear(w.models)
-		if r.o.ObserveWrite != nil {
-			r.o.ObserveWrite(batch[0].kind.String(), time.Since(started))
+			r.o.ObserveWrite(batch[0].kind, time.Since(started))
 		}
 		if err == nil {
 			return nil
