@@ -93,12 +93,12 @@ func metricsPort(task *syncv1alpha1.SyncTask) int32 {
 	return DefaultMetricsPort
 }
 
-// shardCount is the number of workers a running task wants: one per entry
-// of source.shards for a sharded source, else one.
-func shardCount(task *syncv1alpha1.SyncTask) int32 {
-	if n := len(task.Spec.Source.Shards); n > 0 {
-		return int32(n)
-	}
+// shardCount is the number of workers a running task wants. A sharded
+// source will get one per entry of source.shards (ordinal = shard) once
+// the engine reads shards separately; until then one worker runs the task
+// (through mongos), since several would share one checkpoint record and
+// do the same work twice. The task is marked Degraded meanwhile.
+func shardCount(_ *syncv1alpha1.SyncTask) int32 {
 	return 1
 }
 
