@@ -46,4 +46,4 @@ echo "building etcd ${version} into ${out}"
 mkdir -p "$(dirname "$out")"
 start=$SECONDS
 (cd "$wrapper" && go build -trimpath -ldflags "-s -w" -o "$out" go.etcd.io/etcd/server/v3)
-echo "built in $((SECONDS - start))s: $("$out" --version | head -1)"
+echo "built in $((SECONDS - start))s: $("$out" --version | sed -n 1p)"

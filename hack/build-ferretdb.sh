@@ -26,4 +26,4 @@ printf '%s\n' "$version" > "$work/build/version/version.txt"
 echo "building FerretDB ${version} into ${out}"
 (cd "$work" && GOFLAGS=-mod=mod go build -trimpath -o "$out" ./cmd/ferretdb)
 rm -rf "$work"
-"$out" --version | head -1
+"$out" --version | sed -n 1p
