@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,9 +19,10 @@ import (
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 )
 
-// The collector reads SyncTasks, nothing else; the reconciler's markers
-// grant more.
+// The collector reads SyncTasks and their worker pods, nothing else; the
+// reconciler's markers grant more.
 // +kubebuilder:rbac:groups=sync.mongoferry.io,resources=synctasks,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 
 // SyncTaskPhases lists every phase a SyncTask can be in, so that
 // mongoferry_synctask_phase has a 0/1 series for each.
@@ -48,8 +50,12 @@ var (
 	stShardsDesc     = syncTaskDesc("shards", "Workers reporting in status.shards: one per shard of a sharded source, one for a replica set.")
 	stCheckpointDesc = syncTaskDesc("checkpoint_timestamp_seconds", "Unix time of the oplog position up to which every shard has been applied and saved (status.checkpointTime).")
 	stInfoDesc       = syncTaskDesc("info", "Always 1; the SyncTask's mode and source kind (spec.mode, spec.source.kind) as labels.", "mode", "source_kind")
+	stCopyDocsDesc   = syncTaskDesc("copy_documents_total", "Documents the full copy has written to the target, summed over shards (status.progress.documents).")
+	stShardLagDesc   = syncTaskDesc("shard_lag_seconds", "Seconds one shard's applied changes are behind its source (status.shards[].lagSeconds).", "shard")
+	stConditionDesc  = syncTaskDesc("condition", "Always 1; one series per status condition, with its type, status and reason as labels.", "type", "status", "reason")
+	stRestartsDesc   = syncTaskDesc("worker_restarts_total", "Restarts of the worker container of one worker pod (the pod's status.containerStatuses[].restartCount).", "pod")
 	stListErrorsDesc = prometheus.NewDesc("mongoferry_synctask_list_errors_total",
-		"Scrapes at which the SyncTasks could not be listed from the manager's cache (their series are then missing).", nil, nil)
+		"Scrapes at which the SyncTasks or their worker pods could not be listed from the manager's cache (their series are then missing).", nil, nil)
 )
 
 // DefaultListTimeout bounds the listing of SyncTasks at one scrape, well
@@ -57,9 +63,11 @@ var (
 const DefaultListTimeout = 5 * time.Second
 
 // SyncTaskCollector exports each SyncTask's status as Prometheus metrics, so
-// that dashboards and alerts can be built from the CRD status alone. It
-// lists the SyncTasks from Reader (the manager's cache) at every scrape, so
-// the values are those `kubectl get synctasks` shows at that moment.
+// that dashboards and alerts can be built from the CRD status alone, and the
+// restart counts of the tasks' worker pods. It lists the SyncTasks and the
+// worker pods from Reader (the manager's cache) at every scrape, so the
+// values are those `kubectl get synctasks` and `kubectl get pods` show at
+// that moment.
 type SyncTaskCollector struct {
 	// Reader lists the SyncTasks; the manager's cache in the operator.
 	Reader client.Reader
@@ -85,7 +93,8 @@ func RegisterSyncTaskCollector(c *SyncTaskCollector) error {
 // Describe implements prometheus.Collector.
 func (c *SyncTaskCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{stPhaseDesc, stLagDesc, stProgressDesc, stOpsDesc, stBytesDesc,
-		stReadyDesc, stShardsDesc, stCheckpointDesc, stInfoDesc, stListErrorsDesc} {
+		stReadyDesc, stShardsDesc, stCheckpointDesc, stInfoDesc, stCopyDocsDesc, stShardLagDesc, stConditionDesc,
+		stRestartsDesc, stListErrorsDesc} {
 		ch <- d
 	}
 }
@@ -113,16 +122,46 @@ func (c *SyncTaskCollector) Collect(ch chan<- prometheus.Metric) {
 		// An invalid metric would fail the whole scrape (the metrics
 		// server answers 500 on any collector error) and hide
 		// controller-runtime's own metrics with it: count and log instead.
-		c.listErrors.Add(1)
-		log := c.Log
-		if log == nil {
-			log = slog.Default()
-		}
-		log.Warn("metrics: cannot list SyncTasks", "err", err)
+		c.listFailed("SyncTasks", err)
 		return
 	}
 	for i := range list.Items {
 		collectSyncTask(ch, &list.Items[i])
+	}
+	c.collectRestarts(ctx, ch, list.Items)
+}
+
+func (c *SyncTaskCollector) listFailed(what string, err error) {
+	c.listErrors.Add(1)
+	log := c.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Warn("metrics: cannot list "+what, "err", err)
+}
+
+// collectRestarts exports the restart count of the worker container of
+// every worker pod that belongs to one of tasks.
+func (c *SyncTaskCollector) collectRestarts(ctx context.Context, ch chan<- prometheus.Metric, tasks []syncv1alpha1.SyncTask) {
+	var pods corev1.PodList
+	if err := c.Reader.List(ctx, &pods, client.MatchingLabels{appNameLabel: appNameWorker, ManagedByLabel: ManagedBy}); err != nil {
+		c.listFailed("worker pods", err)
+		return
+	}
+	known := make(map[[2]string]bool, len(tasks))
+	for _, t := range tasks {
+		known[[2]string{t.Namespace, t.Name}] = true
+	}
+	for _, p := range pods.Items {
+		task := p.Labels[TaskLabel]
+		if !known[[2]string{p.Namespace, task}] {
+			continue // a pod left over from a deleted task
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == WorkerContainer {
+				ch <- prometheus.MustNewConstMetric(stRestartsDesc, prometheus.CounterValue, float64(cs.RestartCount), p.Namespace, task, p.Name)
+			}
+		}
 	}
 }
 
@@ -163,6 +202,22 @@ func collectSyncTask(ch chan<- prometheus.Metric, t *syncv1alpha1.SyncTask) {
 		kind = "auto"
 	}
 	gauge(stInfoDesc, 1, mode, kind)
+
+	var docs int64
+	if st.Progress != nil {
+		docs = st.Progress.Documents
+	}
+	ch <- prometheus.MustNewConstMetric(stCopyDocsDesc, prometheus.CounterValue, float64(docs), ns, name)
+	seen := map[string]bool{}
+	for _, s := range st.Shards {
+		if !seen[s.Name] {
+			seen[s.Name] = true
+			gauge(stShardLagDesc, float64(s.LagSeconds), s.Name)
+		}
+	}
+	for _, cnd := range st.Conditions {
+		gauge(stConditionDesc, 1, cnd.Type, string(cnd.Status), cnd.Reason)
+	}
 }
 
 // progressRatio is the copy progress from 0 to 1: documents over

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -56,7 +57,7 @@ func (metricsFailingReader) List(context.Context, client.ObjectList, ...client.L
 func TestMetricsListErrorKeepsScrapeWorking(t *testing.T) {
 	c := &SyncTaskCollector{Reader: metricsFailingReader{}}
 	want := `
-# HELP mongoferry_synctask_list_errors_total Scrapes at which the SyncTasks could not be listed from the manager's cache (their series are then missing).
+# HELP mongoferry_synctask_list_errors_total Scrapes at which the SyncTasks or their worker pods could not be listed from the manager's cache (their series are then missing).
 # TYPE mongoferry_synctask_list_errors_total counter
 mongoferry_synctask_list_errors_total 1
 `
@@ -68,6 +69,38 @@ mongoferry_synctask_list_errors_total 1
 	}
 	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+// metricsNoPodsReader lists one SyncTask and fails to list pods.
+type metricsNoPodsReader struct{ client.Reader }
+
+func (metricsNoPodsReader) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	tasks, ok := list.(*syncv1alpha1.SyncTaskList)
+	if !ok {
+		return errors.New("pods is forbidden")
+	}
+	tasks.Items = []syncv1alpha1.SyncTask{{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}}
+	return nil
+}
+
+// TestMetricsPodListError: the task series stay when the worker pods
+// cannot be listed; the failure is counted.
+func TestMetricsPodListError(t *testing.T) {
+	c := &SyncTaskCollector{Reader: metricsNoPodsReader{}}
+	if n := testutil.CollectAndCount(c, "mongoferry_synctask_info"); n != 1 {
+		t.Errorf("%d info series, want 1", n)
+	}
+	if n := testutil.CollectAndCount(c, "mongoferry_synctask_worker_restarts_total"); n != 0 {
+		t.Errorf("%d restart series, want none", n)
+	}
+	want := `
+# HELP mongoferry_synctask_list_errors_total Scrapes at which the SyncTasks or their worker pods could not be listed from the manager's cache (their series are then missing).
+# TYPE mongoferry_synctask_list_errors_total counter
+mongoferry_synctask_list_errors_total 3
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "mongoferry_synctask_list_errors_total"); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -143,6 +176,30 @@ func TestMetricsCollector(t *testing.T) {
 		}
 	}
 
+	// The streaming task's worker restarted twice; a pod of a task that is
+	// gone is left out, and so is a pod the operator does not manage.
+	for _, p := range []struct {
+		name, task string
+		managed    bool
+		restarts   int32
+	}{{"users-worker-0", "users", true, 2}, {"gone-worker-0", "gone", true, 5}, {"users-other", "users", false, 7}} {
+		labels := map[string]string{TaskLabel: p.task}
+		if p.managed {
+			labels = workerLabels(&syncv1alpha1.SyncTask{ObjectMeta: metav1.ObjectMeta{Name: p.task}})
+		}
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.name, Labels: labels},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: WorkerContainer, Image: testImage}}},
+		}
+		if err := metricsEnv.Client.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: WorkerContainer, Image: testImage, RestartCount: p.restarts}}
+		if err := metricsEnv.Client.Status().Update(ctx, pod); err != nil {
+			t.Fatalf("update the status of pod %s: %v", p.name, err)
+		}
+	}
+
 	elected := make(chan struct{})
 	c := &SyncTaskCollector{Reader: informers, Elected: elected}
 
@@ -172,8 +229,9 @@ func TestMetricsCollector(t *testing.T) {
 	if err := metricsEnv.Client.Delete(ctx, fresh); err != nil {
 		t.Fatal(err)
 	}
-	// 7 phases, lag, ops/s, bytes/s, ready, shards and info: 13 series.
-	want := metricsSeriesCount - 13
+	// 7 phases, lag, ops/s, bytes/s, ready, shards, info and copied
+	// documents: 14 series.
+	want := metricsSeriesCount - 14
 	deadline = time.Now().Add(30 * time.Second)
 	for {
 		n := testutil.CollectAndCount(c)
@@ -198,7 +256,7 @@ func metricsTestTask(ns, name string, src config.Endpoint) *syncv1alpha1.SyncTas
 }
 
 // metricsSeriesCount is the number of series in metricsExpected.
-const metricsSeriesCount = 3*13 + 2 + 1 + 1
+const metricsSeriesCount = 3*14 + 2 + 1 + 3 + 4 + 1 + 1
 
 // metricsExpected is what /metrics shows for the three tasks of
 // TestMetricsCollector.
@@ -212,6 +270,17 @@ mongoferry_synctask_bytes_per_second{namespace="NS",synctask="users"} 0
 # HELP mongoferry_synctask_checkpoint_timestamp_seconds Unix time of the oplog position up to which every shard has been applied and saved (status.checkpointTime).
 # TYPE mongoferry_synctask_checkpoint_timestamp_seconds gauge
 mongoferry_synctask_checkpoint_timestamp_seconds{namespace="NS",synctask="users"} 1.7672256e+09
+# HELP mongoferry_synctask_condition Always 1; one series per status condition, with its type, status and reason as labels.
+# TYPE mongoferry_synctask_condition gauge
+mongoferry_synctask_condition{namespace="NS",reason="Copying",status="True",synctask="orders",type="Progressing"} 1
+mongoferry_synctask_condition{namespace="NS",reason="ShardRetrying",status="False",synctask="users",type="Ready"} 1
+mongoferry_synctask_condition{namespace="NS",reason="ShardRetrying",status="True",synctask="users",type="Degraded"} 1
+mongoferry_synctask_condition{namespace="NS",reason="WorkersRunning",status="True",synctask="orders",type="Ready"} 1
+# HELP mongoferry_synctask_copy_documents_total Documents the full copy has written to the target, summed over shards (status.progress.documents).
+# TYPE mongoferry_synctask_copy_documents_total counter
+mongoferry_synctask_copy_documents_total{namespace="NS",synctask="fresh"} 0
+mongoferry_synctask_copy_documents_total{namespace="NS",synctask="orders"} 420
+mongoferry_synctask_copy_documents_total{namespace="NS",synctask="users"} 1990
 # HELP mongoferry_synctask_info Always 1; the SyncTask's mode and source kind (spec.mode, spec.source.kind) as labels.
 # TYPE mongoferry_synctask_info gauge
 mongoferry_synctask_info{mode="full",namespace="NS",source_kind="auto",synctask="orders"} 1
@@ -222,7 +291,7 @@ mongoferry_synctask_info{mode="fullAndIncremental",namespace="NS",source_kind="s
 mongoferry_synctask_lag_seconds{namespace="NS",synctask="fresh"} 0
 mongoferry_synctask_lag_seconds{namespace="NS",synctask="orders"} 0
 mongoferry_synctask_lag_seconds{namespace="NS",synctask="users"} 3
-# HELP mongoferry_synctask_list_errors_total Scrapes at which the SyncTasks could not be listed from the manager's cache (their series are then missing).
+# HELP mongoferry_synctask_list_errors_total Scrapes at which the SyncTasks or their worker pods could not be listed from the manager's cache (their series are then missing).
 # TYPE mongoferry_synctask_list_errors_total counter
 mongoferry_synctask_list_errors_total 0
 # HELP mongoferry_synctask_ops_per_second Changes applied to the target per second, summed over shards (status.opsPerSecond).
@@ -267,5 +336,13 @@ mongoferry_synctask_ready{namespace="NS",synctask="users"} 0
 mongoferry_synctask_shards{namespace="NS",synctask="fresh"} 0
 mongoferry_synctask_shards{namespace="NS",synctask="orders"} 1
 mongoferry_synctask_shards{namespace="NS",synctask="users"} 2
+# HELP mongoferry_synctask_shard_lag_seconds Seconds one shard's applied changes are behind its source (status.shards[].lagSeconds).
+# TYPE mongoferry_synctask_shard_lag_seconds gauge
+mongoferry_synctask_shard_lag_seconds{namespace="NS",shard="rs0",synctask="orders"} 0
+mongoferry_synctask_shard_lag_seconds{namespace="NS",shard="shard0",synctask="users"} 3
+mongoferry_synctask_shard_lag_seconds{namespace="NS",shard="shard1",synctask="users"} 1
+# HELP mongoferry_synctask_worker_restarts_total Restarts of the worker container of one worker pod (the pod's status.containerStatuses[].restartCount).
+# TYPE mongoferry_synctask_worker_restarts_total counter
+mongoferry_synctask_worker_restarts_total{namespace="NS",pod="users-worker-0",synctask="users"} 2
 `, `"NS"`, fmt.Sprintf("%q", ns))
 }
