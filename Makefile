@@ -6,6 +6,11 @@ BIN   := $(CURDIR)/bin
 GO    ?= go
 GOLANGCI_LINT_VERSION ?= v2.6.2
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
+HELM_VERSION ?= v3.22.0
+# The prometheus-operator release whose CRDs (ServiceMonitor, PodMonitor,
+# PrometheusRule) the tests install: test/testdata/prometheus-operator-crds.
+PROMETHEUS_OPERATOR_VERSION ?= v0.85.0
+MONITORING_CRDS := test/testdata/prometheus-operator-crds
 # envtest assets (kube-apiserver, etcd); internal/envtestutil finds them here.
 K8S_ASSETS := $(BIN)/k8s
 
@@ -139,6 +144,22 @@ $(K8S_ASSETS)/etcd: hack/tools/etcd/go.mod
 
 $(BIN)/controller-gen:
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)
+
+.PHONY: helm
+helm: $(BIN)/helm ## Build Helm (helm.sh/helm/v3) into bin/ for the chart's tests.
+$(BIN)/helm:
+	GOBIN=$(BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# The committed copies are what the tests use; this refreshes them from the
+# prometheus-operator module (example/prometheus-operator-crd) on the proxy.
+.PHONY: monitoring-crds
+monitoring-crds: ## Copy the prometheus-operator's ServiceMonitor, PodMonitor and PrometheusRule CRDs (PROMETHEUS_OPERATOR_VERSION) into test/testdata.
+	@dir="$$($(GO) mod download -json github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p')"; \
+	test -n "$$dir" || { echo "cannot download github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION)"; exit 1; }; \
+	mkdir -p $(MONITORING_CRDS); \
+	for k in servicemonitors podmonitors prometheusrules; do \
+	  install -m 0644 "$$dir/example/prometheus-operator-crd/monitoring.coreos.com_$$k.yaml" $(MONITORING_CRDS)/; \
+	done
 
 $(BIN)/golangci-lint:
 	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)

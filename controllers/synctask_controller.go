@@ -61,6 +61,10 @@ type SyncTaskReconciler struct {
 	// StatusClient reads the workers' /status; a client with a 2 s
 	// timeout when nil.
 	StatusClient *http.Client
+	// NoPodMonitors stops the controller from making a PodMonitor per
+	// task, for clusters where one PodMonitor scrapes every worker (the
+	// Helm chart's). PodMonitors made before are left in place.
+	NoPodMonitors bool
 
 	podMonitor crdPresence
 }

@@ -466,7 +466,10 @@ func TestPodMonitorOnlyWhenInstalled(t *testing.T) {
 	r, _ := newReconciler()
 	reconcile(t, r, ns, "orders") // no PodMonitor CRD: nothing, no error
 
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join("testdata", "podmonitor-crd.yaml")}}); err != nil {
+	// The prometheus-operator's own CRD, so that the PodMonitor is checked
+	// against the real schema.
+	crd := filepath.Join("..", "test", "testdata", "prometheus-operator-crds", "monitoring.coreos.com_podmonitors.yaml")
+	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{crd}}); err != nil {
 		t.Fatal(err)
 	}
 	r, _ = newReconciler() // a fresh manager: no remembered absence
@@ -494,6 +497,16 @@ func TestPodMonitorOnlyWhenInstalled(t *testing.T) {
 	sel, _, _ := unstructured.NestedStringMap(pm.Object, "spec", "selector", "matchLabels")
 	if sel[TaskLabel] != "orders" {
 		t.Errorf("selector %v", sel)
+	}
+
+	// With NoPodMonitors (one PodMonitor for every worker, the Helm
+	// chart's) a task gets none.
+	createTask(t, newTask(ns, "users"))
+	r, _ = newReconciler()
+	r.NoPodMonitors = true
+	reconcile(t, r, ns, "users")
+	if err := env.Client.Get(testCtx(t), types.NamespacedName{Namespace: ns, Name: "users-worker"}, pm); !apierrors.IsNotFound(err) {
+		t.Errorf("PodMonitor users-worker with NoPodMonitors: %v, want not found", err)
 	}
 }
 

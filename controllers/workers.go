@@ -311,8 +311,12 @@ func (r *SyncTaskReconciler) podMonitorInstalled() (bool, error) {
 }
 
 // ensurePodMonitor applies a PodMonitor scraping the workers when the
-// prometheus-operator CRDs are installed; otherwise it does nothing.
+// prometheus-operator CRDs are installed and NoPodMonitors is false;
+// otherwise it does nothing.
 func (r *SyncTaskReconciler) ensurePodMonitor(ctx context.Context, task *syncv1alpha1.SyncTask) error {
+	if r.NoPodMonitors {
+		return nil
+	}
 	ok, err := r.podMonitorInstalled()
 	if err != nil || !ok {
 		return err

@@ -17,10 +17,13 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
@@ -64,6 +67,8 @@ type options struct {
 	leaderElectionNamespace string
 	workerImage             string
 	workerStatusTimeout     time.Duration
+	watchNamespaces         string
+	workerPodMonitors       bool
 	logFormat               string
 	logLevel                string
 }
@@ -78,6 +83,8 @@ func bindFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; the manager's own namespace in a cluster, required with --leader-elect outside one")
 	fs.StringVar(&o.workerImage, "worker-image", DefaultWorkerImage(), "container image of the workers (it must hold /ferry) for SyncTasks without spec.workerImage")
 	fs.DurationVar(&o.workerStatusTimeout, "worker-status-timeout", 5*time.Second, "timeout of one request to a worker's /status")
+	fs.StringVar(&o.watchNamespaces, "watch-namespaces", "", "comma-separated namespaces whose SyncTasks the manager runs (it then needs RBAC in those only); empty: every namespace")
+	fs.BoolVar(&o.workerPodMonitors, "worker-podmonitors", true, "make a PodMonitor for each SyncTask's workers when the prometheus-operator CRDs are installed; false when one PodMonitor scrapes every worker (the Helm chart's)")
 	fs.StringVar(&o.logFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return o
@@ -154,12 +161,26 @@ func run(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logger) er
 		return errors.New("--worker-image: must not be empty: name the image holding /ferry, such as " + WorkerImageRepository + ":" + version.Version)
 	}
 
+	namespaces, err := parseNamespaces(o.watchNamespaces)
+	if err != nil {
+		return err
+	}
 	scheme, err := newScheme()
 	if err != nil {
 		return fmt.Errorf("scheme: %w", err)
 	}
+	// Only the operator's own pods, StatefulSets and Services are cached,
+	// and only in the watched namespaces when they are listed.
+	cacheOpts := cache.Options{ByObject: controllers.CacheByObject()}
+	if len(namespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
+		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
@@ -174,11 +195,12 @@ func run(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logger) er
 	}
 
 	r := &controllers.SyncTaskReconciler{
-		Client:       mgr.GetClient(),
-		Scheme:       mgr.GetScheme(),
-		Recorder:     mgr.GetEventRecorder("mongoferry-manager"),
-		WorkerImage:  o.workerImage,
-		StatusClient: &http.Client{Timeout: o.workerStatusTimeout},
+		Client:        mgr.GetClient(),
+		Scheme:        mgr.GetScheme(),
+		Recorder:      mgr.GetEventRecorder("mongoferry-manager"),
+		WorkerImage:   o.workerImage,
+		StatusClient:  &http.Client{Timeout: o.workerStatusTimeout},
+		NoPodMonitors: !o.workerPodMonitors,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the SyncTask controller: %w", err)
@@ -195,13 +217,37 @@ func run(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logger) er
 		return fmt.Errorf("readiness check: %w", err)
 	}
 
+	watched := "all"
+	if len(namespaces) > 0 {
+		watched = strings.Join(namespaces, ",")
+	}
 	log.Info("starting manager", "version", version.Version, "workerImage", o.workerImage,
-		"metrics", o.metricsAddr, "probes", o.probeAddr, "leaderElection", o.leaderElect)
+		"metrics", o.metricsAddr, "probes", o.probeAddr, "leaderElection", o.leaderElect,
+		"namespaces", watched, "workerPodMonitors", o.workerPodMonitors)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
 	log.Info("manager stopped")
 	return nil
+}
+
+// parseNamespaces reads --watch-namespaces: names separated by commas,
+// blanks around them ignored, each a valid namespace name (a DNS label).
+func parseNamespaces(s string) ([]string, error) {
+	var out []string
+	for _, n := range strings.Split(s, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		if errs := validation.IsDNS1123Label(n); len(errs) > 0 {
+			return nil, fmt.Errorf("--watch-namespaces: %q is not a namespace name: %s", n, strings.Join(errs, "; "))
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
 }
 
 // cacheSynced is a readiness check: ready once the informers the manager

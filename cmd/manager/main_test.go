@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -140,6 +141,33 @@ func TestFlagDefaults(t *testing.T) {
 	}
 	if fs.Lookup("kubeconfig") == nil {
 		t.Error("no --kubeconfig flag")
+	}
+	if o.watchNamespaces != "" || !o.workerPodMonitors {
+		t.Errorf("defaults: --watch-namespaces %q, --worker-podmonitors %v; want every namespace and a PodMonitor per task", o.watchNamespaces, o.workerPodMonitors)
+	}
+}
+
+func TestParseNamespaces(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []string
+		wantErr string
+	}{
+		{"", nil, ""},
+		{"shop", []string{"shop"}, ""},
+		{" shop , billing,,shop ", []string{"shop", "billing"}, ""},
+		{"shop,Billing", nil, `--watch-namespaces: "Billing" is not a namespace name: a lowercase RFC 1123 label`},
+	} {
+		got, err := parseNamespaces(tc.in)
+		if tc.wantErr != "" {
+			if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+				t.Errorf("parseNamespaces(%q): %v, want %s", tc.in, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("parseNamespaces(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
 	}
 }
 
