@@ -47,11 +47,16 @@ lint: $(BIN)/golangci-lint ## Run golangci-lint.
 	$(BIN)/golangci-lint run ./...
 
 .PHONY: test
-test: ferretdb envtest-assets verify-generated $(BIN)/golangci-lint ## Run every check and test: gofmt, vet, golangci-lint, unit, fuzz seeds, end-to-end on FerretDB.
+test: ferretdb envtest-assets verify-generated $(BIN)/golangci-lint $(BIN)/helm ## Run every check and test: gofmt, vet, golangci-lint, unit, fuzz seeds, the Helm chart's, end-to-end on FerretDB.
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(BIN)/golangci-lint run ./...
 	$(GO) test -count=1 -timeout 40m ./...
+
+.PHONY: helm-lint
+helm-lint: $(BIN)/helm ## Lint the Helm chart (helm lint --strict) with its defaults and each values file under charts/mongoferry/ci (go test ./test/chart does too).
+	$(BIN)/helm lint --strict charts/mongoferry
+	for f in charts/mongoferry/ci/*.yaml; do $(BIN)/helm lint --strict charts/mongoferry --values "$$f" || exit 1; done
 
 .PHONY: demo
 demo: build ferretdb ## Run a full sync end to end on two embedded servers.
@@ -99,18 +104,20 @@ generate: $(BIN)/controller-gen ## Generate deepcopy methods for api/ and pkg/co
 	$(BIN)/controller-gen object paths=./api/... paths=./pkg/config/...
 
 .PHONY: manifests
-manifests: $(BIN)/controller-gen ## Generate the CRD YAML (config/crd/bases) and the manager's ClusterRole (config/rbac/role.yaml) from the markers.
+manifests: $(BIN)/controller-gen ## Generate the CRD YAML (config/crd/bases, and the chart's CRD templates from it) and the manager's ClusterRole (config/rbac/role.yaml) from the markers.
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(BIN)/controller-gen rbac:roleName=mongoferry-manager paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	hack/chart-manifests.sh
 
 # Regenerates into the working tree, then compares with a copy taken before:
 # on a clean clone this is `git diff --exit-code` on the generated files, and
 # locally it only fails when something really was stale (not merely uncommitted).
 .PHONY: verify-generated
-verify-generated: $(BIN)/controller-gen ## Fail if the committed deepcopy, CRD or RBAC files differ from what the code generates.
+verify-generated: $(BIN)/controller-gen ## Fail if the committed deepcopy, CRD (also the chart's) or RBAC files differ from what the code generates.
 	@before="$$(mktemp -d)"; trap 'rm -rf "$$before"' EXIT; \
-	mkdir -p "$$before/config/crd" "$$before/config/rbac" "$$before/pkg/config"; \
+	mkdir -p "$$before/config/crd" "$$before/config/rbac" "$$before/pkg/config" "$$before/chart"; \
 	cp -R api "$$before/"; cp -R config/crd/bases "$$before/config/crd/"; \
+	cp charts/mongoferry/templates/crd-*.yaml charts/mongoferry/templates/_manager-rules.tpl "$$before/chart/" 2>/dev/null || true; \
 	cp config/rbac/role.yaml "$$before/config/rbac/" 2>/dev/null || true; \
 	cp pkg/config/zz_generated.deepcopy.go "$$before/pkg/config/" 2>/dev/null || true; \
 	$(MAKE) --no-print-directory generate manifests >/dev/null; \
@@ -119,7 +126,11 @@ verify-generated: $(BIN)/controller-gen ## Fail if the committed deepcopy, CRD o
 	diff -ruN "$$before/config/crd/bases" config/crd/bases || stale=1; \
 	diff -uN "$$before/config/rbac/role.yaml" config/rbac/role.yaml || stale=1; \
 	diff -uN "$$before/pkg/config/zz_generated.deepcopy.go" pkg/config/zz_generated.deepcopy.go || stale=1; \
-	if [ -n "$$CI" ]; then git diff --exit-code -- api config/crd config/rbac/role.yaml pkg/config/zz_generated.deepcopy.go || stale=1; fi; \
+	for f in "$$before"/chart/* charts/mongoferry/templates/crd-*.yaml charts/mongoferry/templates/_manager-rules.tpl; do \
+	  [ -e "$$f" ] || continue; b="$$(basename "$$f")"; \
+	  diff -uN "$$before/chart/$$b" "charts/mongoferry/templates/$$b" || stale=1; \
+	done; \
+	if [ -n "$$CI" ]; then git diff --exit-code -- api config/crd config/rbac/role.yaml pkg/config/zz_generated.deepcopy.go 'charts/mongoferry/templates/crd-*.yaml' charts/mongoferry/templates/_manager-rules.tpl || stale=1; fi; \
 	if [ $$stale = 1 ]; then echo "generated files were stale and have been regenerated (above): review and commit them (make generate manifests)"; exit 1; fi
 
 ##@ Test servers and tools
@@ -147,8 +158,16 @@ $(BIN)/controller-gen:
 
 .PHONY: helm
 helm: $(BIN)/helm ## Build Helm (helm.sh/helm/v3) into bin/ for the chart's tests.
+# The ldflags are those of Helm's own Makefile: its version, and the
+# Kubernetes version `helm template` and `helm lint` assume without a
+# cluster (that of k8s.io/api in go.mod, which the envtest API server
+# matches) instead of the v1.20 fallback.
+HELM_K8S_MINOR = $(shell sed -n 's/^[[:space:]]*k8s.io\/api v0\.\([0-9]*\)\..*/\1/p' go.mod)
+HELM_LDFLAGS = -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION) \
+	-X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=$(HELM_K8S_MINOR) \
+	-X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$(HELM_K8S_MINOR)
 $(BIN)/helm:
-	GOBIN=$(BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	GOBIN=$(BIN) $(GO) install -ldflags '$(HELM_LDFLAGS)' helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
 # The committed copies are what the tests use; this refreshes them from the
 # prometheus-operator module (example/prometheus-operator-crd) on the proxy.
