@@ -8,5 +8,7 @@
 // objects); cluster_test.go applies them to a real API server (server-side
 // dry run with the prometheus-operator CRDs installed) and runs the manager
 // with the chart's RBAC; monitoring_test.go checks the alert rules and the
-// Grafana dashboard against the metrics the code exports and the docs.
+// Grafana dashboard against the metrics the code exports and the runbooks;
+// observability_test.go checks that docs/observability.md shows every
+// panel's queries.
 package chart
