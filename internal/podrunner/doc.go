@@ -13,7 +13,7 @@
 //     mapped to a local binary by Options.Binaries) and its env, with
 //     secretKeyRef, configMapKeyRef, fieldRef, envFrom and $(VAR) resolved
 //     through the API server; each pod gets its own loopback address
-//     (127.0.10.1, 127.0.10.2, ...) as its pod IP, and because all pods
+//     (127.x.y.1, 127.x.y.2, ... in a random 127.x.y.0/24) as its pod IP, and because all pods
 //     share this machine's network, every "0.0.0.0" in the args is replaced
 //     by that address (a real pod has a network namespace of its own);
 //     crashed containers restart by the pod's restartPolicy with a short

@@ -97,10 +97,9 @@ func startRunner(t *testing.T, ns string) *Runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Addresses apart from the end-to-end tests' (127.0.10.x), which may
-	// run at the same time in another test process.
-	return Start(t, Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"helper": bin},
-		FirstIP: netip.MustParseAddr("127.0.11.1")})
+	// Pod addresses come from a random 127.x.y.0/24, apart from those of
+	// end-to-end tests running at the same time in another test process.
+	return Start(t, Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"helper": bin}})
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -195,8 +194,9 @@ func TestStatefulSetPods(t *testing.T) {
 	for i, name := range []string{"web-0", "web-1"} {
 		p := ps[name]
 		ip := p.Status.PodIP
-		if ip == "" || ips[ip] || !strings.HasPrefix(ip, "127.0.11.") || r.PodIP(name) != ip {
-			t.Errorf("%s: pod IP %q (runner says %q), want a distinct 127.0.11.x", name, ip, r.PodIP(name))
+		addr, err := netip.ParseAddr(ip)
+		if err != nil || ips[ip] || !addr.Is4() || !addr.IsLoopback() || r.PodIP(name) != ip {
+			t.Errorf("%s: pod IP %q (runner says %q), want a distinct IPv4 loopback address", name, ip, r.PodIP(name))
 		}
 		ips[ip] = true
 		if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].State.Running == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -37,8 +38,8 @@ type Options struct {
 	// local executable. A container whose command is not in the map does
 	// not start (RunContainerError).
 	Binaries map[string]string
-	// FirstIP is the first pod address; 127.0.10.1 when unset. Each pod
-	// gets the next one.
+	// FirstIP is the first pod address; 127.x.y.1 with random x (10-249)
+	// and y when unset. Each pod gets the next one.
 	FirstIP netip.Addr
 	// LogDir receives one file per container run (<pod>_<container>_<n>.log);
 	// a new temporary directory when empty.
@@ -99,7 +100,10 @@ func New(opts Options) (*Runner, error) {
 		return nil, errors.New("podrunner: Client and Namespace are required")
 	}
 	if !opts.FirstIP.IsValid() {
-		opts.FirstIP = netip.MustParseAddr("127.0.10.1")
+		// A random /24 of the loopback range, so that runners of test
+		// processes running side by side do not hand out the same
+		// addresses (and ports).
+		opts.FirstIP = netip.AddrFrom4([4]byte{127, byte(10 + rand.IntN(240)), byte(rand.IntN(256)), 1})
 	}
 	if !opts.FirstIP.Is4() || !opts.FirstIP.IsLoopback() {
 		return nil, fmt.Errorf("podrunner: FirstIP %s is not an IPv4 loopback address", opts.FirstIP)

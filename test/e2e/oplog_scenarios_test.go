@@ -140,7 +140,7 @@ func TestReplayInjectedOplog(t *testing.T) {
 	opts := engineOpts()
 	opts.CheckpointInterval = 100 * time.Millisecond
 	e, stop := startEngine(t, task, opts)
-	waitFor(t, "streaming", 2*time.Minute, func() bool { return caughtUp(e, sc) })
+	waitEngineCaughtUp(t, e, sc, 2*time.Minute)
 
 	in := newInjector(t, sc)
 	// applyOps (one transaction).
@@ -240,7 +240,7 @@ func TestReplayStopsWhenOplogWindowLost(t *testing.T) {
 		t.Verify.Mode = config.VerifyNone
 	})
 	e, stop := startEngine(t, task, engineOpts())
-	waitFor(t, "streaming", 2*time.Minute, func() bool { return caughtUp(e, sc) })
+	waitEngineCaughtUp(t, e, sc, 2*time.Minute)
 	_ = stop()
 
 	// The source moves on while the task is stopped, and its oplog no
@@ -290,4 +290,63 @@ func snapshot(t *testing.T, c *mongo.Client) string {
 		}
 	}
 	return b.String()
+}
+
+// TestReplayLateOplogEntry: an entry that becomes visible in the source's
+// oplog after later entries were applied (a hole, which FerretDB's oplog
+// shows under concurrent writes) is not applied in place, over newer
+// changes, nor lost: the documents it touched are re-read from the source.
+// The late entries are written into local.oplog.rs below the position the
+// real tailer has read, and carry stale contents, so applying them in place
+// would leave the target different from the source.
+func TestReplayLateOplogEntry(t *testing.T) {
+	src, dst := testserver.Start(t), testserver.Start(t)
+	sc, dc := src.MustClient(t), dst.MustClient(t)
+	if !source.OplogHasHoles(context.Background(), sc) {
+		t.Fatal("OplogHasHoles: FerretDB's oplog can show entries out of order, but it was not recognised")
+	}
+	insertDocs(t, sc, "app", "c", []any{doc("_id", 1, "v", "a"), doc("_id", 2, "v", "a"), doc("_id", 3, "v", "a")})
+	task := newTask(t, "late", src, dst, func(t *config.Task) {
+		t.Mode = config.ModeFullAndIncremental
+		t.Verify.Mode = config.VerifyNone
+	})
+	e, stop := startEngine(t, task, engineOpts())
+	waitEngineCaughtUp(t, e, sc, 2*time.Minute)
+	if _, err := sc.Database("app").Collection("c").UpdateOne(context.Background(), doc("_id", 1), doc("$set", doc("v", "current"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.Database("app").Collection("c").DeleteOne(context.Background(), doc("_id", 3)); err != nil {
+		t.Fatal(err)
+	}
+	in := newInjector(t, sc)
+	waitApplied(t, e, in.add("n", "", o(doc("msg", "the reader moves past the hole"))))
+
+	// Below the read position: a stale insert of a document the source has
+	// changed since, a delete of one the source still has, and an insert
+	// of one the source has deleted.
+	hole := bson.Timestamp{T: in.base - 1}
+	for _, entry := range []bson.D{
+		ins("app.c", doc("_id", 1, "v", "stale")),
+		del("app.c", 2),
+		ins("app.c", doc("_id", 3, "v", "stale")),
+	} {
+		hole.I++
+		late := append(bson.D{{Key: "ts", Value: hole}, {Key: "t", Value: int64(1)}}, entry...)
+		if _, err := sc.Database("local").Collection("oplog.rs").InsertOne(context.Background(), late); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the late entries to be re-read from the source", 2*time.Minute, func() bool {
+		s := e.Status()
+		return s.Replay != nil && s.Replay.Applied["refetch"] >= 3
+	})
+	waitApplied(t, e, in.add("n", "", o(doc("msg", "after the hole"))))
+	st := e.Status()
+	if err := stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("run: %v", err)
+	}
+	if got := st.Replay.Applied["refetch"]; got != 3 {
+		t.Errorf("documents re-read for late entries: %d, want 3", got)
+	}
+	assertSameDocs(t, sc, "app.c", dc, "app.c")
 }

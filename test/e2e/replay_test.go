@@ -53,20 +53,41 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 	}
 }
 
-// caughtUp reports whether replay has applied everything the source wrote.
-func caughtUp(e *engine.Engine, src *mongo.Client) bool {
+// waitEngineCaughtUp waits until replay has applied everything the source
+// wrote; on timeout it reports the replay status and the source's newest
+// oplog entry.
+func waitEngineCaughtUp(t *testing.T, e *engine.Engine, src *mongo.Client, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, why := caughtUp(e, src)
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for replay to catch up: %s", why)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// caughtUp reports whether replay has applied everything the source wrote,
+// and if not, why not.
+func caughtUp(e *engine.Engine, src *mongo.Client) (bool, string) {
 	s := e.Status()
 	if s.Phase != engine.PhaseStreaming || s.Replay == nil {
-		return false
+		return false, fmt.Sprintf("phase %s", s.Phase)
 	}
-	var newest struct {
-		TS bson.Timestamp `bson:"ts"`
-	}
+	var newest bson.Raw
 	if err := src.Database("local").Collection("oplog.rs").FindOne(context.Background(), bson.D{},
 		optsNewest()).Decode(&newest); err != nil {
-		return false
+		return false, fmt.Sprintf("reading the newest oplog entry: %v", err)
 	}
-	return s.Replay.InFlight == 0 && s.Replay.AppliedTS.Compare(newest.TS) >= 0
+	t, i, _ := newest.Lookup("ts").TimestampOK()
+	if s.Replay.InFlight == 0 && s.Replay.AppliedTS.Compare(bson.Timestamp{T: t, I: i}) >= 0 {
+		return true, ""
+	}
+	return false, fmt.Sprintf("replay %+v; newest source entry %s", *s.Replay, newest)
 }
 
 // TestReplayUnderLiveLoad: copy, then replay, while inserts, updates and
@@ -128,7 +149,7 @@ func TestReplayUnderLiveLoad(t *testing.T) {
 	time.Sleep(4 * time.Second) // replay under load
 	stopLoad()
 	wg.Wait()
-	waitFor(t, "replay to catch up", 3*time.Minute, func() bool { return caughtUp(e, sc) })
+	waitEngineCaughtUp(t, e, sc, 3*time.Minute)
 	st := e.Status()
 	if err := stop(); err != nil && err != context.Canceled {
 		t.Fatalf("run: %v", err)

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,9 @@ type Options struct {
 	Task   string
 	Spec   *config.Spec
 	Reader source.OplogReader
+	// Source is read only for a late entry (see Replayer.late); may be nil
+	// when the reader never returns one.
+	Source *mongo.Client
 	Target *mongo.Client
 	Store  *checkpoint.Store
 	Mapper *catalog.Mapper
@@ -70,6 +74,7 @@ type Replayer struct {
 	hold            *bson.Timestamp // the checkpoint stays below this while set
 	oldestOpen      *bson.Timestamp // first entry of the oldest open transaction
 	readTS          bson.Timestamp
+	lastRaw         bson.Raw // the last entry read (dispatch goroutine only)
 	newestTS        bson.Timestamp
 	savedTS         bson.Timestamp
 	savedAt         time.Time
@@ -85,6 +90,7 @@ type Replayer struct {
 type item struct {
 	ts    bson.Timestamp
 	ns    catalog.Namespace // target namespace
+	key   bson.Raw          // document key: picks the writer
 	kind  string
 	model mongo.WriteModel
 	bytes int64
@@ -129,7 +135,12 @@ func (r *Replayer) Run(ctx context.Context) error {
 	for i := range r.queues {
 		wg.Go(func() error { return r.write(wctx, r.queues[i]) })
 	}
-	g, gctx := errgroup.WithContext(ctx)
+	// A writer that fails stops the reader too: otherwise the reader would
+	// wait forever for room in the failed writer's queue.
+	dctx, stopReader := context.WithCancelCause(ctx)
+	defer stopReader(nil)
+	defer context.AfterFunc(wctx, func() { stopReader(fmt.Errorf("writer stopped: %w", context.Cause(wctx))) })()
+	g, gctx := errgroup.WithContext(dctx)
 	g.Go(func() error { return r.dispatch(gctx, wctx) })
 	g.Go(func() error { return r.checkpointLoop(gctx) })
 	g.Go(func() error { return r.watchNewest(gctx) })
@@ -192,6 +203,16 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
+	if last := r.lastRaw; last != nil {
+		switch c := e.TS().Compare(tsOfRaw(last)); {
+		case c == 0 && bytes.Equal(raw, last):
+			r.count("duplicate", true) // a reader repeating itself
+			return nil
+		case c < 0:
+			return r.late(ctx, wctx, e)
+		}
+	}
+	r.lastRaw = raw
 	r.mu.Lock()
 	r.readTS = e.TS()
 	r.mu.Unlock()
@@ -227,6 +248,60 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 	return nil
 }
 
+// late applies an entry older than one already read: it became visible
+// on the source after later entries had been read (a hole in the oplog,
+// see source.Tailer.Settle). Its writes cannot be replayed in place, so
+// once every queued write is on the target, the current state of each
+// document it touched is read from the source and written to the target
+// (or the document deleted there when the source no longer has it). Later
+// entries then apply on top, as they do over the full copy.
+func (r *Replayer) late(ctx, wctx context.Context, e oplog.Entry) error {
+	ts := e.TS()
+	r.log.Warn("an oplog entry became visible after later ones (a hole in the source's oplog); its documents are re-read from the source",
+		"ts", ts, "ns", e.NS(), "op", e.Kind().String())
+	if e.Kind() != oplog.Insert && e.Kind() != oplog.Update && e.Kind() != oplog.Delete {
+		if skip, _ := oplog.Skip(e, r.o.Mapper.IsInternal); skip {
+			r.count("late", true)
+			return nil
+		}
+		return fmt.Errorf("replay: the source's oplog showed the %s entry at %d,%d after later entries were applied, "+
+			"and only inserts, updates and deletes can be applied out of order: resync the task (delete its checkpoint database and run it again)",
+			e.Kind(), ts.T, ts.I)
+	}
+	if r.o.Source == nil {
+		return fmt.Errorf("replay: an oplog entry at %d,%d arrived after later entries and there is no source to re-read its documents from", ts.T, ts.I)
+	}
+	ws, err := oplog.Translate(e)
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	if err := r.drain(ctx, wctx); err != nil {
+		return err
+	}
+	for _, w := range ws {
+		src := catalog.ParseNamespace(w.NS)
+		if w.Model == nil || !r.o.Mapper.Selected(src) {
+			continue
+		}
+		var model mongo.WriteModel
+		doc, err := r.o.Source.Database(src.DB).Collection(src.Coll).FindOne(ctx, w.DocKey).Raw()
+		switch {
+		case errors.Is(err, mongo.ErrNoDocuments):
+			model = mongo.NewDeleteOneModel().SetFilter(w.DocKey)
+		case err != nil:
+			return fmt.Errorf("replay: re-read %s from the source for an out-of-order oplog entry: %w", src, err)
+		default:
+			model = mongo.NewReplaceOneModel().SetFilter(w.DocKey).SetReplacement(doc).SetUpsert(true)
+		}
+		it := item{ts: tsOfRaw(r.lastRaw), ns: r.o.Mapper.Target(src), key: w.DocKey, kind: "refetch", model: model}
+		if err := r.applyBatch(ctx, []item{it}); err != nil {
+			return err
+		}
+		r.count("refetch", false)
+	}
+	return nil
+}
+
 // dispatchOp translates one operation and queues its writes; DDL is a
 // barrier.
 func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson.Timestamp) error {
@@ -253,16 +328,15 @@ func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson
 			r.count("filtered", true)
 			continue
 		}
-		items = append(items, item{ts: ts, ns: r.o.Mapper.Target(src), kind: w.Kind.String(), model: w.Model, bytes: int64(len(op.Raw()))})
-		_ = w.DocKey
+		items = append(items, item{ts: ts, ns: r.o.Mapper.Target(src), key: w.DocKey, kind: w.Kind.String(), model: w.Model, bytes: int64(len(op.Raw()))})
 	}
 	if len(items) == 0 {
 		r.wm.Dispatch(ts, 0)
 		return nil
 	}
 	r.wm.Dispatch(ts, len(items))
-	for i, it := range items {
-		if err := r.enqueue(ctx, r.bucket(it.ns, ws[i].DocKey), it); err != nil {
+	for _, it := range items {
+		if err := r.enqueue(ctx, r.bucket(it.ns, it.key), it); err != nil {
 			return err
 		}
 	}
@@ -347,7 +421,7 @@ func (r *Replayer) flushAndDDL(ctx, wctx context.Context, pending []item, ddl op
 	if len(pending) > 0 {
 		r.wm.Dispatch(ts, len(pending))
 		for _, it := range pending {
-			if err := r.enqueue(ctx, r.bucket(it.ns, nil), it); err != nil {
+			if err := r.enqueue(ctx, r.bucket(it.ns, it.key), it); err != nil {
 				return err
 			}
 		}
@@ -363,23 +437,21 @@ func (r *Replayer) flushAndDDL(ctx, wctx context.Context, pending []item, ddl op
 	return nil
 }
 
-// write applies one writer's queue: consecutive writes to one namespace go
-// in one ordered bulk write.
+// write applies one writer's queue. It takes what is queued, up to
+// cache.batchSize writes, and applies it as one ordered bulk write per
+// namespace. Grouping by namespace keeps each document's writes in queue
+// order (a document lives in one namespace) while writes interleaved over
+// many collections still travel in large batches.
 func (r *Replayer) write(ctx context.Context, q chan item) error {
 	batchMax := r.o.Spec.Cache.BatchSize
-	var pending *item
+	var batch []item
+	var groups [][]item
 	for {
-		var first item
-		if pending != nil {
-			first, pending = *pending, nil
-		} else {
-			it, ok := <-q
-			if !ok {
-				return nil
-			}
-			first = it
+		it, ok := <-q
+		if !ok {
+			return nil
 		}
-		batch := []item{first}
+		batch = append(batch[:0], it)
 	fill:
 		for len(batch) < batchMax {
 			select {
@@ -387,31 +459,65 @@ func (r *Replayer) write(ctx context.Context, q chan item) error {
 				if !ok {
 					break fill
 				}
-				if it.ns != first.ns {
-					pending = &it
-					break fill
-				}
 				batch = append(batch, it)
 			default:
 				break fill
 			}
 		}
-		err := r.applyBatch(ctx, batch)
-		for _, it := range batch {
-			r.budget.Release(it.bytes)
+		groups = groupByNamespace(batch, groups[:0])
+		for _, group := range groups {
+			if err := r.applyGroup(ctx, group); err != nil {
+				return err
+			}
 		}
-		if err != nil {
-			return err
-		}
-		for _, it := range batch {
-			r.count(it.kind, false)
-			r.wm.Done(it.ts)
-		}
-		r.mu.Lock()
-		r.rate.add(len(batch))
-		r.lastAppliedWall = time.Now()
-		r.mu.Unlock()
 	}
+}
+
+// applyGroup applies writes of one namespace and marks them done.
+func (r *Replayer) applyGroup(ctx context.Context, group []item) error {
+	err := r.applyBatch(ctx, group)
+	for _, it := range group {
+		r.budget.Release(it.bytes)
+	}
+	if err != nil {
+		return err
+	}
+	for _, it := range group {
+		r.count(it.kind, false)
+		r.wm.Done(it.ts)
+	}
+	r.mu.Lock()
+	r.rate.add(len(group))
+	r.lastAppliedWall = time.Now()
+	r.mu.Unlock()
+	return nil
+}
+
+// groupByNamespace splits batch into runs of one namespace each, in order
+// of first appearance, keeping the queue order inside each run. A batch of
+// one namespace (the common case) is returned as is, without copying.
+func groupByNamespace(batch []item, groups [][]item) [][]item {
+	single := true
+	for i := 1; i < len(batch); i++ {
+		if batch[i].ns != batch[0].ns {
+			single = false
+			break
+		}
+	}
+	if single {
+		return append(groups, batch)
+	}
+	index := map[catalog.Namespace]int{}
+	for _, it := range batch {
+		g, ok := index[it.ns]
+		if !ok {
+			g = len(groups)
+			index[it.ns] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], it)
+	}
+	return groups
 }
 
 // applyBatch writes a batch in order, retrying retryable errors and
@@ -555,6 +661,11 @@ func (r *Replayer) count(kind string, skipped bool) {
 		return
 	}
 	r.counts[kind]++
+}
+
+func tsOfRaw(raw bson.Raw) bson.Timestamp {
+	t, i, _ := raw.Lookup("ts").TimestampOK()
+	return bson.Timestamp{T: t, I: i}
 }
 
 // before returns the position just below ts.

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"sort"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -43,11 +44,11 @@ func (w *Watermark) Dispatch(ts bson.Timestamp, n int) {
 func (w *Watermark) Done(ts bson.Timestamp) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for i := w.head; i < len(w.queue); i++ {
-		if w.queue[i].ts == ts {
-			w.queue[i].pending--
-			break
-		}
+	// The queue is in ts order: find ts by binary search, so a writer far
+	// ahead of the slowest one does not scan everything in flight.
+	open := w.queue[w.head:]
+	if i := sort.Search(len(open), func(i int) bool { return open[i].ts.Compare(ts) >= 0 }); i < len(open) && open[i].ts == ts {
+		open[i].pending--
 	}
 	w.advance()
 }
@@ -68,7 +69,11 @@ func (w *Watermark) InFlight() int {
 
 func (w *Watermark) advance() {
 	for w.head < len(w.queue) && w.queue[w.head].pending <= 0 {
-		w.applied = w.queue[w.head].ts
+		// Entries at or below the start position (read again) never
+		// move the checkpoint back.
+		if w.queue[w.head].ts.Compare(w.applied) > 0 {
+			w.applied = w.queue[w.head].ts
+		}
 		w.head++
 	}
 	if w.head > 1024 && w.head*2 > len(w.queue) {

@@ -32,3 +32,37 @@ func TestWatermarkAdvancesOnlyPastFinishedPositions(t *testing.T) {
 		t.Fatalf("in flight = %d", w.InFlight())
 	}
 }
+
+func TestWatermarkNeverMovesBackForEntriesReadAgain(t *testing.T) {
+	w := NewWatermark(ts(10))
+	w.Dispatch(ts(7), 1) // read again from before the start position
+	w.Dispatch(ts(8), 0)
+	w.Done(ts(7))
+	if got := w.Applied(); got != ts(10) {
+		t.Fatalf("applied = %v after entries below the start, want %v", got, ts(10))
+	}
+	w.Dispatch(ts(11), 1)
+	w.Done(ts(11))
+	if got := w.Applied(); got != ts(11) {
+		t.Fatalf("applied = %v, want %v", got, ts(11))
+	}
+}
+
+func TestWatermarkManyInFlight(t *testing.T) {
+	const n = 5000
+	w := NewWatermark(bson.Timestamp{})
+	for i := uint32(1); i <= n; i++ {
+		w.Dispatch(ts(i), 1)
+	}
+	// Finished in reverse: nothing moves until the first one is done.
+	for i := uint32(n); i > 1; i-- {
+		w.Done(ts(i))
+	}
+	if got := w.Applied(); !got.IsZero() {
+		t.Fatalf("applied = %v with ts 1 in flight", got)
+	}
+	w.Done(ts(1))
+	if got := w.Applied(); got != ts(n) || w.InFlight() != 0 {
+		t.Fatalf("applied = %v, in flight %d, want %v and 0", got, w.InFlight(), ts(n))
+	}
+}

@@ -34,6 +34,7 @@ type OplogReader interface {
 type Tailer struct {
 	client *mongo.Client
 	last   bson.Timestamp
+	start  bson.Timestamp // the position the tailer started after
 	cur    *mongo.Cursor
 	// BatchEntries caps the entries returned by one Next.
 	BatchEntries int
@@ -41,6 +42,10 @@ type Tailer struct {
 	QuietReopen time.Duration
 	// Poll is the wait between re-opens when caught up.
 	Poll time.Duration
+	// Late counts late entries found (Settle mode): entries that became
+	// visible after later ones had been returned. Each lengthens Settle by
+	// a quarter, up to MaxSettle.
+	Late int64
 	// Settle, when set, holds back entries younger than this: for servers
 	// whose oplog can show a later entry before an earlier one (see
 	// OplogHasHoles). Entries are then read in ts order and handed out only
@@ -50,12 +55,26 @@ type Tailer struct {
 	// collections are never applied (local, config, the checkpoint
 	// database). Commands and no-ops always come through.
 	SkipDatabases []string
-	lastEntry     time.Time
+	// MaxSettle bounds how far Settle grows after late entries; 5s when
+	// zero. Late entries are still applied correctly (the reader's caller
+	// re-reads their documents); a longer Settle only makes them rarer, at
+	// the price of lag.
+	MaxSettle time.Duration
+	lastEntry time.Time
+	// seen holds the positions handed out within the look-back window
+	// (Settle mode only): a re-read that finds an entry at or below last
+	// which is not in seen has found a late entry, one that became visible
+	// after later entries had been handed out.
+	seen map[bson.Timestamp]struct{}
 }
+
+// lookBack is how far below the last position a Settle-mode read starts,
+// so that a late entry is found rather than stepped over.
+func (t *Tailer) lookBack() time.Duration { return max(10*time.Second, 2*t.Settle) }
 
 // NewTailer returns a tailer that yields entries with ts > from.
 func NewTailer(client *mongo.Client, from bson.Timestamp) *Tailer {
-	return &Tailer{client: client, last: from, BatchEntries: 1000, QuietReopen: 2 * time.Second, Poll: 500 * time.Millisecond}
+	return &Tailer{client: client, last: from, start: from, BatchEntries: 1000, QuietReopen: 2 * time.Second, Poll: 500 * time.Millisecond}
 }
 
 func (t *Tailer) oplog() *mongo.Collection { return t.client.Database("local").Collection("oplog.rs") }
@@ -66,7 +85,14 @@ func (t *Tailer) Position() bson.Timestamp { return t.last }
 // Next implements OplogReader.
 func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 	if t.cur == nil {
-		filter := bson.D{{Key: "ts", Value: bson.D{{Key: "$gt", Value: t.last}}}}
+		from := t.last
+		if t.Settle > 0 {
+			// Re-read the look-back window: an entry that appeared in it
+			// since is late, and is handed out rather than lost.
+			from = bson.Timestamp{T: t.last.T - min(t.last.T, uint32(t.lookBack()/time.Second))}
+			t.pruneSeen(from)
+		}
+		filter := bson.D{{Key: "ts", Value: bson.D{{Key: "$gt", Value: from}}}}
 		if len(t.SkipDatabases) > 0 {
 			skip := make(bson.A, 0, len(t.SkipDatabases))
 			for _, db := range t.SkipDatabases {
@@ -98,6 +124,22 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 			return out, fmt.Errorf("oplog entry without a ts: %s", raw)
 		}
 		ts := tsOf(raw)
+		if ts.Compare(t.last) <= 0 {
+			if t.Settle == 0 {
+				continue // a cursor re-delivering what it returned
+			}
+			if _, ok := t.seen[ts]; ok || ts.Compare(t.start) <= 0 {
+				continue // handed out already, or at or before the start
+			}
+			// Late: visible only now, after later entries were handed
+			// out. It is returned (the reader decides how to apply it out
+			// of order) and later entries are held back longer.
+			t.seen[ts] = struct{}{}
+			t.Late++
+			t.Settle = min(t.Settle+t.Settle/4, t.maxSettle())
+			out = append(out, raw)
+			continue
+		}
 		if t.Settle > 0 && ts.T >= cutoff {
 			// Too young: an earlier entry may still appear. Read again
 			// from the last entry handed out.
@@ -105,6 +147,12 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 			break
 		}
 		t.last = ts
+		if t.Settle > 0 {
+			if t.seen == nil {
+				t.seen = map[bson.Timestamp]struct{}{}
+			}
+			t.seen[ts] = struct{}{}
+		}
 		out = append(out, raw)
 	}
 	if len(out) > 0 {
@@ -131,6 +179,23 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 	return out, nil
 }
 
+func (t *Tailer) maxSettle() time.Duration {
+	if t.MaxSettle > 0 {
+		return t.MaxSettle
+	}
+	return 5 * time.Second
+}
+
+// pruneSeen forgets positions at or below from: a re-read no longer
+// returns them.
+func (t *Tailer) pruneSeen(from bson.Timestamp) {
+	for ts := range t.seen {
+		if ts.Compare(from) <= 0 {
+			delete(t.seen, ts)
+		}
+	}
+}
+
 // Newest implements OplogReader.
 func (t *Tailer) Newest(ctx context.Context) (bson.Timestamp, error) {
 	return edgeTS(ctx, t.client, -1)
@@ -142,10 +207,11 @@ func (t *Tailer) Newest(ctx context.Context) (bson.Timestamp, error) {
 // write, outside any ordering, so concurrent writers can leave a hole a
 // tailer would step over.
 func OplogHasHoles(ctx context.Context, client *mongo.Client) bool {
-	raw, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw()
+	raw, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Raw()
 	if err != nil {
 		return false
 	}
+	// FerretDB names itself in buildInfo (not in hello).
 	_, ferret := raw.Lookup("ferretdbVersion").StringValueOK()
 	return ferret
 }
