@@ -264,17 +264,6 @@ func (e *Engine) run(ctx context.Context) error {
 	}
 }
 
-// holeRereadWindow is how far before its checkpoint replay starts reading
-// an oplog that may show entries out of order (source.OplogHasHoles).
-const holeRereadWindow = 10 * time.Second
-
-func maxTS(a, b bson.Timestamp) bson.Timestamp {
-	if a.Compare(b) >= 0 {
-		return a
-	}
-	return b
-}
-
 // stream replays the oplog from the checkpoint until ctx ends, or, with
 // UntilCaughtUp, until everything the source wrote is applied.
 func (e *Engine) stream(ctx context.Context) error {
@@ -283,10 +272,6 @@ func (e *Engine) stream(ctx context.Context) error {
 		return err
 	}
 	from := rec.ResumeTS()
-	// Up to overlap, a duplicate key on a unique index is an entry applied
-	// over a newer state (the copy, or entries read twice) and is stepped
-	// over.
-	overlap := rec.CopyEndTS
 	var reader source.OplogReader
 	switch {
 	case e.opts.Reader != nil:
@@ -299,21 +284,11 @@ func (e *Engine) stream(ctx context.Context) error {
 		if err := source.CheckWindow(ctx, e.source, from); err != nil {
 			return err
 		}
-		readFrom := from
-		holes := source.OplogHasHoles(ctx, e.source)
-		if holes {
-			// An entry below from may have become visible only after from
-			// was recorded (or checkpointed): read again from a little
-			// earlier. The entries read twice are applied twice, which
-			// idempotent writes allow, as over the full copy.
-			readFrom = bson.Timestamp{T: from.T - min(from.T, uint32(holeRereadWindow/time.Second))}
-			overlap = maxTS(overlap, from)
-		}
-		tailer := source.NewTailer(e.source, readFrom)
+		tailer := source.NewTailer(e.source, from)
 		tailer.SkipDatabases = []string{"local", "config", e.task.Checkpoint.Database}
-		if holes {
+		if source.OplogHasHoles(ctx, e.source) {
 			tailer.Settle = 2 * time.Second
-			e.log.Info("the source's oplog may show entries out of order: entries are applied once 2s old, and reading starts 10s before the checkpoint")
+			e.log.Info("the source's oplog may show entries out of order: entries are applied once 2s old, and one that shows up later has its documents re-read from the source")
 		}
 		reader = tailer
 	}
@@ -327,10 +302,17 @@ func (e *Engine) stream(ctx context.Context) error {
 			unique[c.Target.String()] = true
 		}
 	}
+	maxBatch := 0
+	if conn.IsFerretDB(ctx, e.target) {
+		// FerretDB stalls on large bulk writes (as the full copy's
+		// sink knows too).
+		maxBatch = 50
+	}
 	r := replay.New(replay.Options{
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
-		Mapper: e.mapper, Log: e.log, From: from, OverlapUntil: overlap,
+		Mapper: e.mapper, Log: e.log, From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique,
+		MaxWriteBatch: maxBatch,
 	})
 	e.replayer.Store(r)
 	e.log.Info("replaying the oplog", "from", from)

@@ -52,6 +52,13 @@ type Options struct {
 	// ordered batch of writes for one target namespace (the replay
 	// benchmark discards them). Target may then be nil.
 	Apply func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel) error
+	// MaxWriteBatch caps the writes of one bulk write; cache.batchSize
+	// when zero (or larger).
+	MaxWriteBatch int
+	// WriteTimeout bounds one bulk write attempt; one that takes longer is
+	// abandoned and retried (the writes are idempotent). 2 minutes when
+	// zero.
+	WriteTimeout time.Duration
 	// UniqueIndexed lists target namespaces ("db.coll") with a unique
 	// secondary index: their writes are applied by one writer in oplog
 	// order, so a delete of {email: x} always lands before a later insert
@@ -444,6 +451,9 @@ func (r *Replayer) flushAndDDL(ctx, wctx context.Context, pending []item, ddl op
 // many collections still travel in large batches.
 func (r *Replayer) write(ctx context.Context, q chan item) error {
 	batchMax := r.o.Spec.Cache.BatchSize
+	if m := r.o.MaxWriteBatch; m > 0 && m < batchMax {
+		batchMax = m
+	}
 	var batch []item
 	var groups [][]item
 	for {
@@ -538,14 +548,23 @@ func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
 			models[i] = it.model
 		}
 		started := time.Now()
-		err := apply(ctx, batch[0].ns, models)
+		actx, cancel := context.WithTimeout(ctx, r.writeTimeout())
+		err := apply(actx, batch[0].ns, models)
+		if err != nil && actx.Err() != nil && ctx.Err() == nil {
+			err = fmt.Errorf("%w: no answer within %s", errWriteTimeout, r.writeTimeout())
+		}
+		cancel()
 		if r.o.ObserveWrite != nil {
 			r.o.ObserveWrite(batch[0].kind, time.Since(started))
 		}
 		if err == nil {
 			return nil
 		}
-		switch sink.Classify(err) {
+		class := sink.Classify(err)
+		if errors.Is(err, errWriteTimeout) {
+			class = sink.Retryable
+		}
+		switch class {
 		case sink.Retryable:
 			if attempt >= 8 || ctx.Err() != nil {
 				return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
@@ -583,6 +602,16 @@ func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
 		}
 	}
 	return nil
+}
+
+// errWriteTimeout marks a bulk write abandoned after WriteTimeout.
+var errWriteTimeout = errors.New("write batch timed out")
+
+func (r *Replayer) writeTimeout() time.Duration {
+	if r.o.WriteTimeout > 0 {
+		return r.o.WriteTimeout
+	}
+	return 2 * time.Minute
 }
 
 // checkpointLoop saves the checkpoint every interval.

@@ -10,6 +10,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 )
 
 // ErrOplogWindowLost means the source's oplog no longer holds the position
@@ -207,13 +209,7 @@ func (t *Tailer) Newest(ctx context.Context) (bson.Timestamp, error) {
 // write, outside any ordering, so concurrent writers can leave a hole a
 // tailer would step over.
 func OplogHasHoles(ctx context.Context, client *mongo.Client) bool {
-	raw, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Raw()
-	if err != nil {
-		return false
-	}
-	// FerretDB names itself in buildInfo (not in hello).
-	_, ferret := raw.Lookup("ferretdbVersion").StringValueOK()
-	return ferret
+	return conn.IsFerretDB(ctx, client)
 }
 
 // ClusterTime returns the deployment's current cluster time (from a
