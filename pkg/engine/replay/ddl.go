@@ -138,7 +138,7 @@ func (r *Replayer) refreshUnique(ctx context.Context, nss ...catalog.Namespace) 
 			return err
 		}
 		r.mu.Lock()
-		r.unique[ns.String()] = u
+		r.unique[ns] = u
 		r.mu.Unlock()
 	}
 	return nil

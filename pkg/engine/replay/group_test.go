@@ -8,7 +8,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 )
 
-func TestGroupByNamespace(t *testing.T) {
+func TestGrouper(t *testing.T) {
 	cases := []struct {
 		name  string
 		batch string // namespace letter and sequence number per write
@@ -25,7 +25,9 @@ func TestGroupByNamespace(t *testing.T) {
 				batch = append(batch, item{ns: catalog.Namespace{DB: "db", Coll: w[:1]}, kind: w})
 			}
 			var got []string
-			for _, g := range groupByNamespace(batch, nil) {
+			var gr grouper
+			gr.group([]item{{ns: catalog.Namespace{DB: "db", Coll: "z"}}, {ns: catalog.Namespace{DB: "db", Coll: "y"}}}) // buffers in use before
+			for _, g := range gr.group(batch) {
 				var names []string
 				for _, it := range g {
 					if it.ns != g[0].ns {

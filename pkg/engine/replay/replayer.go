@@ -81,11 +81,12 @@ type Replayer struct {
 	hold            *bson.Timestamp // the checkpoint stays below this while set
 	oldestOpen      *bson.Timestamp // first entry of the oldest open transaction
 	readTS          bson.Timestamp
-	lastRaw         bson.Raw // the last entry read (dispatch goroutine only)
+	lastRaw         bson.Raw       // the last entry read (dispatch goroutine only)
+	lastTS          bson.Timestamp // its ts
 	newestTS        bson.Timestamp
 	savedTS         bson.Timestamp
 	savedAt         time.Time
-	unique          map[string]bool
+	unique          map[catalog.Namespace]bool
 	counts          map[string]int64
 	skipped         map[string]int64
 	tolerated       int64
@@ -116,11 +117,11 @@ func New(o Options) *Replayer {
 	r := &Replayer{
 		o: o, log: log.With("task", o.Task), wm: NewWatermark(o.From), asm: oplog.NewAssembler(),
 		budget: pipeline.NewBudget(maxBytes), seed: maphash.MakeSeed(),
-		unique: map[string]bool{}, counts: map[string]int64{}, skipped: map[string]int64{},
+		unique: map[catalog.Namespace]bool{}, counts: map[string]int64{}, skipped: map[string]int64{},
 		readTS: o.From, savedTS: o.From,
 	}
 	for ns, u := range o.UniqueIndexed {
-		r.unique[ns] = u
+		r.unique[catalog.ParseNamespace(ns)] = u
 	}
 	r.applied.Store(&o.From)
 	return r
@@ -211,7 +212,7 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 		return fmt.Errorf("replay: %w", err)
 	}
 	if last := r.lastRaw; last != nil {
-		switch c := e.TS().Compare(tsOfRaw(last)); {
+		switch c := e.TS().Compare(r.lastTS); {
 		case c == 0 && bytes.Equal(raw, last):
 			r.count("duplicate", true) // a reader repeating itself
 			return nil
@@ -219,7 +220,7 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 			return r.late(ctx, wctx, e)
 		}
 	}
-	r.lastRaw = raw
+	r.lastRaw, r.lastTS = raw, e.TS()
 	r.mu.Lock()
 	r.readTS = e.TS()
 	r.mu.Unlock()
@@ -300,7 +301,7 @@ func (r *Replayer) late(ctx, wctx context.Context, e oplog.Entry) error {
 		default:
 			model = mongo.NewReplaceOneModel().SetFilter(w.DocKey).SetReplacement(doc).SetUpsert(true)
 		}
-		it := item{ts: tsOfRaw(r.lastRaw), ns: r.o.Mapper.Target(src), key: w.DocKey, kind: "refetch", model: model}
+		it := item{ts: r.lastTS, ns: r.o.Mapper.Target(src), key: w.DocKey, kind: "refetch", model: model}
 		if err := r.applyBatch(ctx, []item{it}); err != nil {
 			return err
 		}
@@ -355,9 +356,11 @@ func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson
 func (r *Replayer) bucket(ns catalog.Namespace, docKey bson.Raw) int {
 	var h maphash.Hash
 	h.SetSeed(r.seed)
-	_, _ = h.WriteString(ns.String())
+	_, _ = h.WriteString(ns.DB)
+	_ = h.WriteByte('.')
+	_, _ = h.WriteString(ns.Coll)
 	r.mu.Lock()
-	serial := r.unique[ns.String()]
+	serial := r.unique[ns]
 	r.mu.Unlock()
 	if !serial {
 		_, _ = h.Write(docKey)
@@ -455,7 +458,7 @@ func (r *Replayer) write(ctx context.Context, q chan item) error {
 		batchMax = m
 	}
 	var batch []item
-	var groups [][]item
+	var g grouper
 	for {
 		it, ok := <-q
 		if !ok {
@@ -474,8 +477,7 @@ func (r *Replayer) write(ctx context.Context, q chan item) error {
 				break fill
 			}
 		}
-		groups = groupByNamespace(batch, groups[:0])
-		for _, group := range groups {
+		for _, group := range g.group(batch) {
 			if err := r.applyGroup(ctx, group); err != nil {
 				return err
 			}
@@ -503,10 +505,18 @@ func (r *Replayer) applyGroup(ctx context.Context, group []item) error {
 	return nil
 }
 
-// groupByNamespace splits batch into runs of one namespace each, in order
-// of first appearance, keeping the queue order inside each run. A batch of
-// one namespace (the common case) is returned as is, without copying.
-func groupByNamespace(batch []item, groups [][]item) [][]item {
+// grouper splits a writer's batch into runs of one namespace each, in
+// order of first appearance, keeping the queue order inside each run. It
+// keeps its buffers from one batch to the next.
+type grouper struct {
+	index  map[catalog.Namespace]int
+	groups [][]item
+	one    [1][]item
+}
+
+// group returns batch's runs; they are valid until the next call. A batch
+// of one namespace (the common case) is returned as is, without copying.
+func (g *grouper) group(batch []item) [][]item {
 	single := true
 	for i := 1; i < len(batch); i++ {
 		if batch[i].ns != batch[0].ns {
@@ -515,19 +525,30 @@ func groupByNamespace(batch []item, groups [][]item) [][]item {
 		}
 	}
 	if single {
-		return append(groups, batch)
+		// Not kept in groups: their buffers are reused below, and batch's
+		// belongs to the writer.
+		g.one[0] = batch
+		return g.one[:]
 	}
-	index := map[catalog.Namespace]int{}
+	if g.index == nil {
+		g.index = map[catalog.Namespace]int{}
+	}
+	clear(g.index)
+	n := 0
 	for _, it := range batch {
-		g, ok := index[it.ns]
+		k, ok := g.index[it.ns]
 		if !ok {
-			g = len(groups)
-			index[it.ns] = g
-			groups = append(groups, nil)
+			k = n
+			g.index[it.ns] = k
+			if n == len(g.groups) {
+				g.groups = append(g.groups, nil)
+			}
+			g.groups[k] = g.groups[k][:0]
+			n++
 		}
-		groups[g] = append(groups[g], it)
+		g.groups[k] = append(g.groups[k], it)
 	}
-	return groups
+	return g.groups[:n]
 }
 
 // applyBatch writes a batch in order, retrying retryable errors and
@@ -690,11 +711,6 @@ func (r *Replayer) count(kind string, skipped bool) {
 		return
 	}
 	r.counts[kind]++
-}
-
-func tsOfRaw(raw bson.Raw) bson.Timestamp {
-	t, i, _ := raw.Lookup("ts").TimestampOK()
-	return bson.Timestamp{T: t, I: i}
 }
 
 // before returns the position just below ts.
