@@ -153,14 +153,15 @@ type ShardStatus struct {
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 	// LagSeconds is how far the applied changes are behind the newest
-	// change read from this shard's source, in seconds.
+	// change read from this shard's source, in seconds. Unset while the
+	// copy runs; once set, 0 (caught up) is kept rather than omitted.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
-	LagSeconds int64 `json:"lagSeconds,omitempty"`
+	LagSeconds int64 `json:"lagSeconds"`
 	// OpsPerSecond is the rate at which this worker applies changes.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
-	OpsPerSecond int64 `json:"opsPerSecond,omitempty"`
+	OpsPerSecond int64 `json:"opsPerSecond"`
 	// Documents is the number of documents this worker has copied.
 	// +optional
 	Documents int64 `json:"documents,omitempty"`
@@ -238,15 +239,17 @@ type SyncTaskStatus struct {
 	// +optional
 	Progress *CopyProgress `json:"progress,omitempty"`
 	// LagSeconds is how far the target is behind the source, in seconds:
-	// the largest lag over shards.
+	// the largest lag over shards. Unset while the copy runs; once set, 0
+	// (caught up) is kept rather than omitted, so the Lag column shows 0,
+	// not <none>.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
-	LagSeconds int64 `json:"lagSeconds,omitempty"`
+	LagSeconds int64 `json:"lagSeconds"`
 	// OpsPerSecond is the rate at which changes are applied to the target,
-	// summed over shards.
+	// summed over shards; 0 is kept, like lagSeconds.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
-	OpsPerSecond int64 `json:"opsPerSecond,omitempty"`
+	OpsPerSecond int64 `json:"opsPerSecond"`
 	// BytesPerSecond is the rate at which document bytes are written to the
 	// target, summed over shards.
 	// +kubebuilder:validation:Minimum=0
