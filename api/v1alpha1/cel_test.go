@@ -30,17 +30,7 @@ import (
 var env *envtestutil.Env
 
 func TestMain(m *testing.M) {
-	var err error
-	env, err = envtestutil.New()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop envtest control plane:", err)
-	}
-	os.Exit(code)
+	os.Exit(envtestutil.RunTests(m, func(e *envtestutil.Env) { env = e }))
 }
 
 func ctx(t *testing.T) context.Context {

@@ -35,6 +35,7 @@ import (
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
+	"github.com/mongoferry/mongoferry/internal/testutil"
 	"github.com/mongoferry/mongoferry/pkg/config"
 )
 
@@ -413,34 +414,6 @@ func TestManifestsDeploy(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a process writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func httpGet(url string) (int, string, error) {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -478,7 +451,7 @@ func TestManagerMetricsEndpoint(t *testing.T) {
 
 	var d appsv1.Deployment
 	findObject(t, objs, "Deployment", "mongoferry-controller-manager", &d)
-	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	metricsAddr, probeAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	// The Deployment's args, then what differs outside a cluster (the last
 	// of a repeated flag wins).
 	args := append(slices.Clone(d.Spec.Template.Spec.Containers[0].Args),
@@ -491,7 +464,7 @@ func TestManagerMetricsEndpoint(t *testing.T) {
 	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{"TMPDIR=/nonexistent/mongoferry-tmp", "HOME=/nonexistent/mongoferry-home"}
 	cmd.Dir = t.TempDir()
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

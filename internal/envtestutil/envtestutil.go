@@ -179,6 +179,24 @@ func Start(t testing.TB, opts ...Options) *Env {
 	return env
 }
 
+// RunTests is a TestMain body for a package whose tests share one control
+// plane (starting kube-apiserver takes seconds; each test works in its own
+// namespace): it starts the control plane, hands it to use, runs the tests,
+// stops it and returns the exit code for os.Exit.
+func RunTests(m *testing.M, use func(*Env), opts ...Options) int {
+	env, err := New(opts...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	use(env)
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop envtest control plane:", err)
+	}
+	return code
+}
+
 // Stop stops the control plane.
 func (e *Env) Stop() error { return e.Environment.Stop() }
 

@@ -35,17 +35,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
 		os.Exit(helper(os.Args[1:]))
 	}
-	var err error
-	env, err = envtestutil.New()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stop envtest control plane:", err)
-	}
-	os.Exit(code)
+	os.Exit(envtestutil.RunTests(m, func(e *envtestutil.Env) { env = e }))
 }
 
 func helper(args []string) int {

@@ -1,12 +1,10 @@
 package chart
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,6 +29,7 @@ import (
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
+	"github.com/mongoferry/mongoferry/internal/testutil"
 	"github.com/mongoferry/mongoferry/pkg/config"
 )
 
@@ -223,7 +222,7 @@ func TestManagerWithChartRBAC(t *testing.T) {
 	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	metricsAddr, probeAddr := testutil.FreeAddr(t), testutil.FreeAddr(t)
 	// The Deployment's arguments, then what differs outside a cluster (the
 	// last of a repeated flag wins).
 	args := append(slices.Clone(d.Spec.Template.Spec.Containers[0].Args),
@@ -235,7 +234,7 @@ func TestManagerWithChartRBAC(t *testing.T) {
 	)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{"HOME=" + t.TempDir()}
-	var out syncBuffer
+	var out testutil.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -359,34 +358,6 @@ func TestManagerWithChartRBAC(t *testing.T) {
 	if s := out.String(); regexp.MustCompile(`(?i)forbidden|panic`).MatchString(s) {
 		t.Errorf("manager output has an RBAC refusal or a panic:\n%s", s)
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
-}
-
-// syncBuffer is a bytes.Buffer safe to read while a process writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func httpGet(url string) (string, error) {

@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/internal/testutil"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/workload"
 )
@@ -49,7 +50,7 @@ rateLimit: 3000
 verify: {mode: hash}
 `, src.URI, dst.URI))
 	bin := ferryBinary(t)
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	start := func(args ...string) *exec.Cmd {
 		cmd := exec.Command(bin, append([]string{"run", "-f", yaml, "--progress", "none"}, args...)...)
 		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,19 +16,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/internal/testutil"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 )
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
-}
 
 func getStatus(addr string) (engine.Status, error) {
 	var s engine.Status
@@ -84,7 +74,7 @@ verify: {mode: hash}
 `, src.URI, dst.URI, rate)
 	}
 	bin := ferryBinary(t)
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 
 	// First run, slowed down so it can be stopped midway.
 	first := exec.Command(bin, "run", "-f", writeFile(t, taskYAML(1500)), "--progress", "none", "--listen", addr)
