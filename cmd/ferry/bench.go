@@ -46,8 +46,9 @@ const benchTargetRatio = 0.9
 const benchNoisyShare = 0.1
 
 // benchFullRecords is the default size of `ferry bench full`: above
-// fullSync.rangeDocuments (50000), so the copy plans and reads two ranges
-// like any larger collection, and small enough that three rounds take
+// fullSync.rangeDocuments (50000), so a copy that splits (--split always,
+// or a MongoDB source) plans two ranges like any larger collection, and
+// small enough that three rounds take
 // about a minute and a half on two cores (100000 took nearly six minutes).
 const benchFullRecords = 60_000
 
@@ -93,6 +94,7 @@ type benchFullFlags struct {
 	threads     int
 	rounds      int
 	rangeDocs   int64
+	split       string
 	cpuProfile  string
 }
 
@@ -129,11 +131,13 @@ waits for it); the planning and copying stages and the wall time
 copy rate to the median baseline rate, against a target of 0.9, and the
 ratio of the median copy rate to the median raw copy rate.
 
---range-documents is the copy's fullSync.rangeDocuments (0, the default,
-keeps the engine's 50000). On FerretDB every _id range costs a full scan
-of the source (no $sample, no index-backed range scans), so a copy split
-into k ranges reads the collection k+2 times: once for the _id sample,
-once per range and once for the range of other _id types.
+--split and --range-documents are the copy's fullSync.split (auto) and
+fullSync.rangeDocuments (0, the default, keeps the engine's 50000). With
+split auto the copy reads a FerretDB source's collection as one range, one
+scan, as the raw copy does. On FerretDB every _id range costs a full scan
+of the source (no $sample, no index-backed range scans), so with --split
+always a copy split into k ranges reads the collection k+2 times: once for
+the _id sample, once per range and once for the range of other _id types.
 
 A second table gives the CPU seconds of ferry and of each server per phase,
 and those of other processes: on a shared machine the figures are skewed,
@@ -164,6 +168,7 @@ is more than one round); read them with 'go tool pprof bin/ferry FILE*'.`,
 	fl.IntVar(&f.threads, "threads", workload.DefaultThreads, "baseline inserters, and the copy's readers and writers each")
 	fl.IntVar(&f.rounds, "rounds", 3, "baseline and copy rounds, alternating; the medians are compared")
 	fl.Int64Var(&f.rangeDocs, "range-documents", 0, "the copy task's fullSync.rangeDocuments (0: the engine default, "+strconv.Itoa(config.DefaultRangeDocuments)+"; on FerretDB each range is a full scan)")
+	fl.StringVar(&f.split, "split", string(config.SplitAuto), "the copy task's fullSync.split: auto (one range per collection on FerretDB), always or never")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of each copy round to this file (FILE.<round> with several rounds)")
 	return cmd
 }
@@ -177,6 +182,11 @@ func printRangeNote(out io.Writer, f benchFullFlags) {
 		per, how = config.DefaultRangeDocuments, "the engine default"
 	}
 	k := (f.records + per - 1) / per
+	if k > 1 && config.RangeSplit(f.split) != config.SplitAlways {
+		fmt.Fprintf(out, "ranges:    fullSync.split %s: the copy reads the collection as one range, one scan of the source, like the raw copy\n"+
+			"           (FerretDB reads an _id range by scanning the whole collection; --split always plans %d ranges and scans it %d times)\n", f.split, k, k+2)
+		return
+	}
 	if k <= 1 {
 		fmt.Fprintf(out, "ranges:    fullSync.rangeDocuments %d (%s) >= %d documents: the copy reads the collection as one range, one scan\n", per, how, f.records)
 		return
@@ -210,6 +220,8 @@ func (f benchFullFlags) validate() error {
 		return fmt.Errorf("--rounds must be at least 1, got %d", f.rounds)
 	case f.rangeDocs < 0:
 		return fmt.Errorf("--range-documents must be 0 (the default) or more, got %d", f.rangeDocs)
+	case !slices.Contains([]config.RangeSplit{config.SplitAuto, config.SplitAlways, config.SplitNever}, config.RangeSplit(f.split)):
+		return fmt.Errorf("--split must be auto, always or never, got %q", f.split)
 	}
 	o := f.workloadOptions()
 	if err := o.ValidateLoad(); err != nil {
@@ -533,7 +545,7 @@ func (env *benchEnv) copyRound(ctx context.Context, f benchFullFlags, round int,
 		},
 		Threads:  config.Threads{Readers: f.threads, Writers: f.threads},
 		Cache:    config.Cache{BatchSize: f.batchSize},
-		FullSync: config.FullSync{RangeDocuments: f.rangeDocs},
+		FullSync: config.FullSync{RangeDocuments: f.rangeDocs, Split: config.RangeSplit(f.split)},
 		Verify:   config.Verify{Mode: config.VerifyNone},
 	}}
 	task.SetDefaults()

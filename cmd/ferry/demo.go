@@ -130,8 +130,13 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 		st, _ := workload.Run(loadCtx, sc, run)
 		loadDone <- st
 	}()
-	fmt.Fprintln(out, "Copying source -> target while a live load (~30 ops/s: inserts, updates, deletes) runs on app.sessions;")
-	fmt.Fprintln(out, "then replaying the oplog, stopping the load, catching up and verifying with hashes:")
+	if f.liveRate > 0 {
+		fmt.Fprintf(out, "Copying source -> target while a live load (~%g ops/s: inserts, updates, deletes) runs on app.sessions;\n", f.liveRate)
+		fmt.Fprintln(out, "then replaying the oplog, stopping the load, catching up and verifying with hashes:")
+	} else {
+		fmt.Fprintln(out, "Copying source -> target with no live load (--live-rate 0), then replaying the oplog until caught up")
+		fmt.Fprintln(out, "and verifying with hashes:")
+	}
 	stop := showProgress(ctx, progressMode(f.progress), os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), 5*time.Second, eng.Status)
 	runDone := make(chan error, 1)
 	go func() { runDone <- eng.Run(ctx) }()

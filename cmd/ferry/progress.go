@@ -1,17 +1,21 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"golang.org/x/term"
 
 	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 )
 
 // progressMode is how a long command shows progress.
@@ -86,7 +90,7 @@ func barLine(s engine.Status) string {
 			pct = 0
 		}
 		detail = fmt.Sprintf("lag %.0fs  applied %s ops  %s ops/s  buffered %s  checkpoint %s",
-			r.LagSeconds, human(sum(r.Applied)), human(int64(r.OpsPerSecond)), bytesHuman(r.BufferedBytes), r.AppliedTime.Format(time.TimeOnly))
+			r.LagSeconds, human(sum(r.Applied)), human(int64(r.OpsPerSecond)), bytesHuman(r.BufferedBytes), checkpointText(r, time.TimeOnly))
 	case s.Phase == engine.PhaseVerifying && s.Verify != nil && s.Verify.Running:
 		if s.Verify.Total > 0 {
 			pct = 100 * float64(s.Verify.Done) / float64(s.Verify.Total)
@@ -95,11 +99,16 @@ func barLine(s engine.Status) string {
 	default:
 		pct = c.Percent
 		eta := "-"
-		if c.ETASeconds >= 0 && c.Percent < 100 {
-			eta = (time.Duration(c.ETASeconds) * time.Second).String()
+		if c.Percent < 100 {
+			eta = etaText(c.ETASeconds)
 		}
 		detail = fmt.Sprintf("%s/%s docs  %s/s  %s docs/s  ETA %s  %s",
 			human(c.Documents), human(c.EstimatedDocuments), bytesHuman(int64(c.BytesPerSecond)), human(int64(c.DocsPerSecond)), eta, c.Stage)
+		if active := copying(c); len(active) > 0 {
+			// The namespace expected to finish last sets the pace.
+			last := slices.MaxFunc(active, func(a, b fullsync.NamespaceStatus) int { return cmp.Compare(a.ETASeconds, b.ETASeconds) })
+			detail += fmt.Sprintf("  (%d copying; %s %.0f%% ETA %s)", len(active), last.NS, last.Percent, etaText(last.ETASeconds))
+		}
 	}
 	filled := int(pct / 100 * width)
 	filled = max(0, min(width, filled))
@@ -117,14 +126,47 @@ func logProgress(log *slog.Logger, s engine.Status) {
 	case s.Phase == engine.PhaseStreaming && s.Replay != nil:
 		r := s.Replay
 		log.Info("progress", "phase", s.Phase, "lagSeconds", r.LagSeconds, "applied", sum(r.Applied), "opsPerSecond", int64(r.OpsPerSecond),
-			"bufferedBytes", r.BufferedBytes, "checkpoint", r.AppliedTime.Format(time.RFC3339))
+			"bufferedBytes", r.BufferedBytes, "checkpoint", checkpointText(r, time.RFC3339))
 	case s.Phase == engine.PhaseVerifying && s.Verify != nil && s.Verify.Running:
 		log.Info("progress", "phase", s.Phase, "ns", s.Verify.CurrentNS, "done", s.Verify.Done, "total", s.Verify.Total)
 	default:
 		log.Info("progress", "phase", s.Phase, "stage", c.Stage, "percent", fmt.Sprintf("%.1f", c.Percent),
 			"documents", c.Documents, "estimated", c.EstimatedDocuments, "docsPerSecond", int64(c.DocsPerSecond),
 			"bytesPerSecond", int64(c.BytesPerSecond), "etaSeconds", int64(c.ETASeconds), "bufferedBytes", c.BufferedBytes)
+		for _, n := range copying(c) {
+			log.Info("namespace progress", "ns", n.NS, "percent", fmt.Sprintf("%.1f", n.Percent), "documents", n.Documents,
+				"estimated", n.EstimatedDocuments, "bytes", n.Bytes, "docsPerSecond", int64(n.DocsPerSecond), "etaSeconds", int64(n.ETASeconds))
+		}
 	}
+}
+
+// copying returns the namespaces being copied now: started in this run
+// and not finished.
+func copying(c fullsync.Status) []fullsync.NamespaceStatus {
+	var out []fullsync.NamespaceStatus
+	for _, n := range c.Namespaces {
+		if !n.Done && n.DocsPerSecond > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// checkpointText writes the replay checkpoint's time; a zero position is
+// the start of the source's oplog (it was empty when the task started).
+func checkpointText(r *replay.Status, layout string) string {
+	if r.AppliedTS.IsZero() {
+		return "oplog start"
+	}
+	return r.AppliedTime.Format(layout)
+}
+
+// etaText writes seconds left as 1m5s, or "-" when unknown (negative).
+func etaText(seconds float64) string {
+	if seconds < 0 {
+		return "-"
+	}
+	return (time.Duration(seconds) * time.Second).String()
 }
 
 // human writes 1234567 as 1.23M.

@@ -52,6 +52,22 @@ const (
 	IndexesAfter  IndexBuild = "after"
 )
 
+// RangeSplit says whether a collection is copied in several _id ranges.
+// +kubebuilder:validation:Enum=auto;always;never
+type RangeSplit string
+
+// Range split modes.
+const (
+	// SplitAuto splits where the source reads an _id range through its
+	// _id index (MongoDB) and copies each collection as one range where
+	// every range read scans the whole collection (FerretDB).
+	SplitAuto RangeSplit = "auto"
+	// SplitAlways splits every collection larger than rangeDocuments.
+	SplitAlways RangeSplit = "always"
+	// SplitNever copies every collection as one range.
+	SplitNever RangeSplit = "never"
+)
+
 // IncrementalMethod is how changes are read from the source.
 // +kubebuilder:validation:Enum=oplog;changeStream
 type IncrementalMethod string
@@ -286,6 +302,14 @@ type FullSync struct {
 	// +kubebuilder:default=50000
 	// +optional
 	RangeDocuments int64 `json:"rangeDocuments,omitempty"`
+	// Split says whether collections larger than rangeDocuments are copied
+	// in several _id ranges (parallel reads, finer resume): auto splits
+	// where the source reads a range through its _id index (MongoDB) and
+	// copies a collection as one range where each range read would scan
+	// the whole collection (FerretDB); always and never force it.
+	// +kubebuilder:default=auto
+	// +optional
+	Split RangeSplit `json:"split,omitempty"`
 }
 
 // Incremental tunes change replay.

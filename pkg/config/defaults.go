@@ -41,6 +41,9 @@ func (s *Spec) SetDefaults() {
 	if s.FullSync.IndexBuild == "" {
 		s.FullSync.IndexBuild = IndexesAfter
 	}
+	if s.FullSync.Split == "" {
+		s.FullSync.Split = SplitAuto
+	}
 	if s.FullSync.RangeDocuments == 0 {
 		s.FullSync.RangeDocuments = DefaultRangeDocuments
 	}

@@ -108,6 +108,7 @@ func (s *Spec) Validate() error {
 	if s.FullSync.RangeDocuments < 1 {
 		add("fullSync.rangeDocuments", "must be at least 1, got %d", s.FullSync.RangeDocuments)
 	}
+	oneOf(add, "fullSync.split", string(s.FullSync.Split), SplitAuto, SplitAlways, SplitNever)
 	oneOf(add, "incremental.method", string(s.Incremental.Method), MethodOplog, MethodChangeStream)
 	oneOf(add, "verify.mode", string(s.Verify.Mode), VerifyNone, VerifyCount, VerifyHash, VerifySample)
 	if s.Verify.SampleSize < 1 {

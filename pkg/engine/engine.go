@@ -324,7 +324,7 @@ func (e *Engine) stream(ctx context.Context) error {
 			streak := 0
 			for rctx.Err() == nil {
 				time.Sleep(time.Second)
-				if s := r.Status(); e.untilCaughtUp.Load() && s.CaughtUp() && !s.NewestTS.IsZero() {
+				if s := r.Status(); e.untilCaughtUp.Load() && s.CaughtUp() {
 					streak++
 				} else {
 					streak = 0

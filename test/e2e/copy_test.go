@@ -46,7 +46,7 @@ func TestCopyMixedIDTypesAcrossManyRanges(t *testing.T) {
 	sc, dc := src.MustClient(t), dst.MustClient(t)
 	insertDocs(t, sc, "app", "mixed", mixedIDDocs(3000))
 
-	task := newTask(t, "mixed", src, dst, func(t *config.Task) { t.FullSync.RangeDocuments = 200 })
+	task := newTask(t, "mixed", src, dst, func(t *config.Task) { t.FullSync.RangeDocuments, t.FullSync.Split = 200, config.SplitAlways })
 	st, err := runEngine(t, task, engineOpts())
 	if err != nil {
 		t.Fatalf("run: %v", err)
@@ -57,6 +57,38 @@ func TestCopyMixedIDTypesAcrossManyRanges(t *testing.T) {
 	assertSameDocs(t, sc, "app.mixed", dc, "app.mixed")
 	if st.Copy.Documents != 3000 {
 		t.Fatalf("status reports %d documents copied, want 3000", st.Copy.Documents)
+	}
+}
+
+// TestCopySplitModes checks how fullSync.split plans a collection larger
+// than rangeDocuments on a FerretDB source: auto and never copy it as one
+// range (each range read would scan the whole collection there), always
+// splits it; every mode copies every document once.
+func TestCopySplitModes(t *testing.T) {
+	src := testserver.Start(t)
+	sc := src.MustClient(t)
+	insertDocs(t, sc, "app", "mixed", mixedIDDocs(1500))
+	for _, c := range []struct {
+		split      config.RangeSplit
+		wantRanges func(int) bool
+		want       string
+	}{
+		{config.SplitAuto, func(n int) bool { return n == 1 }, "1"},
+		{config.SplitNever, func(n int) bool { return n == 1 }, "1"},
+		{config.SplitAlways, func(n int) bool { return n >= 7 }, "at least 7"},
+	} {
+		t.Run(string(c.split), func(t *testing.T) {
+			dst := testserver.Start(t)
+			task := newTask(t, "split", src, dst, func(t *config.Task) { t.FullSync.RangeDocuments, t.FullSync.Split = 200, c.split })
+			st, err := runEngine(t, task, engineOpts())
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			if !c.wantRanges(st.Copy.Ranges) {
+				t.Errorf("split %s planned %d ranges for 1500 documents with rangeDocuments 200, want %s", c.split, st.Copy.Ranges, c.want)
+			}
+			assertSameDocs(t, sc, "app.mixed", dst.MustClient(t), "app.mixed")
+		})
 	}
 }
 

@@ -151,7 +151,7 @@ func TestOperatorMetrics(t *testing.T) {
 			// A copy slow enough (about 15 s) to be scraped while it runs.
 			Threads:   config.Threads{Readers: 2, Writers: 2},
 			Cache:     config.Cache{BatchSize: 100},
-			FullSync:  config.FullSync{RangeDocuments: 500},
+			FullSync:  config.FullSync{RangeDocuments: 500, Split: config.SplitAlways},
 			RateLimit: 250,
 		}},
 	}

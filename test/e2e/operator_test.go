@@ -87,7 +87,7 @@ func TestOperator(t *testing.T) {
 			// A copy slow enough (about 15 s) for FullSync to be seen.
 			Threads:   config.Threads{Readers: 2, Writers: 2},
 			Cache:     config.Cache{BatchSize: 100},
-			FullSync:  config.FullSync{RangeDocuments: 500},
+			FullSync:  config.FullSync{RangeDocuments: 500, Split: config.SplitAlways},
 			RateLimit: 250,
 		}},
 	}

@@ -44,7 +44,7 @@ mode: fullAndIncremental
 source: {uri: %q}
 target: {uri: %q}
 threads: {readers: 2, writers: 3}
-fullSync: {rangeDocuments: 500}
+fullSync: {rangeDocuments: 500, split: always}
 cache: {batchSize: 200}
 rateLimit: 3000
 verify: {mode: hash}

@@ -115,7 +115,7 @@ func TestReplayUnderLiveLoad(t *testing.T) {
 	task := newTask(t, "live", src, dst, func(t *config.Task) {
 		t.Mode = config.ModeFullAndIncremental
 		t.Verify.Mode = config.VerifyNone
-		t.FullSync.RangeDocuments = 1000
+		t.FullSync.RangeDocuments, t.FullSync.Split = 1000, config.SplitAlways
 	})
 	e, stop := startEngine(t, task, engineOpts())
 
@@ -160,4 +160,39 @@ func TestReplayUnderLiveLoad(t *testing.T) {
 	}
 	assertSameDocs(t, sc, "shop.orders", dc, "shop.orders")
 	assertSameDocs(t, sc, "shop.users", dc, "shop.users")
+}
+
+// TestUntilCaughtUpOnIdleSourceWithEmptyOplog: a source whose oplog is
+// still empty and stays idle (FerretDB writes no periodic no-ops) is caught
+// up as soon as replay starts, so --until-caught-up ends and verifies
+// instead of waiting for a first entry forever.
+func TestUntilCaughtUpOnIdleSourceWithEmptyOplog(t *testing.T) {
+	src, dst := testserver.Start(t, testserver.Options{OplogBytes: -1}), testserver.Start(t)
+	sc := src.MustClient(t)
+	insertDocs(t, sc, "app", "c", mixedIDDocs(300))
+	if err := src.CreateOplog(context.Background(), testserver.DefaultOplogBytes); err != nil {
+		t.Fatal(err)
+	}
+	task := newTask(t, "idle", src, dst, func(t *config.Task) { t.Mode = config.ModeFullAndIncremental })
+	opts := engineOpts()
+	opts.UntilCaughtUp = true
+	done := make(chan error, 1)
+	var st engine.Status
+	go func() {
+		var err error
+		st, err = runEngine(t, task, opts)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(3 * time.Minute):
+		t.Fatal("replay never considered an idle source with an empty oplog caught up")
+	}
+	if st.Verify == nil || !st.Verify.OK {
+		t.Errorf("verification after catching up: %+v, want OK", st.Verify)
+	}
+	assertSameDocs(t, sc, "app.c", dst.MustClient(t), "app.c")
 }

@@ -68,7 +68,7 @@ source: {uri: %q}
 target: {uri: %q}
 threads: {readers: 2, writers: 2}
 cache: {batchSize: 100}
-fullSync: {rangeDocuments: 500}
+fullSync: {rangeDocuments: 500, split: always}
 rateLimit: %d
 verify: {mode: hash}
 `, src.URI, dst.URI, rate)

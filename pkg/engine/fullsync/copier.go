@@ -23,6 +23,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/pipeline"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
@@ -55,6 +56,8 @@ type Copier struct {
 	progress *progress
 	writer   *sink.Writer
 	limiter  *rate.Limiter
+	// whole copies each new collection as one range (fullSync.split).
+	whole bool
 	// batchBytes caps one batch; cursor buffers and writer buffers hold
 	// about this much each, outside the queue budget.
 	batchBytes int64
@@ -152,6 +155,9 @@ func (c *Copier) Run(ctx context.Context) error {
 		}
 	}
 	c.progress.start()
+	if len(fresh) > 0 {
+		c.whole = !c.splitRanges(ctx)
+	}
 	// Views last: their source collections exist by then.
 	slices.SortStableFunc(fresh, func(a, b catalog.Collection) int {
 		return boolRank(!a.Copyable()) - boolRank(!b.Copyable())
@@ -211,6 +217,25 @@ func (c *Copier) Run(ctx context.Context) error {
 	return nil
 }
 
+// splitRanges reports whether new collections are split into _id ranges,
+// as fullSync.split says. auto splits unless the source is FerretDB, which
+// filters _id ranges without its index: every range read would scan and
+// decode the whole collection, and so would sampling _ids for boundaries,
+// so one range per collection reads the source once instead of k+2 times.
+func (c *Copier) splitRanges(ctx context.Context) bool {
+	switch c.opts.Spec.FullSync.Split {
+	case config.SplitAlways:
+		return true
+	case config.SplitNever:
+		return false
+	}
+	if conn.IsFerretDB(ctx, c.opts.Source) {
+		c.log.Info("copying each collection as one range: the source (FerretDB) reads an _id range by scanning the whole collection, so ranges would multiply the reads; a collection interrupted midway is copied again from its start (fullSync.split: always splits anyway)")
+		return false
+	}
+	return true
+}
+
 func boolRank(b bool) int {
 	if b {
 		return 1
@@ -265,7 +290,7 @@ func (c *Copier) prepare(ctx context.Context, coll catalog.Collection) error {
 	var ranges []checkpoint.Range
 	if coll.Copyable() {
 		c.progress.setStage("planning " + coll.Source.String())
-		split := source.Splitter{RangeDocuments: spec.FullSync.RangeDocuments}
+		split := source.Splitter{RangeDocuments: spec.FullSync.RangeDocuments, Whole: c.whole}
 		rs, estimated, err := split.Split(ctx, c.opts.Source.Database(coll.Source.DB).Collection(coll.Source.Coll))
 		if err != nil {
 			return err

@@ -51,6 +51,12 @@ type NamespaceStatus struct {
 	Ranges             int     `json:"ranges"`
 	RangesDone         int     `json:"rangesDone"`
 	Done               bool    `json:"done"`
+	// DocsPerSecond is this namespace's copy rate in this run, from its
+	// first written batch to now (or to its last range).
+	DocsPerSecond float64 `json:"docsPerSecond"`
+	// ETASeconds is the estimated time left for this namespace at its own
+	// rate: 0 once done, -1 while unknown (nothing written yet this run).
+	ETASeconds float64 `json:"etaSeconds"`
 }
 
 type progress struct {
@@ -72,6 +78,10 @@ type nsProgress struct {
 	// inFlightDocs counts documents of unfinished ranges already written.
 	inFlightDocs, inFlightBytes int64
 	ranges, rangesDone          int
+	// thisRun counts documents written by this run, from firstWrite
+	// until finished.
+	thisRun            int64
+	firstWrite, finish time.Time
 }
 
 func newProgress() *progress { return &progress{ns: map[string]*nsProgress{}, stage: "starting"} }
@@ -103,6 +113,10 @@ func (p *progress) batchWritten(ns string, docs, bytes int64, res sink.Result) {
 	n := p.ns[ns]
 	n.inFlightDocs += docs
 	n.inFlightBytes += bytes
+	if n.firstWrite.IsZero() {
+		n.firstWrite = time.Now()
+	}
+	n.thisRun += docs
 	p.thisRun += docs
 	p.bytesRun += bytes
 	p.over += res.Overwritten
@@ -122,6 +136,9 @@ func (p *progress) rangeDone(ns string, docs, bytes int64, earlier bool) {
 	n.rangesDone++
 	n.docs += docs
 	n.bytes += bytes
+	if n.rangesDone == n.ranges {
+		n.finish = time.Now()
+	}
 	if !earlier {
 		n.inFlightDocs -= docs
 		n.inFlightBytes -= bytes
@@ -146,6 +163,7 @@ func (p *progress) snapshot() Status {
 			Documents: docs, Bytes: bytes, Ranges: n.ranges, RangesDone: n.rangesDone,
 			Done: n.rangesDone == n.ranges}
 		ns.Percent = percent(docs, n.estimated, ns.Done)
+		ns.DocsPerSecond, ns.ETASeconds = n.rate(docs)
 		s.Namespaces = append(s.Namespaces, ns)
 		s.EstimatedDocuments += n.estimated
 		s.Documents += docs
@@ -171,6 +189,31 @@ func (p *progress) snapshot() Status {
 		}
 	}
 	return s
+}
+
+// rate returns the namespace's documents per second in this run and the
+// seconds left at that rate (0 when done, -1 when unknown); docs is what
+// is on the target so far.
+func (n *nsProgress) rate(docs int64) (perSecond, eta float64) {
+	if n.ranges > 0 && n.rangesDone == n.ranges {
+		eta = 0
+	} else {
+		eta = -1
+	}
+	if n.firstWrite.IsZero() {
+		return 0, eta
+	}
+	end := n.finish
+	if end.IsZero() {
+		end = time.Now()
+	}
+	if secs := end.Sub(n.firstWrite).Seconds(); secs > 0 {
+		perSecond = float64(n.thisRun) / secs
+	}
+	if left := n.estimated - docs; eta < 0 && perSecond > 0 {
+		eta = float64(max(left, 0)) / perSecond
+	}
+	return perSecond, eta
 }
 
 // percent is done/total capped below 100 until the work is really done:

@@ -84,6 +84,7 @@ type Replayer struct {
 	lastRaw         bson.Raw       // the last entry read (dispatch goroutine only)
 	lastTS          bson.Timestamp // its ts
 	newestTS        bson.Timestamp
+	newestKnown     bool
 	savedTS         bson.Timestamp
 	savedAt         time.Time
 	unique          map[catalog.Namespace]bool
@@ -693,6 +694,7 @@ func (r *Replayer) watchNewest(ctx context.Context) error {
 			if ts.Compare(r.newestTS) > 0 {
 				r.newestTS = ts
 			}
+			r.newestKnown = true
 			r.mu.Unlock()
 		}
 		select {

@@ -16,6 +16,9 @@ type Status struct {
 	// ReadTS is the last entry read; NewestTS the source's newest.
 	ReadTS   bson.Timestamp `json:"readTS"`
 	NewestTS bson.Timestamp `json:"newestTS"`
+	// NewestKnown is true once the source's newest position has been read;
+	// NewestTS is zero then only when the source's oplog is empty.
+	NewestKnown bool `json:"newestKnown"`
 	// LagSeconds is NewestTS - AppliedTS in seconds (0 when caught up).
 	LagSeconds float64 `json:"lagSeconds"`
 	// Applied counts applied operations by kind (insert, update, delete,
@@ -31,8 +34,10 @@ type Status struct {
 }
 
 // CaughtUp reports whether everything the source has written is applied.
+// An idle source whose oplog is empty (FerretDB writes no periodic no-ops,
+// unlike MongoDB) is caught up from the start.
 func (s Status) CaughtUp() bool {
-	return s.InFlight == 0 && s.AppliedTS.Compare(s.NewestTS) >= 0
+	return s.NewestKnown && s.InFlight == 0 && s.AppliedTS.Compare(s.NewestTS) >= 0
 }
 
 // Status returns a snapshot.
@@ -42,7 +47,7 @@ func (r *Replayer) Status() Status {
 	defer r.mu.Unlock()
 	s := Status{
 		AppliedTS: applied, AppliedTime: time.Unix(int64(applied.T), 0).UTC(),
-		ReadTS: r.readTS, NewestTS: r.newestTS,
+		ReadTS: r.readTS, NewestTS: r.newestTS, NewestKnown: r.newestKnown,
 		Applied: maps.Clone(r.counts), Skipped: maps.Clone(r.skipped),
 		OpsPerSecond: r.rate.perSecond(), ToleratedConflicts: r.tolerated, CheckpointAt: r.savedAt,
 	}

@@ -29,6 +29,9 @@ type Splitter struct {
 	// SamplesPerRange is how many sampled _ids back each boundary; 20 when
 	// zero.
 	SamplesPerRange int
+	// Whole plans one range per collection whatever its size: only the
+	// document count is read.
+	Whole bool
 }
 
 // Split returns the ranges of coll and its estimated document count.
@@ -47,7 +50,7 @@ func (s Splitter) Split(ctx context.Context, coll *mongo.Collection) ([]Range, i
 		return nil, 0, fmt.Errorf("count %s: %w", nsOf(coll), err)
 	}
 	per := max(s.RangeDocuments, 1)
-	if estimated <= per {
+	if s.Whole || estimated <= per {
 		return []Range{whole()}, estimated, nil
 	}
 	k := int((estimated + per - 1) / per)
