@@ -16,25 +16,11 @@ const codeNamespaceExists = 48
 // An existing collection is left as it is. A view's viewOn is mapped
 // through the mapper so a renamed database keeps working views.
 func CreateCollection(ctx context.Context, target *mongo.Client, c Collection, m *Mapper) error {
-	cmd := bson.D{{Key: "create", Value: c.Target.Coll}}
-	if len(c.Options) > 0 {
-		elems, err := c.Options.Elements()
-		if err != nil {
-			return fmt.Errorf("options of %s: %w", c.Source, err)
-		}
-		for _, e := range elems {
-			switch e.Key() {
-			case "autoIndexId", "flags", "uuid":
-				// legacy or server-assigned; not accepted by create
-			case "viewOn":
-				on := m.Target(Namespace{DB: c.Source.DB, Coll: e.Value().StringValue()})
-				cmd = append(cmd, bson.E{Key: "viewOn", Value: on.Coll})
-			default:
-				cmd = append(cmd, bson.E{Key: e.Key(), Value: e.Value()})
-			}
-		}
+	cmd, err := CreateCommand(c, m)
+	if err != nil {
+		return err
 	}
-	err := target.Database(c.Target.DB).RunCommand(ctx, cmd).Err()
+	err = target.Database(c.Target.DB).RunCommand(ctx, cmd).Err()
 	var ce mongo.CommandError
 	if errors.As(err, &ce) && ce.Code == codeNamespaceExists {
 		return nil
@@ -43,6 +29,65 @@ func CreateCollection(ctx context.Context, target *mongo.Client, c Collection, m
 		return fmt.Errorf("create %s: %w", c.Target, err)
 	}
 	return nil
+}
+
+// CreateCommand returns the create command that makes c on the target:
+// every listCollections option (capped, size, max, collation, validator,
+// validationLevel, validationAction, clusteredIndex, timeseries,
+// expireAfterSeconds, changeStreamPreAndPostImages, pipeline, ...) as the
+// source reports it, except the server-assigned or legacy ones create
+// refuses (uuid, flags, autoIndexId), and viewOn mapped to the target.
+func CreateCommand(c Collection, m *Mapper) (bson.D, error) {
+	cmd := bson.D{{Key: "create", Value: c.Target.Coll}}
+	if len(c.Options) == 0 {
+		return cmd, nil
+	}
+	elems, err := c.Options.Elements()
+	if err != nil {
+		return nil, fmt.Errorf("options of %s: %w", c.Source, err)
+	}
+	for _, e := range elems {
+		switch e.Key() {
+		case "autoIndexId", "flags", "uuid":
+			// legacy or server-assigned; not accepted by create
+		case "viewOn":
+			on := m.Target(Namespace{DB: c.Source.DB, Coll: e.Value().StringValue()})
+			cmd = append(cmd, bson.E{Key: "viewOn", Value: on.Coll})
+		case "timeseries":
+			ts, err := timeseriesOptions(e.Value())
+			if err != nil {
+				return nil, fmt.Errorf("timeseries options of %s: %w", c.Source, err)
+			}
+			cmd = append(cmd, bson.E{Key: "timeseries", Value: ts})
+		default:
+			cmd = append(cmd, bson.E{Key: e.Key(), Value: e.Value()})
+		}
+	}
+	return cmd, nil
+}
+
+// timeseriesOptions returns a time series collection's options for create.
+// MongoDB 6.3+ reports bucketMaxSpanSeconds next to granularity, but
+// create refuses the two together: the span is implied by the granularity,
+// so it is left out when a granularity is set.
+func timeseriesOptions(v bson.RawValue) (bson.D, error) {
+	doc, ok := v.DocumentOK()
+	if !ok {
+		return nil, fmt.Errorf("not a document: %s", v)
+	}
+	elems, err := doc.Elements()
+	if err != nil {
+		return nil, err
+	}
+	_, granular := doc.Lookup("granularity").StringValueOK()
+	out := bson.D{}
+	for _, e := range elems {
+		if granular && (e.Key() == "bucketMaxSpanSeconds" || e.Key() == "bucketRoundingSeconds") {
+			continue
+		}
+		out = append(out, bson.E{Key: e.Key(), Value: e.Value()})
+	}
+	return out, nil
 }
 
 // CreateIndexes builds the source's indexes on the target collection.

@@ -290,7 +290,8 @@ func (c *Copier) prepare(ctx context.Context, coll catalog.Collection) error {
 	var ranges []checkpoint.Range
 	if coll.Copyable() {
 		c.progress.setStage("planning " + coll.Source.String())
-		split := source.Splitter{RangeDocuments: spec.FullSync.RangeDocuments, Whole: c.whole}
+		// A time series collection has no _id index to read ranges by.
+		split := source.Splitter{RangeDocuments: spec.FullSync.RangeDocuments, Whole: c.whole || coll.Type == "timeseries"}
 		rs, estimated, err := split.Split(ctx, c.opts.Source.Database(coll.Source.DB).Collection(coll.Source.Coll))
 		if err != nil {
 			return err
