@@ -58,6 +58,9 @@ type Copier struct {
 	limiter  *rate.Limiter
 	// whole copies each new collection as one range (fullSync.split).
 	whole bool
+	// openRange, when set, replaces openSource (the write-side benchmark
+	// reads from memory).
+	openRange func(ctx context.Context, r checkpoint.Range, coll catalog.Collection) (rangeCursor, int, error)
 	// batchBytes caps one batch; cursor buffers and writer buffers hold
 	// about this much each, outside the queue budget.
 	batchBytes int64
@@ -377,14 +380,11 @@ func (c *Copier) readRange(ctx context.Context, r checkpoint.Range, coll catalog
 		own = false
 	}
 	tracker.begin(r, own)
-	src := c.opts.Source.Database(coll.Source.DB).Collection(coll.Source.Coll)
-	// Write batches hold cache.batchSize documents; the cursor's batches
-	// are sized in bytes (one batch's worth, reserved per reader), which
-	// also saves servers that re-scan on every getMore (FerretDB with a
-	// filter) from doing so hundreds of times.
-	batchDocs := int(catalog.BatchSizeFor(ctx, src, c.batchBytes, c.opts.Spec.Cache.BatchSize))
-	cursorDocs := catalog.BatchSizeFor(ctx, src, c.batchBytes, 1<<20)
-	cur, err := src.Find(ctx, r.Filter, options.Find().SetBatchSize(cursorDocs))
+	open := c.openRange
+	if open == nil {
+		open = c.openSource
+	}
+	cur, batchDocs, err := open(ctx, r, coll)
 	if err != nil {
 		return fmt.Errorf("read %s range %d: %w", r.NS, r.Index, err)
 	}
@@ -404,7 +404,7 @@ func (c *Copier) readRange(ctx context.Context, r checkpoint.Range, coll catalog
 		return nil
 	}
 	for cur.Next(ctx) {
-		doc := bson.Raw(slices.Clone(cur.Current))
+		doc := bson.Raw(slices.Clone(cur.Doc()))
 		n := int64(len(doc))
 		if batch.Bytes+n > c.batchBytes && len(batch.Docs) > 0 {
 			if err := flush(); err != nil {
@@ -441,6 +441,37 @@ func (c *Copier) readRange(ctx context.Context, r checkpoint.Range, coll catalog
 	}
 	return nil
 }
+
+// rangeCursor iterates over the documents of one range. Doc is valid until
+// the next call of Next.
+type rangeCursor interface {
+	Next(ctx context.Context) bool
+	Doc() bson.Raw
+	Err() error
+	Close(ctx context.Context) error
+}
+
+// openSource opens a range on the source and says how many documents a
+// write batch holds (cache.batchSize, fewer for large documents).
+func (c *Copier) openSource(ctx context.Context, r checkpoint.Range, coll catalog.Collection) (rangeCursor, int, error) {
+	src := c.opts.Source.Database(coll.Source.DB).Collection(coll.Source.Coll)
+	// Write batches hold cache.batchSize documents; the cursor's batches
+	// are sized in bytes (one batch's worth, reserved per reader), which
+	// also saves servers that re-scan on every getMore (FerretDB with a
+	// filter) from doing so hundreds of times.
+	batchDocs := int(catalog.BatchSizeFor(ctx, src, c.batchBytes, c.opts.Spec.Cache.BatchSize))
+	cursorDocs := catalog.BatchSizeFor(ctx, src, c.batchBytes, 1<<20)
+	cur, err := src.Find(ctx, r.Filter, options.Find().SetBatchSize(cursorDocs))
+	if err != nil {
+		return nil, 0, err
+	}
+	return mongoCursor{cur}, batchDocs, nil
+}
+
+// mongoCursor is a driver cursor as a rangeCursor.
+type mongoCursor struct{ *mongo.Cursor }
+
+func (m mongoCursor) Doc() bson.Raw { return m.Current }
 
 // writeBatches writes batches until the queues are drained.
 func (c *Copier) writeBatches(ctx context.Context, queues *pipeline.Queues, tracker *tracker, byNS map[string]catalog.Collection) error {
