@@ -14,8 +14,9 @@ import (
 )
 
 // TestCopyMemoryBoundedByMaxBytes copies 1 MiB documents (far more bytes
-// than cache.maxBytes) and checks the worker's peak RSS, as the kernel
-// reports it, stays within cache.maxBytes plus 100 MiB.
+// than cache.maxBytes), split into ranges so that four readers fill the
+// queues at once, and checks the worker's peak RSS, as the kernel reports
+// it, stays within cache.maxBytes plus 100 MiB.
 func TestCopyMemoryBoundedByMaxBytes(t *testing.T) {
 	src, dst := testserver.Start(t), testserver.Start(t)
 	sc, dc := src.MustClient(t), dst.MustClient(t)
@@ -34,6 +35,7 @@ source: {uri: %q}
 target: {uri: %q}
 threads: {readers: 4, writers: 4}
 cache: {maxBytes: 64MiB, batchSize: 1000, bucketNum: 4, bucketSize: 4}
+fullSync: {rangeDocuments: 24, split: always}
 verify: {mode: none}
 `, src.URI, dst.URI))
 	out, err := exec.Command(ferryBinary(t), "run", "-f", task, "--progress", "none", "--listen", "").CombinedOutput()
