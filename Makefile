@@ -28,9 +28,12 @@ help: ## Show the targets.
 ##@ Build
 
 .PHONY: build
-build: ## Build the ferry CLI and the operator's manager into bin/.
-	$(GO) build -o $(BIN)/ferry ./cmd/ferry
+build: ferry ## Build the ferry CLI and the operator's manager into bin/.
 	$(GO) build -o $(BIN)/manager ./cmd/manager
+
+.PHONY: ferry
+ferry: ## Build only the ferry CLI into bin/ (what the demo and the benchmarks run).
+	$(GO) build -o $(BIN)/ferry ./cmd/ferry
 
 ##@ Development
 
@@ -59,11 +62,11 @@ helm-lint: $(BIN)/helm ## Lint the Helm chart (helm lint --strict) with its defa
 	for f in charts/mongoferry/ci/*.yaml; do $(BIN)/helm lint --strict charts/mongoferry --values "$$f" || exit 1; done
 
 .PHONY: demo
-demo: build ferretdb ## Run a full sync end to end on two embedded servers.
+demo: ferry ferretdb ## Run a full sync end to end on two embedded servers.
 	$(BIN)/ferry demo
 
 .PHONY: bench
-bench: build ferretdb ## Run the benchmarks (figures go to docs/benchmarks.md).
+bench: ferry ferretdb ## Run the benchmarks (figures go to docs/benchmarks.md).
 	$(BIN)/ferry bench full
 
 ##@ Operator
