@@ -486,22 +486,7 @@ func TestManagerMetricsEndpoint(t *testing.T) {
 	// time is up.
 	eventually := func(what string, timeout time.Duration, check func() error) {
 		t.Helper()
-		deadline := time.Now().Add(timeout)
-		for {
-			err := check()
-			if err == nil {
-				return
-			}
-			select {
-			case werr := <-exited:
-				stopped = true
-				t.Fatalf("%s: the manager exited (%v); last check: %v", what, werr, err)
-			case <-time.After(200 * time.Millisecond):
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %v", what, err)
-			}
-		}
+		testutil.PollProcess(t, what, timeout, exited, func() { stopped = true }, check)
 	}
 	for _, path := range []string{"/healthz", "/readyz"} {
 		eventually(path, time.Minute, func() error {

@@ -8,6 +8,7 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"time"
 )
 
 // FreeAddr returns a loopback address with a port that was free a moment
@@ -40,4 +41,30 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// PollProcess polls check every 200ms until it returns nil. It fails the
+// test when timeout passes, or at once when exited delivers: the process
+// under test ended, so the wait can no longer succeed. onExit, when set,
+// runs before that failure (a caller notes the process needs no stopping).
+func PollProcess(t testing.TB, what string, timeout time.Duration, exited <-chan error, onExit func(), check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		select {
+		case werr := <-exited:
+			if onExit != nil {
+				onExit()
+			}
+			t.Fatalf("%s: the process exited (%v); last check: %v", what, werr, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
 }

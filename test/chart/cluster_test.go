@@ -258,22 +258,7 @@ func TestManagerWithChartRBAC(t *testing.T) {
 	}()
 	eventually := func(what string, check func() error) {
 		t.Helper()
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			err := check()
-			if err == nil {
-				return
-			}
-			select {
-			case werr := <-exited:
-				stopped = true
-				t.Fatalf("%s: the manager exited (%v); last check: %v", what, werr, err)
-			case <-time.After(200 * time.Millisecond):
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %v", what, err)
-			}
-		}
+		testutil.PollProcess(t, what, 90*time.Second, exited, func() { stopped = true }, check)
 	}
 
 	// A task in a watched namespace and one outside.
