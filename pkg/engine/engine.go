@@ -182,6 +182,15 @@ func (e *Engine) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if withReplay {
+		colls, err := catalog.List(ctx, e.source, e.mapper)
+		if err != nil {
+			return err
+		}
+		if err := replay.CheckReplayable(colls); err != nil {
+			return err
+		}
+	}
 	if spec.Mode != config.ModeIncremental && !prev.CopyDone {
 		if err := e.copier.Preflight(ctx); err != nil {
 			return err

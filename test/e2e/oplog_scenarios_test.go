@@ -121,7 +121,7 @@ func collNames(t *testing.T, c *mongo.Client, db string) []string {
 // read back through the real tailer: transactions (applyOps, a partialTxn
 // chain checkpointed midway then resumed, prepared then committed,
 // prepared then aborted), DDL (create, createIndexes, rename, drop and
-// recreate, dropDatabase), fromMigrate and no-op entries, and namespace
+// recreate, dropDatabase), no-op entries, and namespace
 // filters and renames.
 func TestReplayInjectedOplog(t *testing.T) {
 	src, dst := testserver.Start(t), testserver.Start(t)
@@ -145,8 +145,8 @@ func TestReplayInjectedOplog(t *testing.T) {
 	in := newInjector(t, sc)
 	// applyOps (one transaction).
 	in.add("c", "admin.$cmd", o(doc("applyOps", bson.A{ins("app.t1", doc("_id", 10)), ins("app.t1", doc("_id", 11)), del("app.t1", 2)})))
-	// fromMigrate delete (a range deleter) and a no-op.
-	in.add("d", "app.keep", o(doc("_id", 1)), bson.E{Key: "fromMigrate", Value: true})
+	// A no-op. (fromMigrate entries are a shard's chunk migrations only on
+	// a shard: see TestReplayMongoShapes and the sharded tests.)
 	in.add("n", "", o(doc("msg", "periodic noop")))
 	// Prepared, then aborted: nothing applied.
 	p1 := in.add("c", "admin.$cmd", append([]bson.E{o(doc("applyOps", bson.A{ins("app.t1", doc("_id", 40))}, "prepare", true))}, txn(3, bson.Timestamp{})...)...)
@@ -200,7 +200,7 @@ func TestReplayInjectedOplog(t *testing.T) {
 
 	want := map[string][]string{
 		"app.t1":           {`"new"`},
-		"app.keep":         {`{"$numberInt":"1"}`, `{"$numberInt":"2"}`}, // fromMigrate delete ignored
+		"app.keep":         {`{"$numberInt":"1"}`, `{"$numberInt":"2"}`},
 		"app.renamed":      {`"a"`},
 		"sales_v2.orders":  {`{"$numberInt":"1"}`, `{"$numberInt":"2"}`},
 		"sales_v2.returns": {`"r1"`},

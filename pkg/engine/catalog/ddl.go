@@ -48,8 +48,9 @@ func CreateCommand(c Collection, m *Mapper) (bson.D, error) {
 	}
 	for _, e := range elems {
 		switch e.Key() {
-		case "autoIndexId", "flags", "uuid":
-			// legacy or server-assigned; not accepted by create
+		case "autoIndexId", "flags", "uuid", "temp":
+			// legacy, server-assigned or internal (temp marks
+			// convertToCapped's clone); not accepted by create
 		case "viewOn":
 			on := m.Target(Namespace{DB: c.Source.DB, Coll: e.Value().StringValue()})
 			cmd = append(cmd, bson.E{Key: "viewOn", Value: on.Coll})

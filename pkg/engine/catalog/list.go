@@ -50,34 +50,11 @@ func List(ctx context.Context, client *mongo.Client, m *Mapper) ([]Collection, e
 		if !m.SelectedDB(db) {
 			continue
 		}
-		cur, err := client.Database(db).ListCollections(ctx, bson.D{})
+		colls, err := listDB(ctx, client, m, db, bson.D{})
 		if err != nil {
-			return nil, fmt.Errorf("list collections of %s: %w", db, err)
+			return nil, err
 		}
-		var specs []struct {
-			Name    string   `bson:"name"`
-			Type    string   `bson:"type"`
-			Options bson.Raw `bson:"options"`
-		}
-		if err := cur.All(ctx, &specs); err != nil {
-			return nil, fmt.Errorf("list collections of %s: %w", db, err)
-		}
-		for _, s := range specs {
-			ns := Namespace{DB: db, Coll: s.Name}
-			if !m.Selected(ns) {
-				continue
-			}
-			c := Collection{Source: ns, Target: m.Target(ns), Type: s.Type, Options: s.Options}
-			if c.Type == "" {
-				c.Type = "collection"
-			}
-			if c.Type != "view" {
-				if c.Indexes, err = listIndexes(ctx, client.Database(db).Collection(s.Name)); err != nil {
-					return nil, err
-				}
-			}
-			out = append(out, c)
-		}
+		out = append(out, colls...)
 	}
 	slices.SortFunc(out, func(a, b Collection) int {
 		if a.Source.DB != b.Source.DB {
@@ -85,6 +62,51 @@ func List(ctx context.Context, client *mongo.Client, m *Mapper) ([]Collection, e
 		}
 		return compareStrings(a.Source.Coll, b.Source.Coll)
 	})
+	return out, nil
+}
+
+// Describe returns one source collection's options and indexes as List
+// does, with its target name from m; ok is false when the source has no
+// such collection (or m does not select it).
+func Describe(ctx context.Context, client *mongo.Client, m *Mapper, ns Namespace) (c Collection, ok bool, err error) {
+	colls, err := listDB(ctx, client, m, ns.DB, bson.D{{Key: "name", Value: ns.Coll}})
+	if err != nil || len(colls) == 0 {
+		return Collection{}, false, err
+	}
+	return colls[0], true, nil
+}
+
+// listDB lists the collections of db that match filter and m selects.
+func listDB(ctx context.Context, client *mongo.Client, m *Mapper, db string, filter bson.D) ([]Collection, error) {
+	cur, err := client.Database(db).ListCollections(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("list collections of %s: %w", db, err)
+	}
+	var specs []struct {
+		Name    string   `bson:"name"`
+		Type    string   `bson:"type"`
+		Options bson.Raw `bson:"options"`
+	}
+	if err := cur.All(ctx, &specs); err != nil {
+		return nil, fmt.Errorf("list collections of %s: %w", db, err)
+	}
+	var out []Collection
+	for _, s := range specs {
+		ns := Namespace{DB: db, Coll: s.Name}
+		if !m.Selected(ns) {
+			continue
+		}
+		c := Collection{Source: ns, Target: m.Target(ns), Type: s.Type, Options: s.Options}
+		if c.Type == "" {
+			c.Type = "collection"
+		}
+		if c.Type != "view" {
+			if c.Indexes, err = listIndexes(ctx, client.Database(db).Collection(s.Name)); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, c)
+	}
 	return out, nil
 }
 

@@ -24,8 +24,12 @@ type Unit struct {
 	// (no-ops and DDL included, so the replayer sees every ts); an applyOps
 	// is unwrapped into its operations.
 	Ops []Entry
-	// Txn marks a unit that came from applyOps (a transaction, or a
-	// shard-key change written as one): apply it as one, never half.
+	// Txn marks a unit that came from applyOps: a transaction (possibly a
+	// shard-key change written as one), a batched write or a user's
+	// applyOps. Its operations all carry TS, so the checkpoint passes TS
+	// only once every one of them is applied: it is never applied half.
+	// Only a unit of several entries (FirstTS before TS) must also hold
+	// the checkpoint below FirstTS while it is applied.
 	Txn bool
 }
 
@@ -49,13 +53,21 @@ type AssemblerStatus struct {
 // emits units the replayer can apply:
 //
 //   - plain entries pass through as units of one;
-//   - an applyOps that is not part of a larger transaction (no partialTxn,
-//     no prepare, no prevOpTime) is unwrapped into its operations, each
-//     with the applyOps' ts;
+//   - an applyOps that is not part of a larger transaction is unwrapped
+//     into its operations, each with the applyOps' ts. Besides a user's
+//     applyOps and a one-entry transaction, that includes MongoDB 8.0's
+//     batched writes of a retryable insertMany (multiOpType: 1, lsid,
+//     txnNumber, and a prevOpTime that points at the previous batch, which
+//     was a complete unit of its own);
 //   - partialTxn: true entries are buffered per transaction (lsid,
 //     txnNumber) until the applyOps without partialTxn that ends the chain
 //     (linked by prevOpTime); then all their operations are emitted as one
 //     unit with the ts of that last entry;
+//   - a batched write too large for one entry (6.0+ batched deletes, 8.0
+//     insert batches without a session, time-series writes) is a
+//     partialTxn chain without lsid and txnNumber: it is buffered by
+//     prevOpTime, each entry continuing the chain whose last entry it
+//     points at, and emitted like a transaction's chain;
 //   - a prepare: true applyOps (with its partialTxn chain, if any) is
 //     buffered until its commitTransaction, which emits it as one unit with
 //     the commit's ts, or its abortTransaction, which drops it.
@@ -85,6 +97,9 @@ type AssemblerStatus struct {
 // own.
 type Assembler struct {
 	open map[string]*openTxn
+	// chains are the open partialTxn chains without a session, by the ts
+	// of their last entry (the next entry's prevOpTime).
+	chains map[bson.Timestamp]*openTxn
 }
 
 // openTxn is one buffered transaction.
@@ -95,7 +110,9 @@ type openTxn struct {
 }
 
 // NewAssembler returns an empty Assembler.
-func NewAssembler() *Assembler { return &Assembler{open: map[string]*openTxn{}} }
+func NewAssembler() *Assembler {
+	return &Assembler{open: map[string]*openTxn{}, chains: map[bson.Timestamp]*openTxn{}}
+}
 
 // Add takes the next entry in oplog order. It returns a unit when one is
 // complete (ok=true); an entry that only fills a buffer returns ok=false.
@@ -163,39 +180,121 @@ func (a *Assembler) continueTxn(e Entry, key string) (t *openTxn, dup bool, err 
 
 func (a *Assembler) applyOps(e Entry) (Unit, bool, error) {
 	key, hasKey := txnKey(e)
-	multi := e.PartialTxn() || e.Prepare()
-	if multi && !hasKey {
-		return Unit{}, false, fmt.Errorf("%w: a partialTxn or prepare entry without lsid and txnNumber", ErrMalformedEntry)
+	if !hasKey {
+		return a.sessionless(e)
 	}
-	var t *openTxn
-	if hasKey {
-		var dup bool
-		var err error
-		if t, dup, err = a.continueTxn(e, key); err != nil || dup {
-			return Unit{}, false, err
+	multi := e.PartialTxn() || e.Prepare()
+	if !multi && a.open[key] == nil {
+		if prev, isLinked := linked(e); isLinked && e.MultiOpType() != MultiOpAppliedSeparately {
+			return Unit{}, false, fmt.Errorf("%w: its previous entry (ts %d.%d) was not read", ErrIncompleteTxn, prev.T, prev.I)
 		}
+		// A one-entry transaction, or one batch of a retryable write
+		// (8.0): its prevOpTime names the previous batch, already a unit.
+		return a.single(e)
+	}
+	t, dup, err := a.continueTxn(e, key)
+	if err != nil || dup {
+		return Unit{}, false, err
 	}
 	if t != nil && t.prepared {
 		return Unit{}, false, fmt.Errorf("%w: an applyOps after the transaction's prepare entry", ErrMalformedEntry)
 	}
 	if multi {
-		if err := checkInner(e); err != nil {
-			return Unit{}, false, err
-		}
-		c, err := e.clone()
+		t, err = a.buffer(e, t)
 		if err != nil {
 			return Unit{}, false, err
 		}
-		if t == nil {
-			t = &openTxn{}
+		if t != nil {
 			a.open[key] = t
 		}
-		t.entries = append(t.entries, c)
-		t.bytes += len(c.raw)
-		t.prepared = e.Prepare()
 		return Unit{}, false, nil
 	}
-	// The applyOps that completes a transaction, or one on its own.
+	u, err := complete(e, t)
+	if err != nil {
+		return Unit{}, false, err
+	}
+	delete(a.open, key)
+	return u, true, nil
+}
+
+// sessionless handles an applyOps without lsid and txnNumber: a user's
+// applyOps, or an entry of a batched write's chain (partialTxn, linked by
+// prevOpTime).
+func (a *Assembler) sessionless(e Entry) (Unit, bool, error) {
+	if e.Prepare() {
+		return Unit{}, false, fmt.Errorf("%w: a prepare entry without lsid and txnNumber", ErrMalformedEntry)
+	}
+	prev, isLinked := linked(e)
+	if !isLinked {
+		if !e.PartialTxn() {
+			return a.single(e)
+		}
+		for _, c := range a.chains {
+			if c.entries[0].ts.Equal(e.ts) {
+				return Unit{}, false, nil // read again after Recover
+			}
+		}
+		t, err := a.buffer(e, nil)
+		if err != nil {
+			return Unit{}, false, err
+		}
+		a.chains[e.ts] = t
+		return Unit{}, false, nil
+	}
+	t := a.chains[prev]
+	if t == nil {
+		for _, c := range a.chains {
+			if !e.ts.After(c.entries[len(c.entries)-1].ts) && !e.ts.Before(c.entries[0].ts) {
+				return Unit{}, false, nil // read again after Recover
+			}
+		}
+		return Unit{}, false, fmt.Errorf("%w: a batched write's entry whose previous entry (ts %d.%d) was not read", ErrIncompleteTxn, prev.T, prev.I)
+	}
+	delete(a.chains, prev)
+	if e.PartialTxn() {
+		if _, err := a.buffer(e, t); err != nil {
+			a.chains[prev] = t
+			return Unit{}, false, err
+		}
+		a.chains[e.ts] = t
+		return Unit{}, false, nil
+	}
+	u, err := complete(e, t)
+	if err != nil {
+		a.chains[prev] = t
+		return Unit{}, false, err
+	}
+	return u, true, nil
+}
+
+// single emits an applyOps that is a whole unit on its own.
+func (a *Assembler) single(e Entry) (Unit, bool, error) {
+	u, err := complete(e, nil)
+	return u, err == nil, err
+}
+
+// buffer appends a copy of e to t (a new openTxn when t is nil) and
+// returns t.
+func (a *Assembler) buffer(e Entry, t *openTxn) (*openTxn, error) {
+	if err := checkInner(e); err != nil {
+		return nil, err
+	}
+	c, err := e.clone()
+	if err != nil {
+		return nil, err
+	}
+	if t == nil {
+		t = &openTxn{}
+	}
+	t.entries = append(t.entries, c)
+	t.bytes += len(c.raw)
+	t.prepared = e.Prepare()
+	return t, nil
+}
+
+// complete returns the unit of the applyOps e, which ends t's chain (t
+// may be nil: e is a unit on its own).
+func complete(e Entry, t *openTxn) (Unit, error) {
 	entries := []Entry{e}
 	first := e.ts
 	if t != nil {
@@ -204,12 +303,9 @@ func (a *Assembler) applyOps(e Entry) (Unit, bool, error) {
 	}
 	ops, err := unwrap(entries, e.ts)
 	if err != nil {
-		return Unit{}, false, err
+		return Unit{}, err
 	}
-	if t != nil {
-		delete(a.open, key)
-	}
-	return Unit{TS: e.ts, FirstTS: first, Ops: ops, Txn: true}, true, nil
+	return Unit{TS: e.ts, FirstTS: first, Ops: ops, Txn: true}, nil
 }
 
 func (a *Assembler) commit(e Entry) (Unit, bool, error) {
@@ -322,7 +418,7 @@ func (a *Assembler) OldestBufferedTS() (bson.Timestamp, bool) {
 		oldest bson.Timestamp
 		ok     bool
 	)
-	for _, t := range a.open {
+	for _, t := range a.all() {
 		if ts := t.entries[0].ts; !ok || ts.Before(oldest) {
 			oldest, ok = ts, true
 		}
@@ -334,7 +430,7 @@ func (a *Assembler) OldestBufferedTS() (bson.Timestamp, bool) {
 // oplog order, as a value that does not share memory with the Assembler.
 func (a *Assembler) Checkpoint() AssemblerState {
 	var all []Entry
-	for _, t := range a.open {
+	for _, t := range a.all() {
 		all = append(all, t.entries...)
 	}
 	slices.SortFunc(all, func(x, y Entry) int { return x.ts.Compare(y.ts) })
@@ -364,17 +460,29 @@ func (a *Assembler) Recover(s AssemblerState) error {
 			return fmt.Errorf("recover transaction buffer, entry %d (%s): completes a transaction, so it cannot have been buffered", i, e)
 		}
 	}
-	a.open = fresh.open
+	a.open, a.chains = fresh.open, fresh.chains
 	return nil
 }
 
 // Status returns a snapshot of what is buffered.
 func (a *Assembler) Status() AssemblerStatus {
 	var s AssemblerStatus
-	for _, t := range a.open {
+	for _, t := range a.all() {
 		s.OpenTxns++
 		s.Entries += len(t.entries)
 		s.Bytes += t.bytes
 	}
 	return s
+}
+
+// all returns every open transaction and chain.
+func (a *Assembler) all() []*openTxn {
+	out := make([]*openTxn, 0, len(a.open)+len(a.chains))
+	for _, t := range a.open {
+		out = append(out, t)
+	}
+	for _, t := range a.chains {
+		out = append(out, t)
+	}
+	return out
 }

@@ -267,7 +267,9 @@ func TestAssemblerErrors(t *testing.T) {
 			txnEntry(10, 0, 1, []bson.D{insertOp("a.b", doc(1))}, "partialTxn"),
 			txnControl(11, 10, 1, "commitTransaction"),
 		}, ErrIncompleteTxn},
-		{"partialTxn without a session", []bson.D{with(outer(1, "c", "admin.$cmd"), "o", bson.D{{Key: "applyOps", Value: bson.A{}}, {Key: "partialTxn", Value: true}})}, ErrMalformedEntry},
+		{"prepare without a session", []bson.D{with(outer(1, "c", "admin.$cmd"), "o", bson.D{{Key: "applyOps", Value: bson.A{}}, {Key: "prepare", Value: true}})}, ErrMalformedEntry},
+		{"batched write whose previous entry was not read", []bson.D{with(outer(3, "c", "admin.$cmd"), "o", bson.D{{Key: "applyOps", Value: bson.A{deleteOp("a.b", 1)}}},
+			"prevOpTime", bson.D{{Key: "ts", Value: tsAt(2)}, {Key: "t", Value: int64(1)}})}, ErrIncompleteTxn},
 		{"applyOps after prepare", []bson.D{
 			txnEntry(10, 0, 1, []bson.D{insertOp("a.b", doc(1))}, "prepare"),
 			txnEntry(11, 10, 1, []bson.D{insertOp("a.b", doc(2))}),

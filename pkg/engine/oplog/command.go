@@ -28,6 +28,10 @@ const (
 	CmdCommitIndexBuild
 	CmdDropIndexes
 	CmdCollMod
+	// CmdEmptyCapped empties a capped collection ({emptycapped: coll},
+	// logged by mongod's onEmptyCapped); replayed as a delete of every
+	// document.
+	CmdEmptyCapped
 
 	// Skipped: index builds are replayed from their commitIndexBuild
 	// entry, which carries the index specifications; dbCheck only checks.
@@ -47,7 +51,7 @@ const (
 var commandNames = [...]string{
 	CmdNone: "", CmdCreate: "create", CmdDrop: "drop", CmdRenameCollection: "renameCollection",
 	CmdDropDatabase: "dropDatabase", CmdCreateIndexes: "createIndexes", CmdCommitIndexBuild: "commitIndexBuild",
-	CmdDropIndexes: "dropIndexes", CmdCollMod: "collMod", CmdStartIndexBuild: "startIndexBuild",
+	CmdDropIndexes: "dropIndexes", CmdCollMod: "collMod", CmdEmptyCapped: "emptycapped", CmdStartIndexBuild: "startIndexBuild",
 	CmdAbortIndexBuild: "abortIndexBuild", CmdDBCheck: "dbCheck", CmdApplyOps: "applyOps",
 	CmdCommitTransaction: "commitTransaction", CmdAbortTransaction: "abortTransaction", CmdUnknown: "unknown",
 }
@@ -61,7 +65,7 @@ func (c CommandClass) String() string {
 }
 
 // IsDDL reports whether the class is DDL replayed on the target.
-func (c CommandClass) IsDDL() bool { return c >= CmdCreate && c <= CmdCollMod }
+func (c CommandClass) IsDDL() bool { return c >= CmdCreate && c <= CmdEmptyCapped }
 
 // IsTxn reports whether the class is a transaction entry for the Assembler.
 func (c CommandClass) IsTxn() bool { return c >= CmdApplyOps && c <= CmdAbortTransaction }
@@ -88,6 +92,8 @@ func classify(name string) CommandClass {
 		return CmdDropIndexes
 	case "collMod":
 		return CmdCollMod
+	case "emptycapped":
+		return CmdEmptyCapped
 	case "startIndexBuild":
 		return CmdStartIndexBuild
 	case "abortIndexBuild":

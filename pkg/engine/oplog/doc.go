@@ -1,6 +1,6 @@
 // Package oplog turns raw oplog entries into idempotent target writes.
 // Entry and Parse read one raw entry (Kind, Command and the DDL classes);
-// Skip says which entries change nothing on the target; Assembler unwraps
+// Filter.Skip says which entries change nothing on the target; Assembler unwraps
 // applyOps and buffers partialTxn chains and prepared transactions into
 // Units, with Checkpoint/Recover for its buffer; Translate turns an entry
 // into Writes (upserting replaces, $v:1 operators, $v:2 diffs as ordered
@@ -10,11 +10,11 @@
 //
 //	e, err := oplog.Parse(raw)               // raw: a copy of cursor.Current
 //	// advance the reader's watermark to e.TS() (no-ops included)
-//	if skip, _ := oplog.Skip(e, mapper.IsInternal); skip { continue }
+//	if skip, _ := filter.Skip(e); skip { continue } // filter: &oplog.Filter{...}
 //	unit, ok, err := assembler.Add(e)
 //	if !ok { continue }                      // buffered: an open transaction
 //	for _, op := range unit.Ops {
-//		if skip, _ := oplog.Skip(op, mapper.IsInternal); skip { continue }
+//		if skip, _ := filter.Skip(op); skip { continue }
 //		writes, err := oplog.Translate(op)   // DDL: a barrier; else partition by DocKey
 //	}
 //

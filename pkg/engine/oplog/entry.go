@@ -537,6 +537,32 @@ func (e Entry) PrevOpTime() (OpTime, bool) {
 	return ot, err == nil
 }
 
+// MultiOpAppliedSeparately is the multiOpType of MongoDB 8.0's batched
+// writes of a retryable write: each applyOps is applied on its own,
+// although its prevOpTime links it to the previous batch.
+const MultiOpAppliedSeparately = 1
+
+// MultiOpType returns the multiOpType field (0 when absent).
+func (e Entry) MultiOpType() int64 {
+	v, ok := e.field("multiOpType")
+	if !ok {
+		return 0
+	}
+	n, _ := integer(v)
+	return n
+}
+
+// Upsert reports b: true, which a user's applyOps may set on an update:
+// the document is created when it does not exist.
+func (e Entry) Upsert() bool {
+	v, ok := e.field("b")
+	if !ok {
+		return false
+	}
+	b, _ := v.BooleanOK()
+	return b
+}
+
 // WallTime returns the wall clock time (wall), when present.
 func (e Entry) WallTime() (time.Time, bool) {
 	v, ok := e.field("wall")

@@ -181,7 +181,8 @@ func TestCommandClasses(t *testing.T) {
 		{"applyOps", CmdApplyOps, false, true, false},
 		{"commitTransaction", CmdCommitTransaction, false, true, false},
 		{"abortTransaction", CmdAbortTransaction, false, true, false},
-		{"emptycapped", CmdUnknown, false, false, false},
+		{"emptycapped", CmdEmptyCapped, true, false, false},
+		{"convertToCapped", CmdUnknown, false, false, false},
 	}
 	for _, tt := range tests {
 		c := classify(tt.name)

@@ -42,7 +42,7 @@ func (tg target) apply(t *testing.T, a *Assembler, entries ...bson.D) {
 	t.Helper()
 	for _, d := range entries {
 		e := mustParse(t, d)
-		if skip, _ := Skip(e, nil); skip {
+		if skip, _ := (&Filter{}).Skip(e); skip {
 			continue
 		}
 		u, ok, err := a.Add(e)
@@ -54,7 +54,7 @@ func (tg target) apply(t *testing.T, a *Assembler, entries ...bson.D) {
 		}
 		var models []mongo.WriteModel
 		for _, op := range u.Ops {
-			if skip, _ := Skip(op, nil); skip {
+			if skip, _ := (&Filter{}).Skip(op); skip {
 				continue
 			}
 			ws, err := Translate(op)
@@ -399,7 +399,7 @@ func TestReplayFerretDBOplog(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Parse(%s): %v", cur.Current, err)
 		}
-		if skip, _ := Skip(e, nil); skip {
+		if skip, _ := (&Filter{}).Skip(e); skip {
 			continue
 		}
 		u, ok, err := a.Add(e)

@@ -26,34 +26,62 @@ const (
 	ReasonDBCheck = "dbCheck"
 )
 
+// Filter decides which entries the replayer applies nothing for. The
+// zero value judges a replica set's oplog with InternalNamespaces("").
+//
+// A Filter remembers the collections it saw created capped (Skip must see
+// every entry in oplog order, before Assembler.Add and again for each
+// operation of the units it emits), so it belongs to one reader.
+type Filter struct {
+	// IsInternal says which namespaces belong to the server or to
+	// MongoFerry: pass catalog.Mapper.IsInternal or InternalNamespaces;
+	// nil means InternalNamespaces("").
+	IsInternal func(catalog.Namespace) bool
+	// ShardMember is set when the oplog is a shard's: fromMigrate then
+	// marks a chunk migration's copy or range deletion, never a user's
+	// write, and is skipped. On a replica set that is not a shard,
+	// fromMigrate only marks the copy of convertToCapped and
+	// cloneCollectionAsCapped, which must be applied. A capped collection
+	// is never sharded, so on a shard too fromMigrate writes into a
+	// collection created capped (or named like convertToCapped's clone)
+	// are applied.
+	ShardMember bool
+
+	capped map[string]struct{}
+}
+
 // Skip reports whether the replayer applies nothing for e, and why:
 //
-//   - fromMigrate entries (ReasonFromMigrate);
+//   - chunk migrations' entries (ReasonFromMigrate; see ShardMember);
 //   - no-ops (ReasonNoop): skipped, yet their ts advances the watermark;
 //   - startIndexBuild, abortIndexBuild, dbCheck (ReasonIndexBuild,
 //     ReasonDBCheck);
-//   - entries on internal namespaces (ReasonInternal), as isInternal says;
-//     pass catalog.Mapper.IsInternal, or InternalNamespaces(checkpointDB);
-//     nil means InternalNamespaces(""). A command is judged by the
-//     namespace it acts on (a renameCollection is skipped when both names
-//     are internal), not by its "db.$cmd".
+//   - entries on internal namespaces (ReasonInternal). A command is
+//     judged by the namespace it acts on (a renameCollection is skipped
+//     when both names are internal), not by its "db.$cmd"; a write on a
+//     time-series collection's buckets by the time-series collection;
+//     a write on system.views by its database (the view DDL it stands for
+//     is judged when applied).
 //
 // Transaction entries (applyOps, commitTransaction, abortTransaction) are
 // only skipped for fromMigrate: their ns is admin.$cmd, and their
 // operations are judged one by one after the Assembler has unwrapped them.
-// So call Skip on every entry before Assembler.Add, and again on each
-// operation of the units it emits.
-func Skip(e Entry, isInternal func(catalog.Namespace) bool) (skip bool, reason string) {
+func (f *Filter) Skip(e Entry) (skip bool, reason string) {
+	isInternal := f.IsInternal
 	if isInternal == nil {
 		isInternal = InternalNamespaces("")
 	}
 	switch {
-	case e.FromMigrate():
+	case e.FromMigrate() && f.migration(e):
 		return true, ReasonFromMigrate
 	case e.op == OpNoop:
 		return true, ReasonNoop
 	case e.op != OpCommand:
-		if isInternal(e.Namespace()) {
+		ns := e.Namespace()
+		if IsViews(ns) {
+			ns = catalog.Namespace{DB: ns.DB}
+		}
+		if isInternal(userNamespace(ns)) {
 			return true, ReasonInternal
 		}
 		return false, ""
@@ -84,14 +112,50 @@ func Skip(e Entry, isInternal func(catalog.Namespace) bool) (skip bool, reason s
 		}
 		return false, ""
 	}
-	internal := isInternal(d.NS)
+	f.observe(d)
+	internal := isInternal(userNamespace(d.NS))
 	if d.Class == CmdRenameCollection {
-		internal = internal && isInternal(d.To)
+		internal = internal && isInternal(userNamespace(d.To))
 	}
 	if internal {
 		return true, ReasonInternal
 	}
 	return false, ""
+}
+
+// migration reports whether a fromMigrate entry is a chunk migration's.
+func (f *Filter) migration(e Entry) bool {
+	if !f.ShardMember {
+		return false
+	}
+	if e.op == OpInsert || e.op == OpDelete || e.op == OpUpdate {
+		ns := e.Namespace()
+		if _, ok := CappedCloneOf(ns); ok {
+			return false
+		}
+		if _, ok := f.capped[ns.String()]; ok {
+			return false
+		}
+	}
+	return true
+}
+
+// observe remembers the collections created capped, and forgets dropped
+// or renamed ones.
+func (f *Filter) observe(d DDL) {
+	switch d.Class {
+	case CmdCreate:
+		if v, found, err := lookup(d.Command, "capped"); err == nil && found {
+			if b, ok := v.BooleanOK(); ok && b {
+				if f.capped == nil {
+					f.capped = map[string]struct{}{}
+				}
+				f.capped[d.NS.String()] = struct{}{}
+			}
+		}
+	case CmdDrop, CmdRenameCollection:
+		delete(f.capped, d.NS.String())
+	}
 }
 
 // InternalNamespaces returns the default isInternal for Skip: the admin,

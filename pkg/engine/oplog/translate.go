@@ -72,6 +72,9 @@ func AppendTranslate(dst []Write, e Entry) ([]Write, error) {
 var upsert = true
 
 func translate(dst []Write, e Entry) ([]Write, error) {
+	if e.op != OpCommand && e.op != OpNoop && IsViews(e.Namespace()) {
+		return translateView(dst, e)
+	}
 	switch e.op {
 	case OpInsert:
 		key := e.o2
@@ -133,9 +136,18 @@ const (
 	formDiff
 )
 
-// classifyUpdate decides an update's form from $v, and checks that o holds
-// only what that form allows. For a diff it returns the diff document.
+// classifyUpdate decides an update's form as mongod does
+// (UpdateModification::parseFromOplogEntry): an o with an _id is a
+// replacement, whatever else it holds (5.0+ documents may have top-level
+// $-prefixed fields, $v included); otherwise $v decides. It checks that o
+// holds only what that form allows. For a diff it returns the diff
+// document.
 func classifyUpdate(o []byte) (updateForm, []byte, error) {
+	if _, found, err := lookup(o, "_id"); err != nil {
+		return 0, nil, fmt.Errorf("%w: o: %v", ErrMalformedEntry, err)
+	} else if found {
+		return formReplacement, nil, nil
+	}
 	var (
 		version            bsoncore.Value
 		hasVersion         bool
@@ -208,8 +220,20 @@ func translateUpdate(dst []Write, e Entry) ([]Write, error) {
 		return append(dst, Write{NS: e.ns, Kind: Update, DocKey: e.o2, Model: m}), nil
 	case formOperators:
 		u, err := operatorsWithoutVersion(e.o)
-		if err != nil || u == nil {
+		if err != nil {
 			return dst, err
+		}
+		if u == nil {
+			if !e.Upsert() {
+				return dst, nil
+			}
+			// Nothing to set, yet the document must exist: set its _id,
+			// which the upsert takes from the filter anyway.
+			id, _, err := lookup(e.o2, "_id")
+			if err != nil {
+				return dst, fmt.Errorf("%w: o2: %v", ErrMalformedEntry, err)
+			}
+			u = singleton("$set", bsoncore.Value{Type: bsoncore.TypeEmbeddedDocument, Data: singleton("_id", id)})
 		}
 		return append(dst, e.updateOne(u)), nil
 	}
@@ -225,11 +249,16 @@ func translateUpdate(dst []Write, e Entry) ([]Write, error) {
 	return dst, nil
 }
 
-// updateOne is an UpdateOne on the entry's document key.
+// updateOne is an UpdateOne on the entry's document key. It upserts when
+// the entry says b: true (possible in a user's applyOps), as mongod does.
 func (e Entry) updateOne(update []byte) Write {
 	m := &mongo.UpdateOneModel{Filter: e.o2, Update: bson.Raw(update)}
+	if e.Upsert() {
+		m.Upsert = &upsert
+	}
 	return Write{NS: e.ns, Kind: Update, DocKey: e.o2, Model: m}
 }
+
 
 // operatorsWithoutVersion returns o without $v and without empty
 // operators (a server refuses {$set: {}}); nil when nothing is left.

@@ -78,7 +78,11 @@ func (r *Replayer) applyDDL(ctx context.Context, d oplog.DDL) error {
 			cmd := bson.D{{Key: "collMod", Value: d.NS.Coll}}
 			elems, _ := opts.Elements()
 			for _, e := range elems {
-				cmd = append(cmd, bson.E{Key: e.Key(), Value: e.Value()})
+				v := any(e.Value())
+				if on, ok := e.Value().StringValueOK(); ok && e.Key() == "viewOn" {
+					v = m.Target(catalog.Namespace{DB: src.NS.DB, Coll: on}).Coll // a view's new source, renamed
+				}
+				cmd = append(cmd, bson.E{Key: e.Key(), Value: v})
 			}
 			err = t.Database(d.NS.DB).RunCommand(ctx, cmd).Err()
 			if hasCode(err, codeCommandNotFound, codeNotImplemented) {
@@ -86,6 +90,8 @@ func (r *Replayer) applyDDL(ctx context.Context, d oplog.DDL) error {
 				err = nil
 			}
 		}
+	case oplog.CmdEmptyCapped:
+		_, err = t.Database(d.NS.DB).Collection(d.NS.Coll).DeleteMany(ctx, bson.D{})
 	default:
 		return fmt.Errorf("replay: unexpected DDL %s on %s", d.Class, d.NS)
 	}
@@ -108,9 +114,11 @@ func (r *Replayer) rename(ctx context.Context, src, d oplog.DDL) error {
 		// Renamed out of the task's scope: the target no longer keeps it.
 		return t.Database(d.NS.DB).Collection(d.NS.Coll).Drop(ctx)
 	case !m.Selected(src.NS):
-		r.log.Warn("a collection outside the task was renamed into it; its existing documents are not copied (run a full sync to include them)",
-			"from", src.NS.String(), "to", src.To.String())
-		return nil
+		// Renamed in from outside the task ($out, convertToCapped or a
+		// rename across databases through a temporary collection the
+		// filters do not name, or a user's rename): its writes were not
+		// replayed, so it is copied from the source.
+		return r.recopy(ctx, src.To)
 	}
 	err := t.Database("admin").RunCommand(ctx, bson.D{
 		{Key: "renameCollection", Value: d.NS.String()}, {Key: "to", Value: d.To.String()},

@@ -59,6 +59,9 @@ type Options struct {
 	// abandoned and retried (the writes are idempotent). 2 minutes when
 	// zero.
 	WriteTimeout time.Duration
+	// ShardMember is set when Reader reads a shard's oplog: fromMigrate
+	// entries are then chunk migrations and skipped (see oplog.Filter).
+	ShardMember bool
 	// UniqueIndexed lists target namespaces ("db.coll") with a unique
 	// secondary index: their writes are applied by one writer in oplog
 	// order, so a delete of {email: x} always lands before a later insert
@@ -72,6 +75,7 @@ type Replayer struct {
 	log     *slog.Logger
 	wm      *Watermark
 	asm     *oplog.Assembler
+	filter  *oplog.Filter
 	budget  *pipeline.Budget
 	queues  []chan item
 	seed    maphash.Seed
@@ -88,6 +92,7 @@ type Replayer struct {
 	savedTS         bson.Timestamp
 	savedAt         time.Time
 	unique          map[catalog.Namespace]bool
+	recopied        map[catalog.Namespace]bson.Timestamp // see recopy
 	counts          map[string]int64
 	skipped         map[string]int64
 	tolerated       int64
@@ -101,8 +106,9 @@ type item struct {
 	ns    catalog.Namespace // target namespace
 	key   bson.Raw          // document key: picks the writer
 	kind  string
-	model mongo.WriteModel
+	model mongo.WriteModel // nil: re-read the document from the source
 	bytes int64
+	src   catalog.Namespace // source namespace, for a re-read
 }
 
 // New builds a Replayer.
@@ -117,6 +123,7 @@ func New(o Options) *Replayer {
 	maxBytes, _ := o.Spec.Cache.MaxBytes.Bytes()
 	r := &Replayer{
 		o: o, log: log.With("task", o.Task), wm: NewWatermark(o.From), asm: oplog.NewAssembler(),
+		filter: &oplog.Filter{IsInternal: o.Mapper.IsInternal, ShardMember: o.ShardMember},
 		budget: pipeline.NewBudget(maxBytes), seed: maphash.MakeSeed(),
 		unique: map[catalog.Namespace]bool{}, counts: map[string]int64{}, skipped: map[string]int64{},
 		readTS: o.From, savedTS: o.From,
@@ -225,7 +232,7 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 	r.mu.Lock()
 	r.readTS = e.TS()
 	r.mu.Unlock()
-	if skip, reason := oplog.Skip(e, r.o.Mapper.IsInternal); skip {
+	if skip, reason := r.filter.Skip(e); skip {
 		r.count(reason, true)
 		r.wm.Dispatch(e.TS(), 0)
 		return nil
@@ -246,8 +253,18 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 	if !ok {
 		return nil // buffered: a transaction still open
 	}
-	if unit.Txn || unit.FirstTS != unit.TS {
+	if unit.FirstTS != unit.TS {
+		// A chain of entries: the checkpoint must stay below its first
+		// entry until all of it is applied.
 		return r.applyBarrier(ctx, wctx, unit)
+	}
+	// One entry (a plain write, a one-entry transaction, a batched write
+	// of 8.0, a user's applyOps): its operations all carry its ts, so the
+	// watermark passes it only once all are applied, and each document's
+	// writes stay in order on its writer. DDL inside is a barrier of its
+	// own (dispatchOp).
+	if unit.Txn {
+		r.count("transaction", false)
 	}
 	for _, op := range unit.Ops {
 		if err := r.dispatchOp(ctx, wctx, op, unit.TS); err != nil {
@@ -269,16 +286,13 @@ func (r *Replayer) late(ctx, wctx context.Context, e oplog.Entry) error {
 	r.log.Warn("an oplog entry became visible after later ones (a hole in the source's oplog); its documents are re-read from the source",
 		"ts", ts, "ns", e.NS(), "op", e.Kind().String())
 	if e.Kind() != oplog.Insert && e.Kind() != oplog.Update && e.Kind() != oplog.Delete {
-		if skip, _ := oplog.Skip(e, r.o.Mapper.IsInternal); skip {
+		if skip, _ := r.filter.Skip(e); skip {
 			r.count("late", true)
 			return nil
 		}
 		return fmt.Errorf("replay: the source's oplog showed the %s entry at %d,%d after later entries were applied, "+
 			"and only inserts, updates and deletes can be applied out of order: resync the task (delete its checkpoint database and run it again)",
 			e.Kind(), ts.T, ts.I)
-	}
-	if r.o.Source == nil {
-		return fmt.Errorf("replay: an oplog entry at %d,%d arrived after later entries and there is no source to re-read its documents from", ts.T, ts.I)
 	}
 	ws, err := oplog.Translate(e)
 	if err != nil {
@@ -288,25 +302,14 @@ func (r *Replayer) late(ctx, wctx context.Context, e oplog.Entry) error {
 		return err
 	}
 	for _, w := range ws {
-		src := catalog.ParseNamespace(w.NS)
+		src := sourceOf(w.NS)
 		if w.Model == nil || !r.o.Mapper.Selected(src) {
 			continue
 		}
-		var model mongo.WriteModel
-		doc, err := r.o.Source.Database(src.DB).Collection(src.Coll).FindOne(ctx, w.DocKey).Raw()
-		switch {
-		case errors.Is(err, mongo.ErrNoDocuments):
-			model = mongo.NewDeleteOneModel().SetFilter(w.DocKey)
-		case err != nil:
-			return fmt.Errorf("replay: re-read %s from the source for an out-of-order oplog entry: %w", src, err)
-		default:
-			model = mongo.NewReplaceOneModel().SetFilter(w.DocKey).SetReplacement(doc).SetUpsert(true)
-		}
-		it := item{ts: r.lastTS, ns: r.o.Mapper.Target(src), key: w.DocKey, kind: "refetch", model: model}
-		if err := r.applyBatch(ctx, []item{it}); err != nil {
+		it := item{ts: r.lastTS, ns: r.o.Mapper.Target(src), key: w.DocKey, src: src}
+		if err := r.refetch(ctx, it); err != nil {
 			return err
 		}
-		r.count("refetch", false)
 	}
 	return nil
 }
@@ -314,12 +317,21 @@ func (r *Replayer) late(ctx, wctx context.Context, e oplog.Entry) error {
 // dispatchOp translates one operation and queues its writes; DDL is a
 // barrier.
 func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson.Timestamp) error {
-	if skip, reason := oplog.Skip(op, r.o.Mapper.IsInternal); skip {
+	if skip, reason := r.filter.Skip(op); skip {
 		r.count(reason, true)
 		r.wm.Dispatch(ts, 0)
 		return nil
 	}
+	if err := r.refuseTimeSeries(op); err != nil {
+		return err
+	}
 	ws, err := oplog.Translate(op)
+	if errors.Is(err, oplog.ErrUnaddressablePath) && op.Kind() == oplog.Update {
+		// A field name no update path can address ($setField on a name
+		// with '.' or '$'): the document is re-read from the source when
+		// its writer reaches this point.
+		ws, err = []oplog.Write{{NS: op.NS(), Kind: oplog.Update, DocKey: op.O2()}}, nil
+	}
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
@@ -332,12 +344,16 @@ func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson
 			items = nil
 			continue
 		}
-		src := catalog.ParseNamespace(w.NS)
+		src := sourceOf(w.NS)
 		if !r.o.Mapper.Selected(src) {
 			r.count("filtered", true)
 			continue
 		}
-		items = append(items, item{ts: ts, ns: r.o.Mapper.Target(src), key: w.DocKey, kind: w.Kind.String(), model: w.Model, bytes: int64(len(op.Raw()))})
+		it := item{ts: ts, ns: r.o.Mapper.Target(src), src: src, key: w.DocKey, kind: w.Kind.String(), model: w.Model, bytes: int64(len(op.Raw()))}
+		if w.Model == nil {
+			it.kind = kindRefetch
+		}
+		items = append(items, it)
 	}
 	if len(items) == 0 {
 		r.wm.Dispatch(ts, 0)
@@ -488,7 +504,7 @@ func (r *Replayer) write(ctx context.Context, q chan item) error {
 
 // applyGroup applies writes of one namespace and marks them done.
 func (r *Replayer) applyGroup(ctx context.Context, group []item) error {
-	err := r.applyBatch(ctx, group)
+	err := r.applyItems(ctx, group)
 	for _, it := range group {
 		r.budget.Release(it.bytes)
 	}
@@ -606,7 +622,7 @@ func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
 			}
 			k := bwe.WriteErrors[0].Index
 			it := batch[k]
-			if it.ts.Compare(r.o.OverlapUntil) > 0 {
+			if !r.inOverlap(it.ns, it.ts) {
 				return fmt.Errorf("replay into %s at %d,%d: %w: a unique index on the target refuses a write the source accepted; "+
 					"the target holds documents the source does not (written outside this task?)", it.ns, it.ts.T, it.ts.I, err)
 			}
@@ -620,6 +636,18 @@ func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
 			batch = batch[k+1:]
 			continue
 		default:
+			if k, ok := stalePath(err, batch); ok {
+				// Writes before k were applied (ordered); the document of
+				// k is written as the source has it now, and the rest go
+				// again.
+				r.log.Info("an update does not fit the target's newer document (an older entry applied again); the document is re-read from the source",
+					"ns", batch[k].ns.String(), "ts", batch[k].ts, "err", err)
+				if err := r.refetch(ctx, batch[k]); err != nil {
+					return err
+				}
+				batch = batch[k+1:]
+				continue
+			}
 			return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
 		}
 	}

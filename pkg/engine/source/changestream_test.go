@@ -219,7 +219,7 @@ func TestEventToEntryCRUD(t *testing.T) {
 			if ui, ok := entry.UI(); !ok || !bytes.Equal(ui.Data, collUUID.Data) {
 				t.Errorf("ui %v, want the collectionUUID", ui)
 			}
-			if skip, reason := oplog.Skip(entry, nil); skip {
+			if skip, reason := (&oplog.Filter{}).Skip(entry); skip {
 				t.Errorf("Skip = %s", reason)
 			}
 			ws, err := oplog.Translate(entry)
@@ -330,7 +330,7 @@ func TestEventToEntryDDL(t *testing.T) {
 			if entry.Command() != tt.class {
 				t.Fatalf("command %s, want %s", entry.Command(), tt.class)
 			}
-			if skip, reason := oplog.Skip(entry, nil); skip {
+			if skip, reason := (&oplog.Filter{}).Skip(entry); skip {
 				t.Errorf("Skip = %s", reason)
 			}
 			ws, err := oplog.Translate(entry)
@@ -354,7 +354,7 @@ func TestEventToEntryDDL(t *testing.T) {
 func TestEventToEntryIndexBuildIsSkipped(t *testing.T) {
 	for _, op := range []string{"startIndexBuild", "abortIndexBuild"} {
 		entry := convertOne(t, ev(op, 20, ns("shop", "orders"), e("operationDescription", bson.D{{Key: "indexes", Value: bson.A{bson.D{{Key: "name", Value: "x_1"}}}}})))
-		if skip, reason := oplog.Skip(entry, nil); !skip || reason != oplog.ReasonIndexBuild {
+		if skip, reason := (&oplog.Filter{}).Skip(entry); !skip || reason != oplog.ReasonIndexBuild {
 			t.Errorf("%s: Skip = %v %q, want %q", op, skip, reason, oplog.ReasonIndexBuild)
 		}
 	}
@@ -590,7 +590,7 @@ func TestNoopEntry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if skip, reason := oplog.Skip(entry, nil); !skip || reason != oplog.ReasonNoop || !entry.TS().Equal(tsN(9)) {
+	if skip, reason := (&oplog.Filter{}).Skip(entry); !skip || reason != oplog.ReasonNoop || !entry.TS().Equal(tsN(9)) {
 		t.Errorf("no-op entry %s: Skip = %v %q", entry, skip, reason)
 	}
 }
@@ -678,7 +678,7 @@ func FuzzEventToEntry(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the entry does not parse: %v\nentry %s", err, raw)
 		}
-		_, _ = oplog.Skip(entry, nil)
+		_, _ = (&oplog.Filter{}).Skip(entry)
 		if _, _, err := oplog.NewAssembler().Add(entry); err != nil {
 			t.Fatalf("Assembler.Add: %v", err)
 		}

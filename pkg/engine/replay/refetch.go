@@ -1,0 +1,100 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+)
+
+// kindRefetch is the kind of a write that re-reads its document from the
+// source and writes it as it is there now.
+const kindRefetch = "refetch"
+
+// Server codes of an update whose path no longer fits the document: an
+// older entry applied again over a newer document (the copy/replay
+// overlap, a resume from a checkpoint a little behind what was applied)
+// meets a field whose type has changed since ($set of a.b when a is now 5,
+// an array sub-diff on a field that is now a string). mongod's own applier
+// sets such a field to null; an update through it fails instead.
+const (
+	codeBadValue      = 2
+	codePathNotViable = 28
+	codeTypeMismatch  = 14
+)
+
+// stalePath reports whether a bulk write failed on write k because an
+// update's path does not fit the target document.
+func stalePath(err error, batch []item) (int, bool) {
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || len(bwe.WriteErrors) == 0 {
+		return 0, false
+	}
+	we := bwe.WriteErrors[0]
+	if we.Index < 0 || we.Index >= len(batch) {
+		return 0, false
+	}
+	if _, ok := batch[we.Index].model.(*mongo.UpdateOneModel); !ok {
+		return 0, false
+	}
+	switch we.Code {
+	case codeBadValue, codePathNotViable, codeTypeMismatch:
+		return we.Index, true
+	}
+	return 0, false
+}
+
+// applyItems applies a writer's run of one namespace: bulk writes, split
+// around the writes that re-read their document from the source.
+func (r *Replayer) applyItems(ctx context.Context, group []item) error {
+	for len(group) > 0 {
+		i := 0
+		for i < len(group) && group[i].model != nil {
+			i++
+		}
+		if i > 0 {
+			if err := r.applyBatch(ctx, group[:i]); err != nil {
+				return err
+			}
+		}
+		if i == len(group) {
+			return nil
+		}
+		if err := r.refetch(ctx, group[i]); err != nil {
+			return err
+		}
+		group = group[i+1:]
+	}
+	return nil
+}
+
+// refetch writes one document as the source has it now: replaced, or
+// deleted when the source no longer has it. Later entries of the document
+// then apply on top, as they do over the full copy.
+func (r *Replayer) refetch(ctx context.Context, it item) error {
+	if r.o.Source == nil {
+		return fmt.Errorf("replay: %s at %d,%d must be re-read from the source, and there is no source to read it from", it.src, it.ts.T, it.ts.I)
+	}
+	var model mongo.WriteModel
+	doc, err := r.o.Source.Database(it.src.DB).Collection(it.src.Coll).FindOne(ctx, it.key).Raw()
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		model = mongo.NewDeleteOneModel().SetFilter(it.key)
+	case err != nil:
+		return fmt.Errorf("replay: re-read %s %s from the source: %w", it.src, it.key, err)
+	default:
+		model = mongo.NewReplaceOneModel().SetFilter(it.key).SetReplacement(doc).SetUpsert(true)
+	}
+	it.model, it.kind = model, kindRefetch
+	if err := r.applyBatch(ctx, []item{it}); err != nil {
+		return err
+	}
+	r.count(kindRefetch, false)
+	return nil
+}
+
+// sourceOf returns the source namespace of a write.
+func sourceOf(ns string) catalog.Namespace { return catalog.ParseNamespace(ns) }
