@@ -100,10 +100,10 @@ func TestReplayMongoShapes(t *testing.T) {
 		t.Fatalf("replay: %v", err)
 	}
 	want := map[string][]string{
-		"app.orders":  {`{"$numberInt":"1"}`, `{"$numberInt":"2"}`, `{"$numberInt":"3"}`, `{"$numberInt":"4"}`, `{"$numberInt":"5"}`},
-		"app.big":     {`{"$numberInt":"4"}`},
-		"app.logs":    {`{"$numberInt":"9"}`},
-		"app.report":  {`"r1"`, `"r2"`},
+		"app.orders": {`{"$numberInt":"1"}`, `{"$numberInt":"2"}`, `{"$numberInt":"3"}`, `{"$numberInt":"4"}`, `{"$numberInt":"5"}`},
+		"app.big":    {`{"$numberInt":"4"}`},
+		"app.logs":   {`{"$numberInt":"9"}`},
+		"app.report": {`"r1"`, `"r2"`},
 	}
 	for ns, w := range want {
 		if got := ids(t, dc, ns); strings.Join(got, ",") != strings.Join(sortStrings(w), ",") {

@@ -259,7 +259,6 @@ func (e Entry) updateOne(update []byte) Write {
 	return Write{NS: e.ns, Kind: Update, DocKey: e.o2, Model: m}
 }
 
-
 // operatorsWithoutVersion returns o without $v and without empty
 // operators (a server refuses {$set: {}}); nil when nothing is left.
 func operatorsWithoutVersion(o []byte) ([]byte, error) {
