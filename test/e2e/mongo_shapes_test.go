@@ -25,14 +25,14 @@ import (
 //     lsid, linked by prevOpTime (batched_write_context.cpp);
 //   - convertToCapped: create of tmpXXXXX.convertToCapped.<name>, the
 //     clone's inserts flagged fromMigrate, then renameCollection over the
-//     original with dropTarget (capped_utils.cpp): on a replica set the
-//     clone is applied;
+//     original with dropTarget (capped_utils.cpp), with an include list
+//     that names only the final collection: it is copied again;
 //   - emptycapped (onEmptyCapped): every document deleted;
 //   - $out into a collection the include list names, through a temporary
 //     collection it does not (tmp.agg_out.<uuid>, then a rename with
 //     dropTarget): the collection is copied again from the source.
 func TestReplayMongoShapes(t *testing.T) {
-	t.Skip("being finished: the injected entries are not all applied yet")
+
 	src, dst := testserver.Start(t), testserver.Start(t)
 	sc, dc := src.MustClient(t), dst.MustClient(t)
 	insertDocs(t, sc, "app", "big", []any{doc("_id", 1), doc("_id", 2), doc("_id", 3), doc("_id", 4)})
@@ -43,7 +43,13 @@ func TestReplayMongoShapes(t *testing.T) {
 	task := newTask(t, "shapes", src, dst, func(t *config.Task) {
 		t.Mode = config.ModeFullAndIncremental
 		t.Verify.Mode = config.VerifyNone
-		t.Namespaces = config.Namespaces{Include: []string{`app\.(orders|big|logs|report|upserts)`, `app\.tmp[^.]*\.convertToCapped\..*`}}
+		// The include list does not name the temporary collections, so the
+		// renames out of them copy the collection again from the source.
+		// (With every collection selected, convertToCapped is replayed as
+		// logged: the clone's fromMigrate inserts, then the rename; FerretDB
+		// cannot rename a collection whose name holds a '.', so that form is
+		// checked on the translated writes in pkg/engine/oplog.)
+		t.Namespaces = config.Namespaces{Include: []string{`app\.(orders|big|logs|report)`}}
 	})
 	opts := engineOpts()
 	opts.CheckpointInterval = 100 * time.Millisecond

@@ -83,6 +83,9 @@ func waitApplied(t *testing.T, e *engine.Engine, ts bson.Timestamp) {
 	t.Helper()
 	waitFor(t, "replay to apply the injected entries", 2*time.Minute, func() bool {
 		s := e.Status()
+		if s.Phase == engine.PhaseFailed {
+			t.Fatalf("the task failed before applying the injected entries: %s", s.Error)
+		}
 		return s.Replay != nil && s.Replay.AppliedTS.Compare(ts) >= 0 && s.Replay.InFlight == 0
 	})
 }

@@ -120,10 +120,25 @@ func (r *Replayer) rename(ctx context.Context, src, d oplog.DDL) error {
 		// replayed, so it is copied from the source.
 		return r.recopy(ctx, src.To)
 	}
-	err := t.Database("admin").RunCommand(ctx, bson.D{
-		{Key: "renameCollection", Value: d.NS.String()}, {Key: "to", Value: d.To.String()},
-		{Key: "dropTarget", Value: d.DropTarget()},
-	}).Err()
+	rename := func(dropTarget bool) error {
+		return t.Database("admin").RunCommand(ctx, bson.D{
+			{Key: "renameCollection", Value: d.NS.String()}, {Key: "to", Value: d.To.String()},
+			{Key: "dropTarget", Value: dropTarget},
+		}).Err()
+	}
+	err := rename(d.DropTarget())
+	if d.DropTarget() && hasCode(err, codeNotImplemented) {
+		// A target without dropTarget (FerretDB): drop, then rename. A
+		// restart between the two applies the entry again, which finds
+		// the new name gone and renames.
+		if n, _ := t.Database(d.NS.DB).ListCollectionNames(ctx, bson.D{{Key: "name", Value: d.NS.Coll}}); len(n) == 0 {
+			return nil // applied before a restart
+		}
+		if err := t.Database(d.To.DB).Collection(d.To.Coll).Drop(ctx); err != nil {
+			return fmt.Errorf("drop %s before renaming %s over it: %w", d.To, d.NS, err)
+		}
+		err = rename(false)
+	}
 	if hasCode(err, codeNamespaceExists) {
 		// Applied before a restart: the source name is gone and the new one
 		// exists; anything else is a real conflict.
