@@ -23,6 +23,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/engine/verify"
@@ -312,16 +313,18 @@ func (e *Engine) stream(ctx context.Context) error {
 		}
 	}
 	maxBatch := 0
+	translate := oplog.TranslateOptions{PipelineUpdates: true}
 	if conn.IsFerretDB(ctx, e.target) {
 		// FerretDB stalls on large bulk writes (as the full copy's
-		// sink knows too).
+		// sink knows too), and has no pipeline updates.
 		maxBatch = 50
+		translate.PipelineUpdates = false
 	}
 	r := replay.New(replay.Options{
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
 		Mapper: e.mapper, Log: e.log, From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique,
-		MaxWriteBatch: maxBatch,
+		MaxWriteBatch: maxBatch, Translate: translate,
 	})
 	e.replayer.Store(r)
 	e.log.Info("replaying the oplog", "from", from)

@@ -26,7 +26,8 @@ import (
 //
 //	d            $unset path
 //	u            $set path
-//	i            $unset path, then $set path (see below)
+//	i            $unset path, then $set path (see below); on a target
+//	             with pipeline updates, one [{$unset}, {$set: $literal}]
 //	s<field>     recurse with path.field
 //	a, l: n      $push {path: {$each: [], $slice: n}}
 //	u<n>         $set path.n
@@ -68,8 +69,9 @@ import (
 // (ErrUnaddressablePath: refetch the document instead), and when an old
 // entry is applied again after later ones changed a field's type, the
 // applier sets the field to null where an update through it fails on the
-// server ("Cannot create field ..."); the sink must tolerate that error for
-// entries re-read after a restart, as later entries rewrite the field.
+// server ("Cannot create field ..."); the replayer re-reads such a
+// document from the source (replay's stalePath), as later entries rewrite
+// the field anyway.
 
 // opKind is the update operator of one pathOp.
 type opKind uint8
@@ -78,6 +80,9 @@ const (
 	opSet opKind = iota
 	opUnset
 	opTruncate
+	// opMove is an inserted field written by a pipeline update that
+	// removes it and appends it in one step (see movePipeline).
+	opMove
 )
 
 // pathOp is one operator on one dotted path.
@@ -98,7 +103,7 @@ type pathOp struct {
 func translateDiff(diff []byte) ([][]byte, error) {
 	sc := getDiffScratch()
 	defer putDiffScratch(sc)
-	return sc.appendDiff(nil, diff)
+	return sc.appendDiff(nil, diff, false)
 }
 
 // diffScratch is the reusable state of translating one diff: the
@@ -129,9 +134,12 @@ func putDiffScratch(sc *diffScratch) {
 	diffScratchPool.Put(sc)
 }
 
-// appendDiff appends the update documents of diff to dst.
-func (sc *diffScratch) appendDiff(dst [][]byte, diff []byte) ([][]byte, error) {
+// appendDiff appends the update documents of diff to dst; with pipelines,
+// inserted fields outside arrays are moved by pipeline updates (arrays of
+// stages, told apart from update documents by their first key, "0").
+func (sc *diffScratch) appendDiff(dst [][]byte, diff []byte, pipelines bool) ([][]byte, error) {
 	sc.w.ops = sc.w.ops[:0]
+	sc.w.pipelines, sc.w.inArray = pipelines, 0
 	if err := sc.w.document(diff, "", 0); err != nil {
 		return dst, err
 	}
@@ -141,6 +149,12 @@ func (sc *diffScratch) appendDiff(dst [][]byte, diff []byte) ([][]byte, error) {
 // diffWalker collects the operators of a diff in order.
 type diffWalker struct {
 	ops []pathOp
+	// pipelines: the target takes pipeline-style updates, so an i
+	// section outside arrays becomes opMove operators.
+	pipelines bool
+	// inArray counts the array diffs the walk is inside: a pipeline's
+	// $set stage cannot address an array element by index.
+	inArray int
 }
 
 // join returns prefix.name (name alone at the top).
@@ -260,10 +274,19 @@ func isDiffError(err error) bool {
 // fields are unset first (an inserted field that exists moves to the end,
 // as MongoDB's applier does), then set. _id cannot be unset, and MongoDB
 // keeps it first anyway.
+//
+// On a target that takes pipeline-style updates, an i section outside
+// arrays is one pipeline update instead ($unset stage, then $set stage):
+// between two separate updates the document would lack the field, and a
+// non-sparse unique index on it would see a null that can collide with
+// another document's.
 func (w *diffWalker) fields(sec string, fields []byte, prefix string) error {
 	passes := []string{sec}
 	if sec == "i" {
 		passes = []string{"i-unset", "i"}
+		if w.pipelines && w.inArray == 0 {
+			passes = []string{"i-move"}
+		}
 	}
 	for _, pass := range passes {
 		err := forEach(fields, func(k []byte, v bsoncore.Value) error {
@@ -283,6 +306,10 @@ func (w *diffWalker) fields(sec string, fields []byte, prefix string) error {
 				}
 			case "i":
 				w.ops = append(w.ops, pathOp{kind: opSet, path: path, val: v, newField: true, parent: prefix, name: name})
+			case "i-move":
+				if path != "_id" {
+					w.ops = append(w.ops, pathOp{kind: opMove, path: path, val: v})
+				}
 			}
 			return nil
 		})
@@ -298,6 +325,8 @@ func (w *diffWalker) array(diff []byte, path string, depth int) error {
 	if depth > maxDepth {
 		return fmt.Errorf("%w: nested deeper than %d levels at %s", ErrMalformedDiff, maxDepth, where(path))
 	}
+	w.inArray++
+	defer func() { w.inArray-- }()
 	mark := len(w.ops)
 	var (
 		resize    int64

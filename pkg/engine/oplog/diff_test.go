@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
 // D, A and E keep the diff tables short.
@@ -165,5 +166,86 @@ func BenchmarkTranslateDiff(b *testing.B) {
 		if _, err := Translate(e); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestTranslateDiffPipelines: on a target that takes pipeline updates, an
+// i section outside arrays moves its fields in one update, so a unique
+// index on a moved field never sees it missing (mongod's applier moves it
+// in one step too: doc_diff_applier.cpp).
+func TestTranslateDiffPipelines(t *testing.T) {
+	move := func(fields ...bson.E) A {
+		var paths A
+		set := D{}
+		for _, f := range fields {
+			paths = append(paths, f.Key)
+			set = append(set, kv(f.Key, D{kv("$literal", f.Value)}))
+		}
+		return A{D{kv("$unset", paths)}, D{kv("$set", set)}}
+	}
+	tests := []struct {
+		name string
+		diff D
+		want []any // update documents (D) or pipelines (A), in order
+	}{
+		{"a moved field is one pipeline", D{kv("i", D{kv("email", "x@y")})}, []any{move(kv("email", "x@y"))}},
+		{"several fields keep the diff's order, numeric names too", D{kv("i", D{kv("z", 1), kv("10", 2), kv("m", "$notAPath")})},
+			[]any{move(kv("z", 1), kv("10", 2), kv("m", "$notAPath"))}},
+		{"with other sections, in the diff's order", D{kv("u", D{kv("a", 0)}), kv("i", D{kv("b", 1)}), kv("sc", D{kv("d", D{kv("x", false)})})},
+			[]any{D{kv("$set", D{kv("a", 0)})}, move(kv("b", 1)), D{kv("$unset", D{kv("c.x", "")})}}},
+		{"nested documents", D{kv("sa", D{kv("i", D{kv("k", D{kv("$x", 1)})})})}, []any{move(kv("a.k", D{kv("$x", 1)}))}},
+		{"_id is left alone", D{kv("i", D{kv("_id", 1), kv("n", 2)})}, []any{move(kv("n", 2))}},
+		{"inside an array element: unset, then set", D{kv("sarr", D{kv("a", true), kv("s2", D{kv("i", D{kv("q", 1)})})})},
+			[]any{D{kv("$unset", D{kv("arr.2.q", "")})}, D{kv("$set", D{kv("arr.2.q", 1)})}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc := getDiffScratch()
+			defer putDiffScratch(sc)
+			got, err := sc.appendDiff(nil, marshal(t, tt.diff), true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g, w []string
+			for _, u := range got {
+				if isPipeline(u) {
+					g = append(g, bson.RawArray(u).String())
+				} else {
+					g = append(g, bson.Raw(u).String())
+				}
+			}
+			for _, u := range tt.want {
+				switch u := u.(type) {
+				case A:
+					_, data, err := bson.MarshalValue(u)
+					if err != nil {
+						t.Fatal(err)
+					}
+					w = append(w, bson.RawArray(data).String())
+				default:
+					w = append(w, marshal(t, u).String())
+				}
+			}
+			if !slices.Equal(g, w) {
+				t.Errorf("updates\n got %v\nwant %v", g, w)
+			}
+		})
+	}
+
+	// Through Translate: the pipeline reaches the driver as an array.
+	e := mustParse(t, with(outer(1, "u", "a.b"), "o", D{kv("$v", 2), kv("diff", D{kv("i", D{kv("n", 1)})})}, "o2", D{kv("_id", 1)}))
+	ws, err := TranslateOptions{PipelineUpdates: true}.Append(nil, e)
+	if err != nil || len(ws) != 1 {
+		t.Fatalf("Translate: %v %v", ws, err)
+	}
+	vm, ok := ws[0].Model.(*mongo.UpdateOneModel).Update.(bson.ValueMarshaler)
+	if !ok {
+		t.Fatalf("update %T is not a pipeline", ws[0].Model.(*mongo.UpdateOneModel).Update)
+	}
+	if typ, _, _ := vm.MarshalBSONValue(); typ != byte(bson.TypeArray) {
+		t.Errorf("pipeline marshals as %v, want an array", typ)
+	}
+	if ws, _ := Translate(e); len(ws) != 2 {
+		t.Errorf("without PipelineUpdates: %d updates, want $unset then $set", len(ws))
 	}
 }

@@ -1,6 +1,7 @@
 package oplog
 
 import (
+	"strconv"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -14,16 +15,70 @@ func (st *stage) pack(out [][]byte, ops []pathOp) [][]byte {
 		return out
 	}
 	st.reset()
-	for _, op := range ops {
+	for i := 0; i < len(ops); i++ {
+		op := ops[i]
+		if op.kind == opMove {
+			// A run of moved fields is one pipeline update of its own.
+			if len(st.ops) > 0 {
+				out = append(out, st.build())
+				st.reset()
+			}
+			j := i
+			for j < len(ops) && ops[j].kind == opMove {
+				j++
+			}
+			out = append(out, movePipeline(ops[i:j]))
+			i = j - 1
+			continue
+		}
 		if st.conflicts(op) {
 			out = append(out, st.build())
 			st.reset()
 		}
 		st.add(op)
 	}
-	out = append(out, st.build())
+	if len(st.ops) > 0 {
+		out = append(out, st.build())
+	}
 	st.reset()
 	return out
+}
+
+// movePipeline is the pipeline update that moves inserted fields to the
+// end of their documents with their new values, in one step:
+//
+//	[{$unset: [p1, p2, ...]}, {$set: {p1: {$literal: v1}, p2: {$literal: v2}, ...}}]
+//
+// $literal keeps values that look like expressions ("$x" strings,
+// documents with $-keys) as they are; the $set stage appends the fields in
+// the diff's order.
+func movePipeline(ops []pathOp) []byte {
+	size := 64
+	for _, op := range ops {
+		size += 2*len(op.path) + len(op.val.Data) + 32
+	}
+	idx, arr := bsoncore.AppendArrayStart(make([]byte, 0, size))
+	var stage, list int32
+	stage, arr = bsoncore.AppendDocumentElementStart(arr, "0")
+	list, arr = bsoncore.AppendArrayElementStart(arr, "$unset")
+	for i, op := range ops {
+		arr = bsoncore.AppendStringElement(arr, strconv.Itoa(i), op.path)
+	}
+	arr, _ = bsoncore.AppendArrayEnd(arr, list)
+	arr, _ = bsoncore.AppendDocumentEnd(arr, stage)
+	stage, arr = bsoncore.AppendDocumentElementStart(arr, "1")
+	var set int32
+	set, arr = bsoncore.AppendDocumentElementStart(arr, "$set")
+	for _, op := range ops {
+		var lit int32
+		lit, arr = bsoncore.AppendDocumentElementStart(arr, op.path)
+		arr = bsoncore.AppendValueElement(arr, "$literal", op.val)
+		arr, _ = bsoncore.AppendDocumentEnd(arr, lit)
+	}
+	arr, _ = bsoncore.AppendDocumentEnd(arr, set)
+	arr, _ = bsoncore.AppendDocumentEnd(arr, stage)
+	arr, _ = bsoncore.AppendArrayEnd(arr, idx)
+	return arr
 }
 
 // linearLimit is the stage size up to which conflicts are found by a scan;

@@ -60,7 +60,23 @@ func Translate(e Entry) ([]Write, error) {
 // caller can reuse one slice for every entry. On error it returns dst
 // unchanged.
 func AppendTranslate(dst []Write, e Entry) ([]Write, error) {
-	out, err := translate(dst, e)
+	return TranslateOptions{}.Append(dst, e)
+}
+
+// TranslateOptions say what the target accepts beyond what every server
+// does; the zero value suits any target (FerretDB included).
+type TranslateOptions struct {
+	// PipelineUpdates: the target applies pipeline-style updates
+	// (MongoDB 4.2+). A $v:2 diff's i section (fields inserted or moved
+	// to the end of their document) is then one pipeline update per run
+	// of fields instead of an $unset and a $set in two updates, so that a
+	// unique index never sees the field missing in between.
+	PipelineUpdates bool
+}
+
+// Append is AppendTranslate with these options.
+func (o TranslateOptions) Append(dst []Write, e Entry) ([]Write, error) {
+	out, err := translate(dst, e, o)
 	if err != nil {
 		return dst, fmt.Errorf("%s: %w", e, err)
 	}
@@ -71,7 +87,7 @@ func AppendTranslate(dst []Write, e Entry) ([]Write, error) {
 // so one shared value saves an allocation per write.
 var upsert = true
 
-func translate(dst []Write, e Entry) ([]Write, error) {
+func translate(dst []Write, e Entry, o TranslateOptions) ([]Write, error) {
 	if e.op != OpCommand && e.op != OpNoop && IsViews(e.Namespace()) {
 		return translateView(dst, e)
 	}
@@ -88,7 +104,7 @@ func translate(dst []Write, e Entry) ([]Write, error) {
 		m := &mongo.ReplaceOneModel{Filter: key, Replacement: e.o, Upsert: &upsert}
 		return append(dst, Write{NS: e.ns, Kind: Insert, DocKey: key, Model: m}), nil
 	case OpUpdate:
-		return translateUpdate(dst, e)
+		return translateUpdate(dst, e, o)
 	case OpDelete:
 		return append(dst, Write{NS: e.ns, Kind: Delete, DocKey: e.o, Model: &mongo.DeleteOneModel{Filter: e.o}}), nil
 	case OpNoop:
@@ -209,7 +225,7 @@ func classifyUpdate(o []byte) (updateForm, []byte, error) {
 }
 
 // translateUpdate translates a 'u' entry.
-func translateUpdate(dst []Write, e Entry) ([]Write, error) {
+func translateUpdate(dst []Write, e Entry, o TranslateOptions) ([]Write, error) {
 	form, diff, err := classifyUpdate(e.o)
 	if err != nil {
 		return nil, err
@@ -239,7 +255,7 @@ func translateUpdate(dst []Write, e Entry) ([]Write, error) {
 	}
 	sc := getDiffScratch()
 	defer putDiffScratch(sc)
-	sc.docs, err = sc.appendDiff(sc.docs[:0], diff)
+	sc.docs, err = sc.appendDiff(sc.docs[:0], diff, o.PipelineUpdates)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +268,11 @@ func translateUpdate(dst []Write, e Entry) ([]Write, error) {
 // updateOne is an UpdateOne on the entry's document key. It upserts when
 // the entry says b: true (possible in a user's applyOps), as mongod does.
 func (e Entry) updateOne(update []byte) Write {
-	m := &mongo.UpdateOneModel{Filter: e.o2, Update: bson.Raw(update)}
+	var u any = bson.Raw(update)
+	if isPipeline(update) {
+		u = pipeline(update)
+	}
+	m := &mongo.UpdateOneModel{Filter: e.o2, Update: u}
 	if e.Upsert() {
 		m.Upsert = &upsert
 	}
@@ -287,4 +307,20 @@ func operatorsWithoutVersion(o []byte) ([]byte, error) {
 		return nil, err
 	}
 	return b.finish(), nil
+}
+
+// pipeline is a pipeline-style update: a BSON array of stages.
+type pipeline []byte
+
+// MarshalBSONValue implements bson.ValueMarshaler: the driver sends an
+// array update as a pipeline.
+func (p pipeline) MarshalBSONValue() (byte, []byte, error) {
+	return byte(bson.TypeArray), p, nil
+}
+
+// isPipeline reports whether an update built by translateDiff is a
+// pipeline: its first key is "0", where an update document's is an
+// operator.
+func isPipeline(update []byte) bool {
+	return len(update) > 6 && update[4] == byte(bsoncore.TypeEmbeddedDocument) && update[5] == '0' && update[6] == 0
 }
