@@ -45,6 +45,7 @@ func TestTranslateCRUD(t *testing.T) {
 	id := bson.D{{Key: "_id", Value: 1}}
 	js := func(v any) string { return marshal(t, v).String() }
 	diffDoc := bson.D{{Key: "_id", Value: 1}, {Key: "diff", Value: bson.D{{Key: "u", Value: bson.D{{Key: "x", Value: 1}}}}}, {Key: "n", Value: 2}}
+	dollarDoc := bson.D{{Key: "_id", Value: 1}, {Key: "$v", Value: 2}, {Key: "$price", Value: 3}, {Key: "diff", Value: bson.D{}}}
 	tests := []struct {
 		name  string
 		entry bson.D
@@ -71,6 +72,17 @@ func TestTranslateCRUD(t *testing.T) {
 		{"$v:2 as a double", with(outer(1, "u", "a.b"), "o", bson.D{{Key: "$v", Value: 2.0}, {Key: "diff", Value: bson.D{{Key: "u", Value: bson.D{{Key: "x", Value: 1}}}}}}, "o2", id), Update, js(id),
 			[]string{"UpdateOne " + js(id) + " " + js(bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}) + " upsert=false"}},
 		{"$v:2 empty diff", with(outer(1, "u", "a.b"), "o", bson.D{{Key: "$v", Value: 2}, {Key: "diff", Value: bson.D{}}}, "o2", id), Update, "", nil},
+		// 5.0+: a replacement may hold top-level $-prefixed fields, $v
+		// included; mongod decides "has _id, so a replacement" first
+		// (UpdateModification::parseFromOplogEntry, update/update_oplog_entry_serialization.cpp).
+		{"replacement with a top-level $v and $-field", with(outer(1, "u", "a.b"), "o", dollarDoc, "o2", id), Update, js(id),
+			[]string{"ReplaceOne " + js(id) + " " + js(dollarDoc) + " upsert=true"}},
+		// A user's applyOps may upsert an update (b: true); mongod then
+		// creates the missing document (repl/oplog.cpp, applyOperation_inlock).
+		{"$v:1 update with b: true", with(outer(1, "u", "a.b"), "o", bson.D{{Key: "$v", Value: 1}, {Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}, "o2", id, "b", true), Update, js(id),
+			[]string{"UpdateOne " + js(id) + " " + js(bson.D{{Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}) + " upsert=true"}},
+		{"empty $v:1 update with b: true still creates the document", with(outer(1, "u", "a.b"), "o", bson.D{{Key: "$v", Value: 1}, {Key: "$set", Value: bson.D{}}}, "o2", id, "b", true), Update, js(id),
+			[]string{"UpdateOne " + js(id) + " " + js(bson.D{{Key: "$set", Value: id}}) + " upsert=true"}},
 		{"delete", with(outer(1, "d", "a.b"), "o", id), Delete, js(id), []string{"DeleteOne " + js(id)}},
 		{"noop", with(outer(1, "n", ""), "o", bson.D{{Key: "msg", Value: "x"}}), Noop, "", nil},
 		{"startIndexBuild", with(outer(1, "c", "a.$cmd"), "o", bson.D{{Key: "startIndexBuild", Value: "b"}}), Command, "", nil},
