@@ -925,6 +925,12 @@ shapes:
   ycsb  YCSB's usertable records: string _id and 10 fields of 100
         characters (1159 bytes), one collection.
 
+--shape insertmany replays MongoDB 8.0's retryable insertMany instead:
+500 ddt documents per insertMany, logged as eight applyOps entries
+(seven batches of 64 inserts and one of 52) with lsid, txnNumber,
+multiOpType 1 and prevOpTime; each batch is applied as a unit of its own,
+without draining the writers. --ops counts entries (batches) there.
+
 A reader serves --ops entries in batches of --read-batch, cycling through
 the pool, each batch copied into its own buffer with new ts values (as a
 tailer copies what its cursor returns), to a real replay.Replayer: parse, skip rules and namespace filter,
@@ -961,7 +967,7 @@ for the ddt shape on the 2-core development machine.
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.shape, "shape", "both", "ddt, ycsb or both")
+	fl.StringVar(&f.shape, "shape", "both", "ddt, ycsb, both, or insertmany (8.0 retryable insertMany batches)")
 	fl.Int64Var(&f.ops, "ops", 1_000_000, "oplog entries replayed per round")
 	fl.IntVar(&f.pool, "pool", replaybench.DefaultPool, "distinct entries generated per shape and cycled through")
 	fl.IntVar(&f.writers, "writers", config.DefaultWriters, "threads.writers: writer goroutines and queues")

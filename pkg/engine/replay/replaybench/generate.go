@@ -23,10 +23,19 @@ const (
 	// ShapeYCSB is YCSB's usertable: a string _id and 10 fields of 100
 	// characters (1159 bytes), one collection.
 	ShapeYCSB Shape = "ycsb"
+	// ShapeInsertMany is MongoDB 8.0's retryable insertMany of 500 DDT
+	// documents: eight applyOps entries (seven batches of 64 inserts and
+	// one of 52), each with lsid, txnNumber, multiOpType 1 and a
+	// prevOpTime naming the previous batch. Every batch is a unit of its
+	// own, applied without draining the writers. Its mix is all inserts.
+	ShapeInsertMany Shape = "insertmany"
 )
 
 // Shapes are the known shapes, in the order `both` runs them.
 var Shapes = []Shape{ShapeDDT, ShapeYCSB}
+
+// AllShapes are every shape, ShapeInsertMany included.
+var AllShapes = []Shape{ShapeDDT, ShapeYCSB, ShapeInsertMany}
 
 // Mix is the share of each operation, in percent.
 type Mix struct{ Insert, Update, Delete int }
@@ -49,6 +58,9 @@ type Input struct {
 	Entries []bson.Raw
 	tsAt    []int
 	kinds   []byte
+	// writes[i] is the number of writes entry i translates to, when not
+	// one (ShapeInsertMany's batches); nil otherwise.
+	writes []uint8
 	// Bytes is the size of the pool's entries; DocBytes that of one
 	// inserted document.
 	Bytes    int64
@@ -78,6 +90,9 @@ func (in *Input) Counts(ops int64) Counts {
 		if int64(i) < rest {
 			times++
 		}
+		if in.writes != nil {
+			times *= int64(in.writes[i])
+		}
 		switch k {
 		case 'i':
 			c.Inserts += times
@@ -100,12 +115,12 @@ func (in *Input) EntryBytes() float64 { return float64(in.Bytes) / float64(len(i
 
 // ParseShape checks a shape name.
 func ParseShape(s string) (Shape, error) {
-	for _, sh := range Shapes {
+	for _, sh := range AllShapes {
 		if string(sh) == s {
 			return sh, nil
 		}
 	}
-	return "", fmt.Errorf("unknown shape %q: use ddt or ycsb", s)
+	return "", fmt.Errorf("unknown shape %q: use ddt, ycsb or insertmany", s)
 }
 
 // shapeSpec is what differs between shapes.
@@ -118,6 +133,8 @@ type shapeSpec struct {
 	id func(dst []byte, coll, n int) []byte
 	// update returns the diff's u section: one field set.
 	update func(dst []byte, rng *rand.Rand) []byte
+	// batched: every entry is one batch of a retryable insertMany.
+	batched bool
 }
 
 func specOf(s Shape) (shapeSpec, error) {
@@ -126,8 +143,10 @@ func specOf(s Shape) (shapeSpec, error) {
 		return shapeSpec{db: "ddt", collections: 10, doc: ddtDoc, id: objectIDElem, update: ddtUpdate}, nil
 	case ShapeYCSB:
 		return shapeSpec{db: "ycsb", collections: 1, doc: ycsbDoc, id: userKeyElem, update: ycsbUpdate}, nil
+	case ShapeInsertMany:
+		return shapeSpec{db: "batched", collections: 10, doc: ddtDoc, id: objectIDElem, update: ddtUpdate, batched: true}, nil
 	}
-	return shapeSpec{}, fmt.Errorf("unknown shape %q: use ddt or ycsb", s)
+	return shapeSpec{}, fmt.Errorf("unknown shape %q: use ddt, ycsb or insertmany", s)
 }
 
 // baseTime is the wall time of the first generated entry.
@@ -145,6 +164,13 @@ func Generate(shape Shape, n int, mix Mix, seed uint64) (*Input, error) {
 	}
 	if mix == (Mix{}) {
 		mix = DefaultMix
+	}
+	if spec.batched {
+		// All inserts, and a pool of about as many documents as another
+		// shape's pool of n entries: whole insertManys of 64-insert batches.
+		mix = Mix{Insert: 100}
+		perMany := (insertManyDocs + batchDocs - 1) / batchDocs
+		n = max(perMany, n/batchDocs/perMany*perMany)
 	}
 	if mix.Insert <= 0 || mix.Update < 0 || mix.Delete < 0 || mix.Insert+mix.Update+mix.Delete != 100 {
 		return nil, fmt.Errorf("mix %+v: shares must add up to 100, with inserts above 0", mix)
@@ -181,6 +207,15 @@ func Generate(shape Shape, n int, mix Mix, seed uint64) (*Input, error) {
 		p := rng.IntN(100)
 		var kind byte
 		switch {
+		case spec.batched:
+			c = (i / ((insertManyDocs + batchDocs - 1) / batchDocs)) % spec.collections // one collection per insertMany
+			var docs int
+			scratch, docs = g.batch(scratch[:0], c, i, ts, wall)
+			in.writes = append(in.writes, uint8(docs))
+			kind = 'i'
+			if in.DocBytes == 0 {
+				in.DocBytes = len(g.doc)
+			}
 		case p < mix.Insert || len(g.live[c]) == 0:
 			var docLen int
 			scratch, docLen = g.insert(scratch[:0], c, ts, wall)
@@ -250,6 +285,60 @@ func (g *generator) insert(dst []byte, c int, ts bson.Timestamp, wall time.Time)
 	dst = g.trailer(dst, ts, wall)
 	dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
 	return dst, len(g.doc)
+}
+
+// insertManyDocs and batchDocs are the size of ShapeInsertMany's
+// insertMany and of its batches (mongod writes at most 64 inserts per batched applyOps).
+const (
+	insertManyDocs = 500
+	batchDocs      = 64
+)
+
+// batch appends entry i of the pool: batch i%8 of an insertMany into
+// collection c, as an applyOps of a retryable write on MongoDB 8.0. It
+// returns the entry and its number of inserts.
+func (g *generator) batch(dst []byte, c, i int, ts bson.Timestamp, wall time.Time) ([]byte, int) {
+	perMany := (insertManyDocs + batchDocs - 1) / batchDocs
+	k := i % perMany
+	docs := min(batchDocs, insertManyDocs-k*batchDocs)
+	idx, dst := bsoncore.AppendDocumentStart(dst)
+	var lsid int32
+	lsid, dst = bsoncore.AppendDocumentElementStart(dst, "lsid")
+	dst = bsoncore.AppendBinaryElement(dst, "id", 4, g.uis[c])
+	dst, _ = bsoncore.AppendDocumentEnd(dst, lsid)
+	dst = bsoncore.AppendInt64Element(dst, "txnNumber", int64(i/perMany))
+	dst = bsoncore.AppendStringElement(dst, "op", "c")
+	dst = bsoncore.AppendStringElement(dst, "ns", "admin.$cmd")
+	var o, ops int32
+	o, dst = bsoncore.AppendDocumentElementStart(dst, "o")
+	ops, dst = bsoncore.AppendArrayElementStart(dst, "applyOps")
+	for j := range docs {
+		n := g.next[c]
+		g.next[c]++
+		g.doc = g.spec.doc(g.doc[:0], g.rng, c, n)
+		var op int32
+		op, dst = bsoncore.AppendDocumentElementStart(dst, strconv.Itoa(j))
+		dst = g.header(dst, "i", c)
+		dst = bsoncore.AppendDocumentElement(dst, "o", g.doc)
+		dst = g.idDoc(dst, "o2", c, n)
+		dst = bsoncore.AppendInt32Element(dst, "stmtId", int32(k*batchDocs+j))
+		dst, _ = bsoncore.AppendDocumentEnd(dst, op)
+	}
+	dst, _ = bsoncore.AppendArrayEnd(dst, ops)
+	dst, _ = bsoncore.AppendDocumentEnd(dst, o)
+	dst = bsoncore.AppendInt32Element(dst, "multiOpType", 1)
+	var prev int32
+	prev, dst = bsoncore.AppendDocumentElementStart(dst, "prevOpTime")
+	prevTS := bson.Timestamp{}
+	if k > 0 {
+		prevTS = bson.Timestamp{T: ts.T, I: ts.I - 1} // the previous batch (re-stamped entries keep their form)
+	}
+	dst = bsoncore.AppendTimestampElement(dst, "ts", prevTS.T, prevTS.I)
+	dst = bsoncore.AppendInt64Element(dst, "t", 1)
+	dst, _ = bsoncore.AppendDocumentEnd(dst, prev)
+	dst = g.trailer(dst, ts, wall)
+	dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
+	return dst, docs
 }
 
 // pick returns a live document of collection c; remove takes it out.

@@ -53,3 +53,33 @@ func TestGenerateAndRun(t *testing.T) {
 		})
 	}
 }
+
+// TestInsertManyShape: the 8.0 insertMany shape is whole insertManys of
+// 500 inserts in batches of 64, each batch a unit of its own, and a run
+// delivers every insert (Run checks the sink's count).
+func TestInsertManyShape(t *testing.T) {
+	in, err := Generate(ShapeInsertMany, 64*8*3, Mix{}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.Entries)%8 != 0 {
+		t.Fatalf("%d entries: not whole insertManys of 8 batches", len(in.Entries))
+	}
+	if c := in.Counts(16); c.Inserts != 1000 || c.Updates+c.Deletes != 0 {
+		t.Fatalf("two insertManys: %+v, want 1000 inserts", c)
+	}
+	a := oplog.NewAssembler()
+	for k, raw := range in.Entries[:8] {
+		e, err := oplog.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, ok, err := a.Add(e)
+		if err != nil || !ok || u.FirstTS != u.TS {
+			t.Fatalf("batch %d: unit %v ok %v err %v: want a unit of its own", k, u.TS, ok, err)
+		}
+	}
+	if _, err := Run(context.Background(), in, Config{Ops: 40, Writers: 3, BatchSize: 50}); err != nil {
+		t.Fatal(err)
+	}
+}
