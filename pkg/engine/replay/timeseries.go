@@ -42,6 +42,11 @@ func (r *Replayer) refuseTimeSeries(op oplog.Entry) error {
 			return nil // Translate reports it
 		}
 		ns = d.NS
+	} else if oplog.IsViews(ns) && op.Kind() == oplog.Insert {
+		// The view half of a time-series create: {viewOn: system.buckets.<name>}.
+		if on, ok := op.O().Lookup("viewOn").StringValueOK(); ok {
+			ns = catalog.Namespace{DB: ns.DB, Coll: on}
+		}
 	}
 	ts, ok := oplog.BucketsOf(ns)
 	if !ok || !r.o.Mapper.Selected(ts) {
