@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
@@ -15,7 +16,9 @@ import (
 // oplog ($v:1 operators, $v:2 diffs) through a scripted reader behind the
 // tailer's interface; the writes go to a real target, which is compared
 // document by document with the expected end state (DESIGN scenario 4).
-// Array truncation is left out: FerretDB accepts the $push/$slice form
+// Updates no path can apply (a field name with a dot; an old entry
+// through a field whose type has changed) re-read their document from the
+// source. Array truncation is left out: FerretDB accepts the $push/$slice form
 // MongoDB needs for it but does not apply it (pkg/engine/oplog covers its
 // shape).
 func TestReplayUpdateShapes(t *testing.T) {
@@ -29,8 +32,17 @@ func TestReplayUpdateShapes(t *testing.T) {
 		doc("_id", 4, "v", int32(1)),
 	}
 	insertDocs(t, dc, "app", "c", initial)
+	// Documents the replayer re-reads from the source: 5 gets a diff on a
+	// field name no update path can address (5.0+ $setField), 6 an older
+	// $set through a field that has since become a number (the copy/replay
+	// overlap or a resume applies old entries again).
+	insertDocs(t, dc, "app", "c", []any{doc("_id", 5, "v", int32(1)), doc("_id", 6, "a", int32(5))})
+	insertDocs(t, src.MustClient(t), "app", "c", []any{doc("_id", 5, "v", int32(42), "note", "as on the source"), doc("_id", 6, "a", int32(5), "fixed", true)})
 
-	var ts uint32 = 1000
+	// Above the source's own oplog entries (the replay starts after its
+	// newest one).
+	base := uint32(time.Now().Unix()) + 1000
+	ts := base
 	entry := func(op string, o, o2 bson.D) bson.Raw {
 		ts++
 		d := doc("ts", bson.Timestamp{T: ts, I: 1}, "t", int64(1), "op", op, "ns", "app.c", "o", o)
@@ -43,7 +55,7 @@ func TestReplayUpdateShapes(t *testing.T) {
 		}
 		return raw
 	}
-	reader := source.NewScripted(bson.Timestamp{T: 1000, I: 0},
+	reader := source.NewScripted(bson.Timestamp{T: base, I: 0},
 		// $v:2: nested s section, d delete, u set, i insert.
 		entry("u", doc("$v", int32(2), "diff", doc(
 			"d", doc("old", false),
@@ -61,6 +73,10 @@ func TestReplayUpdateShapes(t *testing.T) {
 		entry("u", doc("_id", 4, "diff", doc("u", doc("v", int32(9))), "note", "replacement"), doc("_id", 4)),
 		// The same document again later, as after a restart: idempotent.
 		entry("u", doc("$v", int32(2), "diff", doc("u", doc("name", "b"))), doc("_id", 1)),
+		// A field named with a dot: re-read from the source.
+		entry("u", doc("$v", int32(2), "diff", doc("u", doc("a.b", int32(1)))), doc("_id", 5)),
+		// An old entry through a field that is now a number.
+		entry("u", doc("$v", int32(1), "$set", doc("a.b", int32(1))), doc("_id", 6)),
 	)
 	task := newTask(t, "shapes", src, dst, func(t *config.Task) {
 		t.Mode = config.ModeIncremental
@@ -78,6 +94,8 @@ func TestReplayUpdateShapes(t *testing.T) {
 		2: doc("_id", int32(2), "list", bson.A{int32(1), int32(2), int32(3), doc("k", "v")}, "n", int32(6)),
 		3: doc("_id", int32(3), "v", int32(2)),
 		4: doc("_id", int32(4), "diff", doc("u", doc("v", int32(9))), "note", "replacement"),
+		5: doc("_id", int32(5), "v", int32(42), "note", "as on the source"),
+		6: doc("_id", int32(6), "a", int32(5), "fixed", true),
 	}
 	for id, w := range want {
 		got, err := dc.Database("app").Collection("c").FindOne(ctx, doc("_id", id)).Raw()
