@@ -23,6 +23,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/engine/verify"
@@ -74,12 +75,14 @@ type Engine struct {
 	opts           Options
 	log            *slog.Logger
 	source, target *mongo.Client
-	store          *checkpoint.Store
-	copier         *fullsync.Copier
-	mapper         *catalog.Mapper
-	replayer       atomic.Pointer[replay.Replayer]
-	recorded       atomic.Bool // the run is recorded in the checkpoint database
-	untilCaughtUp  atomic.Bool
+	// profiles of the source and target servers, found once in Open.
+	srcProfile, dstProfile conn.Profile
+	store                  *checkpoint.Store
+	copier                 *fullsync.Copier
+	mapper                 *catalog.Mapper
+	replayer               atomic.Pointer[replay.Replayer]
+	recorded               atomic.Bool // the run is recorded in the checkpoint database
+	untilCaughtUp          atomic.Bool
 
 	mu         sync.Mutex
 	phase      Phase
@@ -116,6 +119,16 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		e.Close()
 		return nil, err
 	}
+	if e.srcProfile, err = conn.ProbeProfile(ctx, e.source); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("source: %w", err)
+	}
+	if e.dstProfile, err = conn.ProbeProfile(ctx, e.target); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("target: %w", err)
+	}
+	e.log.Info("servers", "source", e.srcProfile.Flavor, "sourceVersion", e.srcProfile.Version,
+		"target", e.dstProfile.Flavor, "targetVersion", e.dstProfile.Version, "sourceUpdates", e.srcProfile.UpdateShape.String())
 	e.store = checkpoint.NewStore(e.target, task.Checkpoint.Database, task.Name)
 	if e.mapper, err = catalog.NewMapper(task.Namespaces, task.Checkpoint.Database); err != nil {
 		e.Close()
@@ -123,7 +136,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	}
 	e.copier, err = fullsync.New(fullsync.Options{
 		Task: task.Name, Spec: &task.Spec, Source: e.source, Target: e.target, Store: e.store,
-		Log: log, ObserveWrite: opts.ObserveWrite, Hook: opts.CopyHook,
+		SourceProfile: e.srcProfile, Log: log, ObserveWrite: opts.ObserveWrite, Hook: opts.CopyHook,
 	})
 	if err != nil {
 		e.Close()
@@ -140,6 +153,9 @@ func (e *Engine) Close() {
 		}
 	}
 }
+
+// Profiles returns the source's and the target's server profiles.
+func (e *Engine) Profiles() (src, dst conn.Profile) { return e.srcProfile, e.dstProfile }
 
 // Source and Target return the connected clients.
 func (e *Engine) Source() *mongo.Client { return e.source }
@@ -295,7 +311,7 @@ func (e *Engine) stream(ctx context.Context) error {
 		}
 		tailer := source.NewTailer(e.source, from)
 		tailer.SkipDatabases = []string{"local", "config", e.task.Checkpoint.Database}
-		if source.OplogHasHoles(ctx, e.source) {
+		if e.srcProfile.OplogHasHoles {
 			tailer.Settle = 2 * time.Second
 			e.log.Info("the source's oplog may show entries out of order: entries are applied once 2s old, and one that shows up later has its documents re-read from the source")
 		}
@@ -311,17 +327,12 @@ func (e *Engine) stream(ctx context.Context) error {
 			unique[c.Target.String()] = true
 		}
 	}
-	maxBatch := 0
-	if conn.IsFerretDB(ctx, e.target) {
-		// FerretDB stalls on large bulk writes (as the full copy's
-		// sink knows too).
-		maxBatch = 50
-	}
 	r := replay.New(replay.Options{
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
 		Mapper: e.mapper, Log: e.log, From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique,
-		MaxWriteBatch: maxBatch,
+		MaxWriteBatch: e.dstProfile.MaxWriteBatch,
+		Translator:    oplog.Translator{WholeDocumentUpdates: e.srcProfile.UpdateShape == conn.UpdatesAsWholeDocument},
 	})
 	e.replayer.Store(r)
 	e.log.Info("replaying the oplog", "from", from)

@@ -173,19 +173,6 @@ func Identify(ctx context.Context, c *mongo.Client) (Identity, error) {
 	return id, nil
 }
 
-// IsFerretDB reports whether the server is FerretDB (it names itself in
-// buildInfo). FerretDB differs from MongoDB in ways the engine works
-// around: its oplog can show entries out of order, and it stalls on large
-// bulk writes.
-func IsFerretDB(ctx context.Context, c *mongo.Client) bool {
-	raw, err := c.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Raw()
-	if err != nil {
-		return false
-	}
-	_, ferret := raw.Lookup("ferretdbVersion").StringValueOK()
-	return ferret
-}
-
 // CheckDistinct fails with ErrSameDeployment when source and target are one
 // server or one replica set, even when their URIs differ (localhost and
 // 127.0.0.1, a DNS alias).

@@ -60,7 +60,26 @@ func Translate(e Entry) ([]Write, error) {
 // caller can reuse one slice for every entry. On error it returns dst
 // unchanged.
 func AppendTranslate(dst []Write, e Entry) ([]Write, error) {
-	out, err := translate(dst, e)
+	return Translator{}.Append(dst, e)
+}
+
+// Translator translates the entries of one source, whose oplog may log
+// updates in a shape of its own. The zero value reads entries as mongod
+// writes them (Translate).
+type Translator struct {
+	// WholeDocumentUpdates: the source logs every update, replacements
+	// and $unset included, as {$v: 1, $set: <the whole new document>}
+	// with o2 {_id} (FerretDB v1). Such an entry is applied as a
+	// replacement of the document by its key (an upsert, so replaying it
+	// again is harmless), so a field the update removed is removed on the
+	// target too. Set it from the source's profile only: on MongoDB a $set
+	// that names _id and other fields is a partial update.
+	WholeDocumentUpdates bool
+}
+
+// Append is AppendTranslate for this source.
+func (t Translator) Append(dst []Write, e Entry) ([]Write, error) {
+	out, err := t.translate(dst, e)
 	if err != nil {
 		return dst, fmt.Errorf("%s: %w", e, err)
 	}
@@ -71,7 +90,7 @@ func AppendTranslate(dst []Write, e Entry) ([]Write, error) {
 // so one shared value saves an allocation per write.
 var upsert = true
 
-func translate(dst []Write, e Entry) ([]Write, error) {
+func (t Translator) translate(dst []Write, e Entry) ([]Write, error) {
 	if e.op != OpCommand && e.op != OpNoop && IsViews(e.Namespace()) {
 		return translateView(dst, e)
 	}
@@ -88,6 +107,12 @@ func translate(dst []Write, e Entry) ([]Write, error) {
 		m := &mongo.ReplaceOneModel{Filter: key, Replacement: e.o, Upsert: &upsert}
 		return append(dst, Write{NS: e.ns, Kind: Insert, DocKey: key, Model: m}), nil
 	case OpUpdate:
+		if t.WholeDocumentUpdates {
+			if doc, ok := wholeDocumentSet(e.o, e.o2); ok {
+				m := &mongo.ReplaceOneModel{Filter: e.o2, Replacement: doc, Upsert: &upsert}
+				return append(dst, Write{NS: e.ns, Kind: Update, DocKey: e.o2, Model: m}), nil
+			}
+		}
 		return translateUpdate(dst, e)
 	case OpDelete:
 		return append(dst, Write{NS: e.ns, Kind: Delete, DocKey: e.o, Model: &mongo.DeleteOneModel{Filter: e.o}}), nil

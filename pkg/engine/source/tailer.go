@@ -10,8 +10,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 )
 
 // ErrOplogWindowLost means the source's oplog no longer holds the position
@@ -50,7 +48,7 @@ type Tailer struct {
 	Late int64
 	// Settle, when set, holds back entries younger than this: for servers
 	// whose oplog can show a later entry before an earlier one (see
-	// OplogHasHoles). Entries are then read in ts order and handed out only
+	// conn.Profile.OplogHasHoles). Entries are then read in ts order and handed out only
 	// once no earlier entry can still appear.
 	Settle time.Duration
 	// SkipDatabases are left out by the server: entries on their
@@ -201,15 +199,6 @@ func (t *Tailer) pruneSeen(from bson.Timestamp) {
 // Newest implements OplogReader.
 func (t *Tailer) Newest(ctx context.Context) (bson.Timestamp, error) {
 	return edgeTS(ctx, t.client, -1)
-}
-
-// OplogHasHoles reports whether the server may make an oplog entry visible
-// before an entry with a lower ts. MongoDB never does (oplog visibility
-// waits for earlier writes); FerretDB writes each oplog entry after its
-// write, outside any ordering, so concurrent writers can leave a hole a
-// tailer would step over.
-func OplogHasHoles(ctx context.Context, client *mongo.Client) bool {
-	return conn.IsFerretDB(ctx, client)
 }
 
 // ClusterTime returns the deployment's current cluster time (from a
