@@ -194,7 +194,7 @@ func (e *Engine) run(ctx context.Context) error {
 	exists := err == nil
 	useOplog := spec.Incremental.Method != config.MethodChangeStream
 	if withReplay && useOplog && exists && prev.HasStart() {
-		if err := source.CheckWindow(ctx, e.source, prev.ResumeTS()); err != nil {
+		if err := source.CheckWindow(ctx, e.source, prev.ResumeTS(), prev.ResumesFromEmptyOplog()); err != nil {
 			return err
 		}
 	}
@@ -215,13 +215,21 @@ func (e *Engine) run(ctx context.Context) error {
 	// The replay start position, taken before anything is copied (and
 	// before anything is written, since it may fail): every write the
 	// source takes during the copy is replayed.
-	startAt := source.NewestTS
+	// On an empty oplog it is the source's current time: a real point in
+	// time, checked as such against the oplog's window later.
+	startAt := source.StartPosition
 	if !useOplog {
-		startAt = source.ClusterTime
+		startAt = func(ctx context.Context, c *mongo.Client) (bson.Timestamp, bool, error) {
+			ts, err := source.ClusterTime(ctx, c)
+			return ts, false, err
+		}
 	}
-	var startTS bson.Timestamp
+	var (
+		startTS    bson.Timestamp
+		startEmpty bool
+	)
 	if withReplay && (!exists || !prev.HasStart()) {
-		if startTS, err = startAt(ctx, e.source); err != nil {
+		if startTS, startEmpty, err = startAt(ctx, e.source); err != nil {
 			return err
 		}
 	}
@@ -231,10 +239,10 @@ func (e *Engine) run(ctx context.Context) error {
 	}
 	e.recorded.Store(true)
 	if withReplay && !rec.HasStart() {
-		if rec.StartTS, err = e.store.SetStartTS(ctx, startTS); err != nil {
+		if rec, err = e.store.SetStartTS(ctx, startTS, startEmpty); err != nil {
 			return err
 		}
-		e.log.Info("recorded the replay start position", "ts", startTS)
+		e.log.Info("recorded the replay start position", "ts", startTS, "emptyOplog", startEmpty)
 	}
 	next := PhaseFullSync
 	switch {
@@ -258,7 +266,7 @@ func (e *Engine) run(ctx context.Context) error {
 			}
 			var endTS bson.Timestamp
 			if withReplay {
-				if endTS, err = startAt(ctx, e.source); err != nil {
+				if endTS, _, err = startAt(ctx, e.source); err != nil {
 					return err
 				}
 			}
@@ -306,7 +314,7 @@ func (e *Engine) stream(ctx context.Context) error {
 		defer func() { _ = cs.Close(context.WithoutCancel(ctx)) }()
 		reader = cs
 	default:
-		if err := source.CheckWindow(ctx, e.source, from); err != nil {
+		if err := source.CheckWindow(ctx, e.source, from, rec.ResumesFromEmptyOplog()); err != nil {
 			return err
 		}
 		tailer := source.NewTailer(e.source, from)

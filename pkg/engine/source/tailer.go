@@ -222,22 +222,6 @@ func NewestTS(ctx context.Context, client *mongo.Client) (bson.Timestamp, error)
 	return edgeTS(ctx, client, -1)
 }
 
-// CheckWindow fails with ErrOplogWindowLost when the oldest entry of the
-// source's oplog is newer than from, i.e. entries after from may have been
-// overwritten and resuming would silently lose them.
-func CheckWindow(ctx context.Context, client *mongo.Client, from bson.Timestamp) error {
-	oldest, err := edgeTS(ctx, client, 1)
-	if err != nil {
-		return err
-	}
-	if from.Compare(oldest) < 0 {
-		return fmt.Errorf("%w: the task must resume after %s but the source's oldest oplog entry is %s; "+
-			"resync: delete the task's checkpoint (database mongoferry, or the task) and run it again, and enlarge the source's oplog so a copy fits in its window",
-			ErrOplogWindowLost, formatTS(from), formatTS(oldest))
-	}
-	return nil
-}
-
 func edgeTS(ctx context.Context, client *mongo.Client, dir int) (bson.Timestamp, error) {
 	raw, err := client.Database("local").Collection("oplog.rs").FindOne(ctx, bson.D{},
 		options.FindOne().SetSort(bson.D{{Key: "$natural", Value: dir}}).SetProjection(bson.D{{Key: "ts", Value: 1}})).Raw()
