@@ -154,9 +154,6 @@ func (e *Engine) Close() {
 	}
 }
 
-// Profiles returns the source's and the target's server profiles.
-func (e *Engine) Profiles() (src, dst conn.Profile) { return e.srcProfile, e.dstProfile }
-
 // Source and Target return the connected clients.
 func (e *Engine) Source() *mongo.Client { return e.source }
 

@@ -84,7 +84,7 @@ var FerretDBProfile = Profile{
 func ProbeProfile(ctx context.Context, c *mongo.Client) (Profile, error) {
 	raw, err := c.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Raw()
 	if err != nil {
-		return Profile{}, fmt.Errorf("buildInfo: %w", err)
+		return Profile{}, fmt.Errorf("buildInfo: %w; the engine asks every server which software it runs before it reads or writes anything: check that the user may run buildInfo", err)
 	}
 	return profileFromBuildInfo(raw), nil
 }
