@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,14 +22,22 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/workload"
 )
+
+// demoOplogMiB is the source's oplog size in the demo. The live load's
+// changes take about 10 KiB/s, so it holds well over an hour of them, and
+// a slow copy on a busy machine stays far inside the window; only what it
+// holds is scanned, so a large cap costs nothing.
+const demoOplogMiB = 64
 
 type demoFlags struct {
 	records  int64
 	progress string
 	keep     bool
 	liveRate float64
+	oplogMiB int64
 }
 
 func init() {
@@ -52,6 +61,7 @@ Everything is removed afterwards.`,
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "progress output: auto, bar, log or none")
 	cmd.Flags().BoolVar(&f.keep, "keep", false, "keep the servers running until Ctrl-C, to look around")
 	cmd.Flags().Float64Var(&f.liveRate, "live-rate", 30, "operations per second of the live load on the source (0: none)")
+	cmd.Flags().Int64Var(&f.oplogMiB, "oplog-size", demoOplogMiB, "capped size of the source's oplog in MiB: it must hold every change the live load makes while the copy runs")
 	commands = append(commands, cmd)
 }
 
@@ -94,7 +104,10 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 		return fmt.Errorf("load app.sessions: %w", err)
 	}
 
-	if err := src.CreateOplog(ctx, testserver.DefaultOplogBytes); err != nil {
+	if f.oplogMiB < 1 {
+		return fmt.Errorf("--oplog-size must be at least 1 (MiB), got %d", f.oplogMiB)
+	}
+	if err := src.CreateOplog(ctx, f.oplogMiB<<20); err != nil {
 		return err
 	}
 
@@ -183,6 +196,9 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 		fmt.Fprintln(out)
 	}
 	printSummary(out, st, timing, runErr)
+	if errors.Is(runErr, source.ErrOplogWindowLost) {
+		fmt.Fprintf(out, "\nThe source's oplog (%d MiB) no longer held the changes made during the copy: run the demo again with a larger --oplog-size.\n", f.oplogMiB)
+	}
 	if f.keep && runErr == nil {
 		fmt.Fprintf(out, "\nServers still running: source %s, target %s. Ctrl-C to stop.\n", src.URI, dst.URI)
 		<-ctx.Done()

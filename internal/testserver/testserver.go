@@ -47,6 +47,9 @@ type Options struct {
 	Dir string
 	// LogFile receives the server's output; discarded when empty.
 	LogFile string
+	// ReplSetName, when set, starts the server with --repl-set-name: hello
+	// then reports that set name, with the server as its only host.
+	ReplSetName string
 }
 
 // Server is a running FerretDB process.
@@ -148,6 +151,9 @@ func StartProcess(ctx context.Context, o Options) (*Server, error) {
 		// minute: FerretDB scans the whole oplog on every tailer re-open,
 		// so an oplog must stay near its capped size.
 		"--test-capped-cleanup-interval=1s",
+	}
+	if o.ReplSetName != "" {
+		args = append(args, "--repl-set-name="+o.ReplSetName)
 	}
 	if o.Username != "" {
 		args = append(args, "--test-enable-new-auth", "--setup-database=admin",

@@ -75,12 +75,14 @@ type Engine struct {
 	opts           Options
 	log            *slog.Logger
 	source, target *mongo.Client
-	store          *checkpoint.Store
-	copier         *fullsync.Copier
-	mapper         *catalog.Mapper
-	replayer       atomic.Pointer[replay.Replayer]
-	recorded       atomic.Bool // the run is recorded in the checkpoint database
-	untilCaughtUp  atomic.Bool
+	// profiles of the source and target servers, found once in Open.
+	srcProfile, dstProfile conn.Profile
+	store                  *checkpoint.Store
+	copier                 *fullsync.Copier
+	mapper                 *catalog.Mapper
+	replayer               atomic.Pointer[replay.Replayer]
+	recorded               atomic.Bool // the run is recorded in the checkpoint database
+	untilCaughtUp          atomic.Bool
 
 	mu         sync.Mutex
 	phase      Phase
@@ -117,6 +119,16 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		e.Close()
 		return nil, err
 	}
+	if e.srcProfile, err = conn.ProbeProfile(ctx, e.source); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("source: %w", err)
+	}
+	if e.dstProfile, err = conn.ProbeProfile(ctx, e.target); err != nil {
+		e.Close()
+		return nil, fmt.Errorf("target: %w", err)
+	}
+	e.log.Info("servers", "source", e.srcProfile.Flavor, "sourceVersion", e.srcProfile.Version,
+		"target", e.dstProfile.Flavor, "targetVersion", e.dstProfile.Version, "sourceUpdates", e.srcProfile.UpdateShape.String())
 	e.store = checkpoint.NewStore(e.target, task.Checkpoint.Database, task.Name)
 	if e.mapper, err = catalog.NewMapper(task.Namespaces, task.Checkpoint.Database); err != nil {
 		e.Close()
@@ -124,7 +136,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	}
 	e.copier, err = fullsync.New(fullsync.Options{
 		Task: task.Name, Spec: &task.Spec, Source: e.source, Target: e.target, Store: e.store,
-		Log: log, ObserveWrite: opts.ObserveWrite, Hook: opts.CopyHook,
+		SourceProfile: e.srcProfile, Log: log, ObserveWrite: opts.ObserveWrite, Hook: opts.CopyHook,
 	})
 	if err != nil {
 		e.Close()
@@ -179,7 +191,7 @@ func (e *Engine) run(ctx context.Context) error {
 	exists := err == nil
 	useOplog := spec.Incremental.Method != config.MethodChangeStream
 	if withReplay && useOplog && exists && prev.HasStart() {
-		if err := source.CheckWindow(ctx, e.source, prev.ResumeTS()); err != nil {
+		if err := source.CheckWindow(ctx, e.source, prev.ResumeTS(), prev.ResumesFromEmptyOplog()); err != nil {
 			return err
 		}
 	}
@@ -200,13 +212,21 @@ func (e *Engine) run(ctx context.Context) error {
 	// The replay start position, taken before anything is copied (and
 	// before anything is written, since it may fail): every write the
 	// source takes during the copy is replayed.
-	startAt := source.NewestTS
+	// On an empty oplog it is the source's current time: a real point in
+	// time, checked as such against the oplog's window later.
+	startAt := source.StartPosition
 	if !useOplog {
-		startAt = source.ClusterTime
+		startAt = func(ctx context.Context, c *mongo.Client) (bson.Timestamp, bool, error) {
+			ts, err := source.ClusterTime(ctx, c)
+			return ts, false, err
+		}
 	}
-	var startTS bson.Timestamp
+	var (
+		startTS    bson.Timestamp
+		startEmpty bool
+	)
 	if withReplay && (!exists || !prev.HasStart()) {
-		if startTS, err = startAt(ctx, e.source); err != nil {
+		if startTS, startEmpty, err = startAt(ctx, e.source); err != nil {
 			return err
 		}
 	}
@@ -216,10 +236,10 @@ func (e *Engine) run(ctx context.Context) error {
 	}
 	e.recorded.Store(true)
 	if withReplay && !rec.HasStart() {
-		if rec.StartTS, err = e.store.SetStartTS(ctx, startTS); err != nil {
+		if rec, err = e.store.SetStartTS(ctx, startTS, startEmpty); err != nil {
 			return err
 		}
-		e.log.Info("recorded the replay start position", "ts", startTS)
+		e.log.Info("recorded the replay start position", "ts", startTS, "emptyOplog", startEmpty)
 	}
 	next := PhaseFullSync
 	switch {
@@ -243,7 +263,7 @@ func (e *Engine) run(ctx context.Context) error {
 			}
 			var endTS bson.Timestamp
 			if withReplay {
-				if endTS, err = startAt(ctx, e.source); err != nil {
+				if endTS, _, err = startAt(ctx, e.source); err != nil {
 					return err
 				}
 			}
@@ -291,12 +311,12 @@ func (e *Engine) stream(ctx context.Context) error {
 		defer func() { _ = cs.Close(context.WithoutCancel(ctx)) }()
 		reader = cs
 	default:
-		if err := source.CheckWindow(ctx, e.source, from); err != nil {
+		if err := source.CheckWindow(ctx, e.source, from, rec.ResumesFromEmptyOplog()); err != nil {
 			return err
 		}
 		tailer := source.NewTailer(e.source, from)
 		tailer.SkipDatabases = []string{"local", "config", e.task.Checkpoint.Database}
-		if source.OplogHasHoles(ctx, e.source) {
+		if e.srcProfile.OplogHasHoles {
 			tailer.Settle = 2 * time.Second
 			e.log.Info("the source's oplog may show entries out of order: entries are applied once 2s old, and one that shows up later has its documents re-read from the source")
 		}
@@ -312,19 +332,15 @@ func (e *Engine) stream(ctx context.Context) error {
 			unique[c.Target.String()] = true
 		}
 	}
-	maxBatch := 0
-	translate := oplog.TranslateOptions{PipelineUpdates: true}
-	if conn.IsFerretDB(ctx, e.target) {
-		// FerretDB stalls on large bulk writes (as the full copy's
-		// sink knows too), and has no pipeline updates.
-		maxBatch = 50
-		translate.PipelineUpdates = false
-	}
 	r := replay.New(replay.Options{
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
 		Mapper: e.mapper, Log: e.log, From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique,
-		MaxWriteBatch: maxBatch, Translate: translate,
+		MaxWriteBatch: e.dstProfile.MaxWriteBatch,
+		Translator: oplog.Translator{
+			WholeDocumentUpdates: e.srcProfile.UpdateShape == conn.UpdatesAsWholeDocument,
+			PipelineUpdates:      e.dstProfile.PipelineUpdates,
+		},
 	})
 	e.replayer.Store(r)
 	e.log.Info("replaying the oplog", "from", from)

@@ -161,7 +161,7 @@ func TestOperator(t *testing.T) {
 	resumeAt := len(phases.seen())
 	// Writes while suspended: replayed after the resume. One client thread,
 	// here and in the live load: FerretDB may make concurrent writes'
-	// oplog entries visible out of ts order (see source.OplogHasHoles).
+	// oplog entries visible out of ts order (see conn.Profile.OplogHasHoles).
 	more := base
 	more.Workload, more.Threads, more.Operations, more.Distribution = workload.WorkloadMixed, 1, 150, workload.Uniform
 	more.InsertProportion, more.UpdateProportion, more.DeleteProportion = 0.4, 0.4, 0.2

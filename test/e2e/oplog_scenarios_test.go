@@ -15,6 +15,7 @@ import (
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
@@ -305,8 +306,8 @@ func snapshot(t *testing.T, c *mongo.Client) string {
 func TestReplayLateOplogEntry(t *testing.T) {
 	src, dst := testserver.Start(t), testserver.Start(t)
 	sc, dc := src.MustClient(t), dst.MustClient(t)
-	if !source.OplogHasHoles(context.Background(), sc) {
-		t.Fatal("OplogHasHoles: FerretDB's oplog can show entries out of order, but it was not recognised")
+	if p, err := conn.ProbeProfile(context.Background(), sc); err != nil || !p.OplogHasHoles {
+		t.Fatalf("profile %+v, %v: FerretDB's oplog can show entries out of order, but it was not recognised", p, err)
 	}
 	insertDocs(t, sc, "app", "c", []any{doc("_id", 1, "v", "a"), doc("_id", 2, "v", "a"), doc("_id", 3, "v", "a")})
 	task := newTask(t, "late", src, dst, func(t *config.Task) {

@@ -37,6 +37,9 @@ type TaskRecord struct {
 	// StartTS is the source's newest oplog position recorded before the
 	// copy began: replay starts after it.
 	StartTS bson.Timestamp `bson:"startTS,omitempty"`
+	// StartOnEmptyOplog: the source's oplog was empty when StartTS was
+	// recorded, so StartTS is the source's time then, not an entry's ts.
+	StartOnEmptyOplog bool `bson:"startOnEmptyOplog,omitempty"`
 	// AppliedTS is the replay checkpoint: every entry at or below it has
 	// been applied to the target.
 	AppliedTS bson.Timestamp `bson:"appliedTS,omitempty"`
@@ -58,6 +61,13 @@ func (r TaskRecord) ResumeTS() bson.Timestamp {
 		return r.AppliedTS
 	}
 	return r.StartTS
+}
+
+// ResumesFromEmptyOplog reports whether ResumeTS is the start position
+// taken on an empty oplog (no entry has that ts): the oplog window is then
+// checked as source.CheckWindow's sinceEmpty says.
+func (r TaskRecord) ResumesFromEmptyOplog() bool {
+	return r.StartOnEmptyOplog && r.ResumeTS() == r.StartTS
 }
 
 // Plan is one namespace's full-copy plan, written once the target
@@ -133,16 +143,20 @@ func (s *Store) SetPhase(ctx context.Context, phase string, copyDone bool) error
 	return nil
 }
 
-// SetStartTS records the replay start position; an existing one is kept.
-func (s *Store) SetStartTS(ctx context.Context, ts bson.Timestamp) (bson.Timestamp, error) {
+// SetStartTS records the replay start position, and whether the source's
+// oplog was empty then; an existing one is kept. It returns the record.
+func (s *Store) SetStartTS(ctx context.Context, ts bson.Timestamp, emptyOplog bool) (TaskRecord, error) {
+	set := bson.D{{Key: "startTS", Value: ts}}
+	if emptyOplog {
+		set = append(set, bson.E{Key: "startOnEmptyOplog", Value: true})
+	}
 	_, err := s.db.Collection(TasksCollection).UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: s.task}, {Key: "startTS", Value: bson.D{{Key: "$exists", Value: false}}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "startTS", Value: ts}}}})
+		bson.D{{Key: "$set", Value: set}})
 	if err != nil {
-		return ts, fmt.Errorf("checkpoint: record start position: %w", err)
+		return TaskRecord{}, fmt.Errorf("checkpoint: record start position: %w", err)
 	}
-	rec, err := s.Task(ctx)
-	return rec.StartTS, err
+	return s.Task(ctx)
 }
 
 // MarkCopyDone records that the full copy finished, and the source's newest

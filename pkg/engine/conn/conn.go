@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -144,64 +143,4 @@ func tlsConfig(role string, t *config.TLS) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{cert}
 	}
 	return tc, nil
-}
-
-// Identity names the server process or replica set behind a client.
-type Identity struct {
-	SetName string
-	Host    string
-	PID     int64
-}
-
-// Identify asks the server who it is.
-func Identify(ctx context.Context, c *mongo.Client) (Identity, error) {
-	var id Identity
-	var hello struct {
-		SetName string `bson:"setName"`
-	}
-	if err := c.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Decode(&hello); err != nil {
-		return id, fmt.Errorf("hello: %w", err)
-	}
-	id.SetName = hello.SetName
-	var status struct {
-		Host string `bson:"host"`
-		PID  int64  `bson:"pid"`
-	}
-	if err := c.Database("admin").RunCommand(ctx, bson.D{{Key: "serverStatus", Value: 1}}).Decode(&status); err == nil {
-		id.Host, id.PID = status.Host, status.PID
-	}
-	return id, nil
-}
-
-// IsFerretDB reports whether the server is FerretDB (it names itself in
-// buildInfo). FerretDB differs from MongoDB in ways the engine works
-// around: its oplog can show entries out of order, and it stalls on large
-// bulk writes.
-func IsFerretDB(ctx context.Context, c *mongo.Client) bool {
-	raw, err := c.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Raw()
-	if err != nil {
-		return false
-	}
-	_, ferret := raw.Lookup("ferretdbVersion").StringValueOK()
-	return ferret
-}
-
-// CheckDistinct fails with ErrSameDeployment when source and target are one
-// server or one replica set, even when their URIs differ (localhost and
-// 127.0.0.1, a DNS alias).
-func CheckDistinct(ctx context.Context, source, target *mongo.Client) error {
-	a, err := Identify(ctx, source)
-	if err != nil {
-		return fmt.Errorf("source: %w", err)
-	}
-	b, err := Identify(ctx, target)
-	if err != nil {
-		return fmt.Errorf("target: %w", err)
-	}
-	same := (a.SetName != "" && a.SetName == b.SetName && a.Host == b.Host) ||
-		(a.PID != 0 && a.PID == b.PID && a.Host == b.Host)
-	if same {
-		return fmt.Errorf("target.uri: %w (server %s, pid %d): point target.uri at the destination deployment", ErrSameDeployment, a.Host, a.PID)
-	}
-	return nil
 }

@@ -40,6 +40,8 @@ type Options struct {
 	Source, Target *mongo.Client
 	Store          *checkpoint.Store
 	Log            *slog.Logger
+	// SourceProfile is the source server's profile (range reads).
+	SourceProfile conn.Profile
 	// ObserveWrite, when set, is told the duration of every write batch.
 	ObserveWrite func(time.Duration)
 	// Hook, when set, is called after each batch is written (tests use it
@@ -159,7 +161,7 @@ func (c *Copier) Run(ctx context.Context) error {
 	}
 	c.progress.start()
 	if len(fresh) > 0 {
-		c.whole = !c.splitRanges(ctx)
+		c.whole = !c.splitRanges()
 	}
 	// Views last: their source collections exist by then.
 	slices.SortStableFunc(fresh, func(a, b catalog.Collection) int {
@@ -221,19 +223,20 @@ func (c *Copier) Run(ctx context.Context) error {
 }
 
 // splitRanges reports whether new collections are split into _id ranges,
-// as fullSync.split says. auto splits unless the source is FerretDB, which
-// filters _id ranges without its index: every range read would scan and
-// decode the whole collection, and so would sampling _ids for boundaries,
-// so one range per collection reads the source once instead of k+2 times.
-func (c *Copier) splitRanges(ctx context.Context) bool {
+// as fullSync.split says. auto splits unless the source's profile says it
+// reads _id ranges without its index (FerretDB): every range read would
+// scan and decode the whole collection, and so would sampling _ids for
+// boundaries, so one range per collection reads the source once instead
+// of k+2 times.
+func (c *Copier) splitRanges() bool {
 	switch c.opts.Spec.FullSync.Split {
 	case config.SplitAlways:
 		return true
 	case config.SplitNever:
 		return false
 	}
-	if conn.IsFerretDB(ctx, c.opts.Source) {
-		c.log.Info("copying each collection as one range: the source (FerretDB) reads an _id range by scanning the whole collection, so ranges would multiply the reads; a collection interrupted midway is copied again from its start (fullSync.split: always splits anyway)")
+	if !c.opts.SourceProfile.IndexedRangeReads {
+		c.log.Info("copying each collection as one range: the source (" + string(c.opts.SourceProfile.Flavor) + ") reads an _id range by scanning the whole collection, so ranges would multiply the reads; a collection interrupted midway is copied again from its start (fullSync.split: always splits anyway)")
 		return false
 	}
 	return true

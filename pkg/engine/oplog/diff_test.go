@@ -234,7 +234,7 @@ func TestTranslateDiffPipelines(t *testing.T) {
 
 	// Through Translate: the pipeline reaches the driver as an array.
 	e := mustParse(t, with(outer(1, "u", "a.b"), "o", D{kv("$v", 2), kv("diff", D{kv("i", D{kv("n", 1)})})}, "o2", D{kv("_id", 1)}))
-	ws, err := TranslateOptions{PipelineUpdates: true}.Append(nil, e)
+	ws, err := Translator{PipelineUpdates: true}.Append(nil, e)
 	if err != nil || len(ws) != 1 {
 		t.Fatalf("Translate: %v %v", ws, err)
 	}

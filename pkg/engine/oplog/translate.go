@@ -60,12 +60,21 @@ func Translate(e Entry) ([]Write, error) {
 // caller can reuse one slice for every entry. On error it returns dst
 // unchanged.
 func AppendTranslate(dst []Write, e Entry) ([]Write, error) {
-	return TranslateOptions{}.Append(dst, e)
+	return Translator{}.Append(dst, e)
 }
 
-// TranslateOptions say what the target accepts beyond what every server
-// does; the zero value suits any target (FerretDB included).
-type TranslateOptions struct {
+// Translator translates the entries of one source, whose oplog may log
+// updates in a shape of its own. The zero value reads entries as mongod
+// writes them (Translate).
+type Translator struct {
+	// WholeDocumentUpdates: the source logs every update, replacements
+	// and $unset included, as {$v: 1, $set: <the whole new document>}
+	// with o2 {_id} (FerretDB v1). Such an entry is applied as a
+	// replacement of the document by its key (an upsert, so replaying it
+	// again is harmless), so a field the update removed is removed on the
+	// target too. Set it from the source's profile only: on MongoDB a $set
+	// that names _id and other fields is a partial update.
+	WholeDocumentUpdates bool
 	// PipelineUpdates: the target applies pipeline-style updates
 	// (MongoDB 4.2+). A $v:2 diff's i section (fields inserted or moved
 	// to the end of their document) is then one pipeline update per run
@@ -74,9 +83,9 @@ type TranslateOptions struct {
 	PipelineUpdates bool
 }
 
-// Append is AppendTranslate with these options.
-func (o TranslateOptions) Append(dst []Write, e Entry) ([]Write, error) {
-	out, err := translate(dst, e, o)
+// Append is AppendTranslate for this source.
+func (t Translator) Append(dst []Write, e Entry) ([]Write, error) {
+	out, err := t.translate(dst, e)
 	if err != nil {
 		return dst, fmt.Errorf("%s: %w", e, err)
 	}
@@ -87,7 +96,7 @@ func (o TranslateOptions) Append(dst []Write, e Entry) ([]Write, error) {
 // so one shared value saves an allocation per write.
 var upsert = true
 
-func translate(dst []Write, e Entry, o TranslateOptions) ([]Write, error) {
+func (t Translator) translate(dst []Write, e Entry) ([]Write, error) {
 	if e.op != OpCommand && e.op != OpNoop && IsViews(e.Namespace()) {
 		return translateView(dst, e)
 	}
@@ -104,7 +113,13 @@ func translate(dst []Write, e Entry, o TranslateOptions) ([]Write, error) {
 		m := &mongo.ReplaceOneModel{Filter: key, Replacement: e.o, Upsert: &upsert}
 		return append(dst, Write{NS: e.ns, Kind: Insert, DocKey: key, Model: m}), nil
 	case OpUpdate:
-		return translateUpdate(dst, e, o)
+		if t.WholeDocumentUpdates {
+			if doc, ok := wholeDocumentSet(e.o, e.o2); ok {
+				m := &mongo.ReplaceOneModel{Filter: e.o2, Replacement: doc, Upsert: &upsert}
+				return append(dst, Write{NS: e.ns, Kind: Update, DocKey: e.o2, Model: m}), nil
+			}
+		}
+		return translateUpdate(dst, e, t)
 	case OpDelete:
 		return append(dst, Write{NS: e.ns, Kind: Delete, DocKey: e.o, Model: &mongo.DeleteOneModel{Filter: e.o}}), nil
 	case OpNoop:
@@ -225,7 +240,7 @@ func classifyUpdate(o []byte) (updateForm, []byte, error) {
 }
 
 // translateUpdate translates a 'u' entry.
-func translateUpdate(dst []Write, e Entry, o TranslateOptions) ([]Write, error) {
+func translateUpdate(dst []Write, e Entry, t Translator) ([]Write, error) {
 	form, diff, err := classifyUpdate(e.o)
 	if err != nil {
 		return nil, err
@@ -255,7 +270,7 @@ func translateUpdate(dst []Write, e Entry, o TranslateOptions) ([]Write, error) 
 	}
 	sc := getDiffScratch()
 	defer putDiffScratch(sc)
-	sc.docs, err = sc.appendDiff(sc.docs[:0], diff, o.PipelineUpdates)
+	sc.docs, err = sc.appendDiff(sc.docs[:0], diff, t.PipelineUpdates)
 	if err != nil {
 		return nil, err
 	}

@@ -52,6 +52,9 @@ type Options struct {
 	// ordered batch of writes for one target namespace (the replay
 	// benchmark discards them). Target may then be nil.
 	Apply func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel) error
+	// Translator turns entries into writes; its WholeDocumentUpdates comes
+	// from the source's profile, its PipelineUpdates from the target's.
+	Translator oplog.Translator
 	// MaxWriteBatch caps the writes of one bulk write; cache.batchSize
 	// when zero (or larger).
 	MaxWriteBatch int
@@ -59,9 +62,6 @@ type Options struct {
 	// abandoned and retried (the writes are idempotent). 2 minutes when
 	// zero.
 	WriteTimeout time.Duration
-	// Translate says what the target accepts beyond what every server
-	// does (pipeline updates).
-	Translate oplog.TranslateOptions
 	// ShardMember is set when Reader reads a shard's oplog: fromMigrate
 	// entries are then chunk migrations and skipped (see oplog.Filter).
 	ShardMember bool
@@ -297,7 +297,7 @@ func (r *Replayer) late(ctx, wctx context.Context, e oplog.Entry) error {
 			"and only inserts, updates and deletes can be applied out of order: resync the task (delete its checkpoint database and run it again)",
 			e.Kind(), ts.T, ts.I)
 	}
-	ws, err := r.o.Translate.Append(nil, e)
+	ws, err := r.o.Translator.Append(nil, e)
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
@@ -328,7 +328,7 @@ func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson
 	if err := r.refuseTimeSeries(op); err != nil {
 		return err
 	}
-	ws, err := r.o.Translate.Append(nil, op)
+	ws, err := r.o.Translator.Append(nil, op)
 	if errors.Is(err, oplog.ErrUnaddressablePath) && op.Kind() == oplog.Update {
 		// A field name no update path can address ($setField on a name
 		// with '.' or '$'): the document is re-read from the source when

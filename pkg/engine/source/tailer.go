@@ -10,8 +10,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
-
-	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 )
 
 // ErrOplogWindowLost means the source's oplog no longer holds the position
@@ -50,7 +48,7 @@ type Tailer struct {
 	Late int64
 	// Settle, when set, holds back entries younger than this: for servers
 	// whose oplog can show a later entry before an earlier one (see
-	// OplogHasHoles). Entries are then read in ts order and handed out only
+	// conn.Profile.OplogHasHoles). Entries are then read in ts order and handed out only
 	// once no earlier entry can still appear.
 	Settle time.Duration
 	// SkipDatabases are left out by the server: entries on their
@@ -203,15 +201,6 @@ func (t *Tailer) Newest(ctx context.Context) (bson.Timestamp, error) {
 	return edgeTS(ctx, t.client, -1)
 }
 
-// OplogHasHoles reports whether the server may make an oplog entry visible
-// before an entry with a lower ts. MongoDB never does (oplog visibility
-// waits for earlier writes); FerretDB writes each oplog entry after its
-// write, outside any ordering, so concurrent writers can leave a hole a
-// tailer would step over.
-func OplogHasHoles(ctx context.Context, client *mongo.Client) bool {
-	return conn.IsFerretDB(ctx, client)
-}
-
 // ClusterTime returns the deployment's current cluster time (from a
 // replica set's or mongos's $clusterTime): where a change stream starts
 // when the oplog itself may not be readable.
@@ -231,22 +220,6 @@ func ClusterTime(ctx context.Context, client *mongo.Client) (bson.Timestamp, err
 // position replay starts from when it is recorded before a copy.
 func NewestTS(ctx context.Context, client *mongo.Client) (bson.Timestamp, error) {
 	return edgeTS(ctx, client, -1)
-}
-
-// CheckWindow fails with ErrOplogWindowLost when the oldest entry of the
-// source's oplog is newer than from, i.e. entries after from may have been
-// overwritten and resuming would silently lose them.
-func CheckWindow(ctx context.Context, client *mongo.Client, from bson.Timestamp) error {
-	oldest, err := edgeTS(ctx, client, 1)
-	if err != nil {
-		return err
-	}
-	if from.Compare(oldest) < 0 {
-		return fmt.Errorf("%w: the task must resume after %s but the source's oldest oplog entry is %s; "+
-			"resync: delete the task's checkpoint (database mongoferry, or the task) and run it again, and enlarge the source's oplog so a copy fits in its window",
-			ErrOplogWindowLost, formatTS(from), formatTS(oldest))
-	}
-	return nil
 }
 
 func edgeTS(ctx context.Context, client *mongo.Client, dir int) (bson.Timestamp, error) {

@@ -1,0 +1,106 @@
+package conn
+
+import (
+	"context"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// Flavor names the server software behind a client.
+type Flavor string
+
+// Flavors the engine tells apart.
+const (
+	FlavorMongoDB  Flavor = "MongoDB"
+	FlavorFerretDB Flavor = "FerretDB"
+)
+
+// UpdateShape says how a server logs an update in its oplog.
+type UpdateShape uint8
+
+// Update shapes.
+const (
+	// UpdatesAsApplied: the update is logged as what it did ($v:1
+	// operators, a $v:2 diff, or the replacement document), as mongod
+	// does. A $set there sets the fields it names and leaves the others.
+	UpdatesAsApplied UpdateShape = iota
+	// UpdatesAsWholeDocument: every update, replacements and $unset
+	// included, is logged as {$v: 1, $set: <the whole new document>} with
+	// o2 {_id} (FerretDB v1). A field the update removed is absent from
+	// the logged document, so the entry must replace the document.
+	UpdatesAsWholeDocument
+)
+
+// String names the shape for logs.
+func (s UpdateShape) String() string {
+	if s == UpdatesAsWholeDocument {
+		return "whole document as $set"
+	}
+	return "as applied"
+}
+
+// FerretDBMaxWriteBatch caps a bulk write on a server that stalls on
+// large bulks (FerretDB).
+const FerretDBMaxWriteBatch = 50
+
+// Profile is what the engine needs to know about one server, found once
+// when a task opens: every difference between servers is read from here,
+// never detected again elsewhere.
+type Profile struct {
+	// Flavor is the server software, Version its version (FerretDB's own
+	// version on FerretDB).
+	Flavor  Flavor
+	Version string
+	// OplogHasHoles: an oplog entry can become visible after entries with
+	// a higher ts (FerretDB writes each entry after its write, outside any
+	// ordering). MongoDB never shows one (visibility waits for earlier
+	// writes).
+	OplogHasHoles bool
+	// IndexedRangeReads: a find on an _id range reads through the _id
+	// index. False on FerretDB, where every range read scans and decodes
+	// the whole collection.
+	IndexedRangeReads bool
+	// MaxWriteBatch caps the writes of one bulk write on this server as a
+	// target; 0 means no cap beyond the task's own.
+	MaxWriteBatch int
+	// UpdateShape is how the server logs updates in its oplog.
+	UpdateShape UpdateShape
+	// PipelineUpdates: the server applies pipeline-style updates
+	// (MongoDB 4.2+; not FerretDB v1).
+	PipelineUpdates bool
+}
+
+// MongoDBProfile is the profile of a MongoDB server: the default for
+// a server that does not say otherwise.
+var MongoDBProfile = Profile{Flavor: FlavorMongoDB, IndexedRangeReads: true, UpdateShape: UpdatesAsApplied, PipelineUpdates: true}
+
+// FerretDBProfile is the profile of a FerretDB v1 server.
+var FerretDBProfile = Profile{
+	Flavor: FlavorFerretDB, OplogHasHoles: true, IndexedRangeReads: false,
+	MaxWriteBatch: FerretDBMaxWriteBatch, UpdateShape: UpdatesAsWholeDocument,
+}
+
+// ProbeProfile asks a server who it is (buildInfo) and returns its
+// profile.
+func ProbeProfile(ctx context.Context, c *mongo.Client) (Profile, error) {
+	raw, err := c.Database("admin").RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Raw()
+	if err != nil {
+		return Profile{}, fmt.Errorf("buildInfo: %w; the engine asks every server which software it runs before it reads or writes anything: check that the user may run buildInfo", err)
+	}
+	return profileFromBuildInfo(raw), nil
+}
+
+// profileFromBuildInfo reads a buildInfo reply: FerretDB names itself in
+// ferretdbVersion (MongoDB has no such field).
+func profileFromBuildInfo(raw bson.Raw) Profile {
+	if v, ok := raw.Lookup("ferretdbVersion").StringValueOK(); ok {
+		p := FerretDBProfile
+		p.Version = v
+		return p
+	}
+	p := MongoDBProfile
+	p.Version, _ = raw.Lookup("version").StringValueOK()
+	return p
+}

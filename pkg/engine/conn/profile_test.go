@@ -1,0 +1,31 @@
+package conn
+
+import (
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+func TestProfileFromBuildInfo(t *testing.T) {
+	tests := []struct {
+		name  string
+		reply bson.D
+		want  Profile
+	}{
+		{"MongoDB 7.0", bson.D{{Key: "version", Value: "7.0.14"}, {Key: "ok", Value: 1.0}},
+			Profile{Flavor: FlavorMongoDB, Version: "7.0.14", IndexedRangeReads: true, UpdateShape: UpdatesAsApplied, PipelineUpdates: true}},
+		{"FerretDB v1.24.0", bson.D{{Key: "version", Value: "7.0.77"}, {Key: "ferretdbVersion", Value: "v1.24.0"}, {Key: "ok", Value: 1.0}},
+			Profile{Flavor: FlavorFerretDB, Version: "v1.24.0", OplogHasHoles: true, MaxWriteBatch: FerretDBMaxWriteBatch, UpdateShape: UpdatesAsWholeDocument}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			raw, err := bson.Marshal(tt.reply)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := profileFromBuildInfo(raw); got != tt.want {
+				t.Errorf("got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
