@@ -8,7 +8,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 )
 
-// ErrTimeSeriesReplay: writes to a time-series collection cannot be
+// ErrTimeSeriesReplay says writes to a time-series collection cannot be
 // replayed yet. mongod logs them as inserts and $v:2 updates of the
 // collection's buckets (compressed columns on 7.0+), which only apply to a
 // target whose buckets are the same documents as the source's; the full
