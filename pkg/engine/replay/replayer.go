@@ -217,6 +217,9 @@ func (r *Replayer) Run(ctx context.Context) error {
 func (r *Replayer) dispatch(ctx, wctx context.Context) error {
 	failures := 0
 	for {
+		// Asked before reading: an empty read after Retire means the
+		// end of the removed shard's oplog.
+		retiring := r.o.Board != nil && r.retiring()
 		raws, err := r.o.Reader.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -235,7 +238,7 @@ func (r *Replayer) dispatch(ctx, wctx context.Context) error {
 			continue
 		}
 		failures = 0
-		if len(raws) == 0 && r.o.Board != nil && r.retiring() {
+		if len(raws) == 0 && retiring {
 			if err := r.drain(ctx, wctx); err != nil {
 				return err
 			}
@@ -293,6 +296,13 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 	r.oldestOpen = nil
 	if open {
 		r.oldestOpen = &oldest
+	}
+	if ok && unit.FirstTS != unit.TS {
+		// The unit's first entries are no longer buffered: from here
+		// until it is applied (applyBarrier), the checkpoint stays below
+		// them, with no gap in which a checkpoint could pass them.
+		first := unit.FirstTS
+		r.hold = &first
 	}
 	r.mu.Unlock()
 	if !ok {
