@@ -171,8 +171,15 @@ func (m *Model) Noop(s *Shard) {
 
 // Insert inserts a new document with shard key sk on the shard owning it.
 func (m *Model) Insert(sk int64) Doc {
-	d := Doc{ID: m.nextID, SK: sk, V: 1}
+	d := m.InsertID(m.nextID, sk)
 	m.nextID++
+	return d
+}
+
+// InsertID inserts document id (absent now) with shard key sk on the
+// shard owning it.
+func (m *Model) InsertID(id, sk int64) Doc {
+	d := Doc{ID: id, SK: sk, V: int64(m.seq[id] + 1)}
 	s := m.owner[sk/chunkWidth]
 	ts := m.tick()
 	m.log(s, ts, m.crud("i", d.raw(), d.key(), false))

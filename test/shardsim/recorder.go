@@ -218,3 +218,28 @@ func CompareDocs(want, got map[int64]Doc) []string {
 	}
 	return diffs
 }
+
+// AppliedFrom counts the writes of shard's subtasks at or after ts that
+// reached the target.
+func (r *Recorder) AppliedFrom(shard string, ts bson.Timestamp) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for k, c := range r.count {
+		if k.Shard == shard && !k.TS.Before(ts) {
+			n += c
+		}
+	}
+	return n
+}
+
+// Docs returns a copy of the target's documents.
+func (r *Recorder) Docs() map[int64]Doc {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[int64]Doc, len(r.docs))
+	for id, d := range r.docs {
+		out[id] = d
+	}
+	return out
+}

@@ -36,6 +36,9 @@ type Config struct {
 	Speeds map[string]int
 	// Round is the delivery period; 1ms when zero.
 	Round time.Duration
+	// Recorder, when set, is the target to use (a scenario keeps it to
+	// look at it during the run).
+	Recorder *Recorder
 	// Step, when set, is called after every round with the board; the
 	// scenarios use it to look at positions while the run goes on.
 	Step func(round int, board *shard.MemoryBoard, rec *Recorder) bool
@@ -163,10 +166,30 @@ type runner struct {
 	failed atomic.Value // error: a subtask that stopped on its own
 }
 
+// Result is what a run found.
+type Result struct {
+	// Violations are the checks that failed (none when the target equals
+	// the model and every write arrived in order, once).
+	Violations []string
+	// Holds are each shard's last subtask's hold figures.
+	Holds map[string]replay.HoldStatus
+}
+
 // Run replays the schedule's oplogs through one subtask per shard and
-// returns the violations found (nil when the target equals the model and
-// every write arrived in order).
-func Run(ctx context.Context, sc Schedule, cfg Config) ([]string, error) {
+// checks the writes and the final documents.
+func Run(ctx context.Context, sc Schedule, cfg Config) (Result, error) {
+	rn, err := run(ctx, sc, cfg)
+	res := Result{Violations: rn.rec.Errors(), Holds: map[string]replay.HoldStatus{}}
+	for name, sub := range rn.subs {
+		res.Holds[name] = sub.r.Status().Holds
+	}
+	if err == nil {
+		res.Violations = rn.rec.Check()
+	}
+	return res, err
+}
+
+func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 5 * time.Second
 	}
@@ -176,11 +199,14 @@ func Run(ctx context.Context, sc Schedule, cfg Config) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	rn := &runner{sc: sc, cfg: cfg, board: shard.NewMemoryBoard(), rec: NewRecorder(sc.Model), feeds: map[string]*feed{}, subs: map[string]*subtask{}}
+	if cfg.Recorder != nil {
+		rn.rec = cfg.Recorder
+	}
 	rn.spec = config.Spec{Threads: config.Threads{Writers: 2}, Cache: config.Cache{BatchSize: 8}}
 	rn.spec.SetDefaults()
 	mapper, err := catalog.NewMapper(rn.spec.Namespaces, rn.spec.Checkpoint.Database)
 	if err != nil {
-		return nil, err
+		return rn, err
 	}
 	rn.mapper = mapper
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0xfeed))
@@ -203,7 +229,7 @@ func Run(ctx context.Context, sc Schedule, cfg Config) ([]string, error) {
 	for _, s := range sc.Model.Shards {
 		if s.Added.IsZero() {
 			if err := rn.board.Publish(ctx, shard.Position{Shard: s.Name}); err != nil {
-				return nil, err
+				return rn, err
 			}
 		}
 	}
@@ -223,10 +249,10 @@ func Run(ctx context.Context, sc Schedule, cfg Config) ([]string, error) {
 	}
 	for round := 1; ; round++ {
 		if err := ctx.Err(); err != nil {
-			return rn.rec.Errors(), fmt.Errorf("schedule did not finish: %w; %s", err, rn.describe())
+			return rn, fmt.Errorf("schedule did not finish: %w; %s", err, rn.describe())
 		}
 		if err, _ := rn.failed.Load().(error); err != nil {
-			return rn.rec.Errors(), err
+			return rn, err
 		}
 		for _, s := range sc.Model.Shards {
 			n := speeds[s.Name]
@@ -244,7 +270,7 @@ func Run(ctx context.Context, sc Schedule, cfg Config) ([]string, error) {
 			}
 		}
 		if cfg.Step != nil && !cfg.Step(round, rn.board, rn.rec) {
-			return rn.rec.Errors(), errors.New("stopped by the scenario")
+			return rn, errors.New("stopped by the scenario")
 		}
 		if rn.finished(ctx) {
 			break
@@ -254,10 +280,10 @@ func Run(ctx context.Context, sc Schedule, cfg Config) ([]string, error) {
 	rn.stopAll()
 	for name, sub := range rn.subs {
 		if err := <-sub.done; err != nil && !errors.Is(err, context.Canceled) {
-			return rn.rec.Errors(), fmt.Errorf("subtask %s: %w", name, err)
+			return rn, fmt.Errorf("subtask %s: %w", name, err)
 		}
 	}
-	return rn.rec.Check(), nil
+	return rn, nil
 }
 
 func shardNames(m *Model) []string {

@@ -73,7 +73,8 @@ func TestSim(t *testing.T) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			sc := Generate(seed, "app.users", steps)
-			errs, err := Run(context.Background(), sc, Config{Seed: seed, Kills: 2})
+			res, err := Run(context.Background(), sc, Config{Seed: seed, Kills: 2})
+			errs := res.Violations
 			mu.Lock()
 			defer mu.Unlock()
 			m := sc.Model
