@@ -23,7 +23,7 @@ import (
 
 // DefaultMigrateEvery is how many entries apart ShardConfig puts a chunk
 // migration's fromMigrate entry by default.
-const DefaultMigrateEvery = 50_000
+const DefaultMigrateEvery = 250_000
 
 // ShardConfig is a run over a sharded source: one Replayer per shard.
 type ShardConfig struct {
