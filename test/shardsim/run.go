@@ -164,6 +164,9 @@ type runner struct {
 	mapper *catalog.Mapper
 	insts  int
 	failed atomic.Value // error: a subtask that stopped on its own
+	// saved are the subtasks' checkpoints as saved (what a restart reads).
+	mu    sync.Mutex
+	saved map[string]bson.Timestamp
 }
 
 // Result is what a run found.
@@ -336,6 +339,18 @@ func (rn *runner) start(ctx context.Context, name string, from bson.Timestamp) {
 		Task: "sim", Spec: &rn.spec, Reader: &reader{f: rn.feeds[name], from: from}, Mapper: rn.mapper, From: from,
 		ShardMember: true, Shard: name, Board: fc, CheckpointInterval: 2 * time.Millisecond, HoldPoll: time.Millisecond,
 		WriteTimeout: 20 * time.Second,
+		SaveApplied: func(_ context.Context, ts bson.Timestamp) error {
+			if killed.Load() {
+				return nil // a killed process saves nothing more
+			}
+			rn.mu.Lock()
+			defer rn.mu.Unlock()
+			if rn.saved == nil {
+				rn.saved = map[string]bson.Timestamp{}
+			}
+			rn.saved[name] = ts
+			return nil
+		},
 		ApplyAt: func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel, ts []bson.Timestamp) error {
 			if killed.Load() {
 				return nil // a killed process writes nothing more
@@ -361,7 +376,7 @@ func (rn *runner) start(ctx context.Context, name string, from bson.Timestamp) {
 }
 
 // kill SIGKILLs a random running subtask and restarts it from its last
-// published (saved) position.
+// saved checkpoint.
 func (rn *runner) kill(ctx context.Context, rng *rand.Rand) {
 	var names []string
 	for _, s := range rn.sc.Model.Shards {
@@ -378,13 +393,9 @@ func (rn *runner) kill(ctx context.Context, rng *rand.Rand) {
 	sub.killed.Store(true)
 	sub.cancel()
 	<-sub.done
-	var from bson.Timestamp
-	ps, _ := rn.board.Positions(ctx)
-	for _, p := range ps {
-		if p.Shard == name {
-			from = p.Applied
-		}
-	}
+	rn.mu.Lock()
+	from := rn.saved[name]
+	rn.mu.Unlock()
 	rn.start(ctx, name, from)
 }
 

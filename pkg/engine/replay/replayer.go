@@ -36,8 +36,12 @@ type Options struct {
 	Source *mongo.Client
 	Target *mongo.Client
 	Store  *checkpoint.Store
-	Mapper *catalog.Mapper
-	Log    *slog.Logger
+	// SaveApplied, when set, saves the checkpoint instead of
+	// Store.SaveApplied: a shard's subtask saves its own position (the
+	// position it publishes on Board is the one saved here).
+	SaveApplied func(ctx context.Context, ts bson.Timestamp) error
+	Mapper      *catalog.Mapper
+	Log         *slog.Logger
 	// From is the position replay starts after.
 	From bson.Timestamp
 	// OverlapUntil is the newest position the full copy may already
@@ -782,7 +786,12 @@ func (r *Replayer) saveCheckpoint(ctx context.Context) error {
 	if unchanged {
 		return nil
 	}
-	if r.o.Store != nil {
+	switch {
+	case r.o.SaveApplied != nil:
+		if err := r.o.SaveApplied(ctx, ts); err != nil {
+			return err
+		}
+	case r.o.Store != nil:
 		if err := r.o.Store.SaveApplied(ctx, ts); err != nil {
 			return err
 		}
