@@ -56,6 +56,10 @@ test: ferretdb envtest-assets verify-generated $(BIN)/golangci-lint $(BIN)/helm 
 	$(BIN)/golangci-lint run ./...
 	$(GO) test -count=1 -timeout 40m ./...
 
+.PHONY: sim-long
+sim-long: ## Run the sharded-cluster simulation long: SIM_SEEDS schedules (default 20000) three times longer than make test's, from SIM_FIRST (default 1001).
+	SHARDSIM_SEEDS=$${SIM_SEEDS:-20000} SHARDSIM_FIRST=$${SIM_FIRST:-1001} $(GO) test -count=1 -timeout 4h -run 'TestSim$$' -v ./test/shardsim
+
 .PHONY: helm-lint
 helm-lint: $(BIN)/helm ## Lint the Helm chart (helm lint --strict) with its defaults and each values file under charts/mongoferry/ci (go test ./test/chart does too).
 	$(BIN)/helm lint --strict charts/mongoferry

@@ -902,6 +902,8 @@ type benchReplayFlags struct {
 	readBatch  int
 	rounds     int
 	cpuProfile string
+	shards     int
+	migrate    int64
 }
 
 func newBenchReplayCommand() *cobra.Command {
@@ -950,6 +952,14 @@ command the batching achieved; then the peak RSS during the rounds (the
 pool included) and GOMAXPROCS. Target: 300000 ops/s
 for the ddt shape on the 2-core development machine.
 
+--shards N (N > 1) replays the same entries as a sharded source logs them:
+each entry on the shard its document's _id hashes to, one replayer per
+shard (the subtasks of a sharded task, with a shared in-memory position
+board), and every --migrate-every entries a chunk migration's fromMigrate
+entry on one shard in turn, after which that shard holds the namespace's
+writes until the others have applied up to it (subtasks publish every
+200ms here). It reports the writes held and the time they were held.
+
 --cpuprofile writes a CPU profile of each shape's rounds (FILE.<shape> with
 --shape both); read them with 'go tool pprof -top bin/ferry FILE*'.`,
 		Example: `  # Both shapes, 1M entries each, 3 rounds (about a minute)
@@ -958,6 +968,9 @@ for the ddt shape on the 2-core development machine.
   # The DDT shape only, 8 writers, and its CPU profile
   ferry bench replay --shape ddt --writers 8 --cpuprofile /tmp/replay.prof
   go tool pprof -top bin/ferry /tmp/replay.prof
+
+  # Three shards with chunk migrations: ops/s and writes held
+  ferry bench replay --shards 3
 
   # The same through go test
   go test ./pkg/engine/replay/ -run '^$' -bench Replay -benchmem`,
@@ -975,6 +988,8 @@ for the ddt shape on the 2-core development machine.
 	fl.IntVar(&f.readBatch, "read-batch", replaybench.DefaultReadBatch, "entries the reader returns per call")
 	fl.IntVar(&f.rounds, "rounds", 3, "rounds per shape; the medians are reported")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the rounds to this file (FILE.<shape> with --shape both)")
+	fl.IntVar(&f.shards, "shards", 1, "replay as a sharded source with this many shards, one replayer each")
+	fl.Int64Var(&f.migrate, "migrate-every", replaybench.DefaultMigrateEvery, "with --shards: entries between chunk migrations (fromMigrate entries); 0 for none")
 	return cmd
 }
 
@@ -1003,6 +1018,10 @@ func (f benchReplayFlags) validate() error {
 		return fmt.Errorf("--read-batch must be at least 1, got %d", f.readBatch)
 	case f.rounds < 1:
 		return fmt.Errorf("--rounds must be at least 1, got %d", f.rounds)
+	case f.shards < 1 || f.shards > 255:
+		return fmt.Errorf("--shards must be between 1 and 255, got %d", f.shards)
+	case f.migrate < 0:
+		return fmt.Errorf("--migrate-every must be 0 or more, got %d", f.migrate)
 	}
 	_, err := f.shapes()
 	return err
@@ -1010,9 +1029,12 @@ func (f benchReplayFlags) validate() error {
 
 // benchReplayShape is what the rounds of one shape measured.
 type benchReplayShape struct {
-	in      *replaybench.Input
-	rounds  []replaybench.Result
-	peakRSS int64
+	in     *replaybench.Input
+	rounds []replaybench.Result
+	// held, holdSeconds and migrations are per round, with --shards.
+	held, migrations []int64
+	holdSeconds      []float64
+	peakRSS          int64
 	// others is the CPU time of other processes during the rounds,
 	// capacity the CPU time the machine had.
 	others, capacity float64
@@ -1027,6 +1049,9 @@ func runBenchReplay(ctx context.Context, out io.Writer, f benchReplayFlags) erro
 	printBenchHeader(out)
 	fmt.Fprintf(out, "pipeline:  %d writers, batches of up to %d writes, reads of %d entries, cache.maxBytes %s, %d rounds per shape\n",
 		f.writers, f.batch, f.readBatch, config.DefaultMaxBytes, f.rounds)
+	if f.shards > 1 {
+		fmt.Fprintf(out, "sharded:   %d shards, one replayer each (the pipeline figures are per replayer), a migration every %d entries\n", f.shards, f.migrate)
+	}
 	var results []benchReplayShape
 	for _, shape := range shapes {
 		res, err := benchReplayRounds(ctx, out, f, shape, len(shapes) > 1)
@@ -1079,7 +1104,26 @@ func benchReplayRounds(ctx context.Context, out io.Writer, f benchReplayFlags, s
 	env := &benchEnv{}
 	for r := 1; r <= f.rounds; r++ {
 		cpu0 := env.cpu()
-		rr, err := replaybench.Run(ctx, in, cfg)
+		var (
+			rr  replaybench.Result
+			err error
+		)
+		if f.shards > 1 {
+			migrate := f.migrate
+			if migrate == 0 {
+				migrate = -1
+			}
+			var sr replaybench.ShardResult
+			sr, err = replaybench.RunShards(ctx, in, replaybench.ShardConfig{Config: cfg, Shards: f.shards, MigrateEvery: migrate})
+			rr = sr.Result
+			res.held, res.migrations, res.holdSeconds = append(res.held, sr.HeldWrites), append(res.migrations, sr.Migrations), append(res.holdSeconds, sr.HoldSeconds)
+			if err == nil {
+				fmt.Fprintf(out, "round %d: %d shards, %d migrations, %d writes held (%.2f%% of the writes) for %.2fs in all\n",
+					r, f.shards, sr.Migrations, sr.HeldWrites, 100*safeDiv(float64(sr.HeldWrites), float64(rr.Ops)), sr.HoldSeconds)
+			}
+		} else {
+			rr, err = replaybench.Run(ctx, in, cfg)
+		}
 		if err != nil {
 			return res, fmt.Errorf("%s round %d: %w", shape, r, err)
 		}
@@ -1114,6 +1158,16 @@ func printBenchReplayTable(out io.Writer, shapes []benchReplayShape) {
 			bytesHuman(s.peakRSS))
 	}
 	_ = tw.Flush()
+	for _, s := range shapes {
+		if len(s.held) == 0 {
+			continue
+		}
+		var held, migrations []float64
+		for i := range s.held {
+			held, migrations = append(held, float64(s.held[i])), append(migrations, float64(s.migrations[i]))
+		}
+		fmt.Fprintf(out, "%s held writes (median per round): %.0f after %.0f migrations\n", s.in.Shape, median(held), median(migrations))
+	}
 	fmt.Fprintf(out, "(medians of the rounds; GOMAXPROCS %d on %d CPUs; peak RSS of ferry during the shape's rounds, its pool included)\n", runtime.GOMAXPROCS(0), runtime.NumCPU())
 	var others, capacity float64
 	for _, s := range shapes {

@@ -44,6 +44,10 @@ var (
 	replayBufDesc      = desc("replay_buffered_bytes", "Bytes of oplog entries read and not yet applied.")
 	checkpointDesc     = desc("replay_checkpoint_timestamp_seconds", "Source time (Unix seconds) of the replay checkpoint.")
 	conflictsTolDesc   = desc("replay_tolerated_conflicts_total", "Duplicate keys stepped over in the copy/replay overlap.")
+	heldDesc           = desc("replay_held_writes_total", "Writes a shard's subtask held after chunk migrations until the other subtasks had applied up to them.", "shard")
+	heldNowDesc        = desc("replay_held_writes", "Writes a shard's subtask holds at the moment.", "shard")
+	holdSecondsDesc    = desc("replay_hold_seconds_total", "Time namespaces spent held after chunk migrations, summed.", "shard")
+	commitWaitsDesc    = desc("replay_commit_waits_total", "Multi-shard transaction parts that waited for the other subtasks.", "shard")
 	verifyOKDesc       = desc("verify_ok", "1 when the last verification matched, 0 when it found differences.")
 	verifyDiffDesc     = desc("verify_differing_namespaces", "Namespaces whose target differs from the source at the last verification.")
 )
@@ -60,7 +64,8 @@ func NewCollector(status func() engine.Status) *Collector { return &Collector{st
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{phaseDesc, copyDocsDesc, copyBytesDesc, copyEstimatedDesc, copyRatioDesc,
 		copyNSRatioDesc, copyRangesDesc, copyRangesDoneDesc, conflictsDesc, retriesDesc, bufferedDesc, maxBytesDesc,
-		verifyOKDesc, verifyDiffDesc, lagDesc, appliedDesc, skippedDesc, replayRateDesc, replayBufDesc, checkpointDesc, conflictsTolDesc} {
+		verifyOKDesc, verifyDiffDesc, lagDesc, appliedDesc, skippedDesc, replayRateDesc, replayBufDesc, checkpointDesc, conflictsTolDesc,
+		heldDesc, heldNowDesc, holdSecondsDesc, commitWaitsDesc} {
 		ch <- d
 	}
 }
@@ -108,6 +113,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(replayBufDesc, float64(r.BufferedBytes))
 		gauge(checkpointDesc, float64(r.AppliedTS.T))
 		counter(conflictsTolDesc, float64(r.ToleratedConflicts))
+		if r.Shard != "" {
+			counter(heldDesc, float64(r.Holds.HeldWrites), r.Shard)
+			gauge(heldNowDesc, float64(r.Holds.HeldNow), r.Shard)
+			counter(holdSecondsDesc, r.Holds.HoldSeconds, r.Shard)
+			counter(commitWaitsDesc, float64(r.Holds.CommitWaits), r.Shard)
+		}
 	}
 	if v := s.Verify; v != nil && !v.Running {
 		ok := 0.0

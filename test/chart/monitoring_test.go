@@ -65,7 +65,8 @@ const workerStatus = `{"task":"orders","mode":"fullAndIncremental","phase":"Stre
           "overwritten":1,"skipped":2,"retries":3,"bufferedBytes":4096,"maxBytes":1048576},
   "replay":{"appliedTS":{"T":1700000000,"I":3},"appliedTime":"2023-11-14T22:13:20Z","newestTS":{"T":1700000002,"I":1},
             "lagSeconds":2,"opsPerSecond":21.4,"applied":{"insert":5,"update":4,"delete":1},"skipped":{"noop":7},
-            "bufferedBytes":512,"toleratedConflicts":1},
+            "bufferedBytes":512,"toleratedConflicts":1,
+            "shard":"rs0","holds":{"heldWrites":3,"heldNow":1,"holdSeconds":0.5,"commitWaits":1}},
   "verify":{"mode":"hash","running":false,"ok":true},
   "startedAt":"2023-11-14T22:00:00Z"}`
 

@@ -21,6 +21,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/pipeline"
+	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
@@ -35,8 +36,12 @@ type Options struct {
 	Source *mongo.Client
 	Target *mongo.Client
 	Store  *checkpoint.Store
-	Mapper *catalog.Mapper
-	Log    *slog.Logger
+	// SaveApplied, when set, saves the checkpoint instead of
+	// Store.SaveApplied: a shard's subtask saves its own position (the
+	// position it publishes on Board is the one saved here).
+	SaveApplied func(ctx context.Context, ts bson.Timestamp) error
+	Mapper      *catalog.Mapper
+	Log         *slog.Logger
 	// From is the position replay starts after.
 	From bson.Timestamp
 	// OverlapUntil is the newest position the full copy may already
@@ -70,6 +75,24 @@ type Options struct {
 	// order, so a delete of {email: x} always lands before a later insert
 	// of another document with {email: x}.
 	UniqueIndexed map[string]bool
+	// Shard and Board make the Replayer one subtask of a sharded source:
+	// Reader reads shard Shard's oplog (set ShardMember too), and the
+	// subtask publishes its position on Board after every checkpoint and
+	// follows the ordering rule (see shard.go): after a chunk migration
+	// into or out of its shard it holds that namespace's writes until
+	// every other subtask has applied up to the migration. Before any
+	// subtask starts, publish every shard's start position on Board
+	// (Applied = the position its subtask starts after): a shard that has
+	// not published holds nobody back.
+	Shard string
+	Board shard.Board
+	// HoldPoll is how often held writes look at Board; a quarter of
+	// CheckpointInterval, at most 250ms, when zero.
+	HoldPoll time.Duration
+	// ApplyAt, when set, is Apply told each write's oplog position too
+	// (ts[i] is that of models[i]); tests that check the order of writes
+	// use it. It takes precedence over Apply.
+	ApplyAt func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel, ts []bson.Timestamp) error
 }
 
 // Replayer applies the source's oplog to the target.
@@ -83,11 +106,13 @@ type Replayer struct {
 	queues  []chan item
 	seed    maphash.Seed
 	applied atomic.Pointer[bson.Timestamp]
+	hs      holds
 
 	mu              sync.Mutex
 	hold            *bson.Timestamp // the checkpoint stays below this while set
 	oldestOpen      *bson.Timestamp // first entry of the oldest open transaction
 	readTS          bson.Timestamp
+	seen            bson.Timestamp // the last entry dispatched or buffered (Options.Board)
 	lastRaw         bson.Raw       // the last entry read (dispatch goroutine only)
 	lastTS          bson.Timestamp // its ts
 	newestTS        bson.Timestamp
@@ -163,8 +188,15 @@ func (r *Replayer) Run(ctx context.Context) error {
 	g.Go(func() error { return r.dispatch(gctx, wctx) })
 	g.Go(func() error { return r.checkpointLoop(gctx) })
 	g.Go(func() error { return r.watchNewest(gctx) })
+	if r.o.Board != nil {
+		g.Go(func() error { return r.holdLoop(gctx) })
+	}
 
 	err := g.Wait()
+	retired := errors.Is(err, errRetired)
+	if retired {
+		err = nil
+	}
 	for _, q := range r.queues {
 		close(q)
 	}
@@ -176,6 +208,10 @@ func (r *Replayer) Run(ctx context.Context) error {
 	// is on the target.
 	if serr := r.saveCheckpoint(context.WithoutCancel(ctx)); serr != nil {
 		err = errors.Join(err, serr)
+	} else if r.o.Board != nil {
+		if perr := r.publish(context.WithoutCancel(ctx), retired && err == nil); perr != nil {
+			err = errors.Join(err, perr)
+		}
 	}
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return ctx.Err()
@@ -188,6 +224,9 @@ func (r *Replayer) Run(ctx context.Context) error {
 func (r *Replayer) dispatch(ctx, wctx context.Context) error {
 	failures := 0
 	for {
+		// Asked before reading: an empty read after Retire means the
+		// end of the removed shard's oplog.
+		retiring := r.o.Board != nil && r.retiring()
 		raws, err := r.o.Reader.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -206,9 +245,21 @@ func (r *Replayer) dispatch(ctx, wctx context.Context) error {
 			continue
 		}
 		failures = 0
+		if len(raws) == 0 && retiring {
+			if err := r.drain(ctx, wctx); err != nil {
+				return err
+			}
+			r.log.Info("removed shard read to its end; subtask retired", "shard", r.o.Shard)
+			return errRetired
+		}
 		for _, raw := range raws {
 			if err := r.entry(ctx, wctx, raw); err != nil {
 				return err
+			}
+			if r.o.Board != nil {
+				r.mu.Lock()
+				r.seen = r.lastTS
+				r.mu.Unlock()
 			}
 		}
 		if err := wctx.Err(); err != nil {
@@ -237,6 +288,7 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 	r.mu.Unlock()
 	if skip, reason := r.filter.Skip(e); skip {
 		r.count(reason, true)
+		r.noteSkip(e, e.TS(), reason)
 		r.wm.Dispatch(e.TS(), 0)
 		return nil
 	}
@@ -252,9 +304,21 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 	if open {
 		r.oldestOpen = &oldest
 	}
+	if ok && unit.FirstTS != unit.TS {
+		// The unit's first entries are no longer buffered: from here
+		// until it is applied (applyBarrier), the checkpoint stays below
+		// them, with no gap in which a checkpoint could pass them.
+		first := unit.FirstTS
+		r.hold = &first
+	}
 	r.mu.Unlock()
 	if !ok {
 		return nil // buffered: a transaction still open
+	}
+	if r.o.Board != nil && e.Command() == oplog.CmdCommitTransaction && insertsDocuments(unit) {
+		if err := r.waitCommit(ctx, wctx, unit, commitTS(e)); err != nil {
+			return err
+		}
 	}
 	if unit.FirstTS != unit.TS {
 		// A chain of entries: the checkpoint must stay below its first
@@ -322,6 +386,7 @@ func (r *Replayer) late(ctx, wctx context.Context, e oplog.Entry) error {
 func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson.Timestamp) error {
 	if skip, reason := r.filter.Skip(op); skip {
 		r.count(reason, true)
+		r.noteSkip(op, ts, reason)
 		r.wm.Dispatch(ts, 0)
 		return nil
 	}
@@ -352,6 +417,9 @@ func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson
 			r.count("filtered", true)
 			continue
 		}
+		if r.o.ShardMember {
+			w = byID(w)
+		}
 		it := item{ts: ts, ns: r.o.Mapper.Target(src), src: src, key: w.DocKey, kind: w.Kind.String(), model: w.Model, bytes: int64(len(op.Raw()))}
 		if w.Model == nil {
 			it.kind = kindRefetch
@@ -364,7 +432,7 @@ func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson
 	}
 	r.wm.Dispatch(ts, len(items))
 	for _, it := range items {
-		if err := r.enqueue(ctx, r.bucket(it.ns, it.key), it); err != nil {
+		if err := r.send(ctx, it); err != nil {
 			return err
 		}
 	}
@@ -386,19 +454,6 @@ func (r *Replayer) bucket(ns catalog.Namespace, docKey bson.Raw) int {
 		_, _ = h.Write(docKey)
 	}
 	return int(h.Sum64() % uint64(len(r.queues)))
-}
-
-func (r *Replayer) enqueue(ctx context.Context, q int, it item) error {
-	if err := r.budget.Acquire(ctx, it.bytes); err != nil {
-		return err
-	}
-	select {
-	case r.queues[q] <- it:
-		return nil
-	case <-ctx.Done():
-		r.budget.Release(it.bytes)
-		return ctx.Err()
-	}
 }
 
 // drain waits until every queued write is applied.
@@ -451,7 +506,7 @@ func (r *Replayer) flushAndDDL(ctx, wctx context.Context, pending []item, ddl op
 	if len(pending) > 0 {
 		r.wm.Dispatch(ts, len(pending))
 		for _, it := range pending {
-			if err := r.enqueue(ctx, r.bucket(it.ns, it.key), it); err != nil {
+			if err := r.send(ctx, it); err != nil {
 				return err
 			}
 		}
@@ -575,6 +630,15 @@ func (g *grouper) group(batch []item) [][]item {
 // stepping over duplicate keys of the copy/replay overlap.
 func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
 	apply := r.o.Apply
+	if r.o.ApplyAt != nil {
+		at := make([]bson.Timestamp, len(batch))
+		for i, it := range batch {
+			at[i] = it.ts
+		}
+		apply = func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel) error {
+			return r.o.ApplyAt(ctx, ns, models, at[len(at)-len(models):])
+		}
+	}
 	if apply == nil {
 		apply = func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel) error {
 			_, err := r.o.Target.Database(ns.DB).Collection(ns.Coll).BulkWrite(ctx, models,
@@ -678,6 +742,10 @@ func (r *Replayer) checkpointLoop(ctx context.Context) error {
 		case <-t.C:
 			if err := r.saveCheckpoint(ctx); err != nil {
 				r.log.Warn("checkpoint not saved; retrying", "err", err)
+			} else if r.o.Board != nil {
+				if err := r.publish(ctx, false); err != nil {
+					r.log.Warn("position not published; retrying", "shard", r.o.Shard, "err", err)
+				}
 			}
 		}
 	}
@@ -687,6 +755,21 @@ func (r *Replayer) checkpointLoop(ctx context.Context) error {
 // target and no open or in-flight transaction begins.
 func (r *Replayer) Checkpoint() bson.Timestamp {
 	ts := r.wm.Applied()
+	if r.o.Board != nil {
+		// A subtask publishes its checkpoint for the others: up to just
+		// below its first write not yet applied (a held one), and below
+		// the migrations it holds writes for.
+		// seen first: once nothing is in flight, everything up to it
+		// is applied, or held back below by a cap (open transactions).
+		r.mu.Lock()
+		seen := r.seen
+		r.mu.Unlock()
+		ts = r.wm.Frontier()
+		if r.wm.InFlight() == 0 {
+			ts = maxTS(ts, seen)
+		}
+		ts = r.hs.cap(ts)
+	}
 	r.mu.Lock()
 	if r.oldestOpen != nil {
 		ts = minTS(ts, before(*r.oldestOpen))
@@ -706,7 +789,12 @@ func (r *Replayer) saveCheckpoint(ctx context.Context) error {
 	if unchanged {
 		return nil
 	}
-	if r.o.Store != nil {
+	switch {
+	case r.o.SaveApplied != nil:
+		if err := r.o.SaveApplied(ctx, ts); err != nil {
+			return err
+		}
+	case r.o.Store != nil:
 		if err := r.o.Store.SaveApplied(ctx, ts); err != nil {
 			return err
 		}

@@ -31,6 +31,10 @@ type Status struct {
 	InFlight           int       `json:"inFlight"`
 	ToleratedConflicts int64     `json:"toleratedConflicts"`
 	CheckpointAt       time.Time `json:"checkpointAt"`
+	// Shard is the shard a subtask reads (Options.Shard) and Holds what
+	// it held for the ordering rule; empty for a replica set.
+	Shard string     `json:"shard,omitempty"`
+	Holds HoldStatus `json:"holds"`
 }
 
 // CaughtUp reports whether everything the source has written is applied.
@@ -43,6 +47,7 @@ func (s Status) CaughtUp() bool {
 // Status returns a snapshot.
 func (r *Replayer) Status() Status {
 	applied := r.Checkpoint()
+	holds := r.hs.status()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := Status{
@@ -59,6 +64,7 @@ func (r *Replayer) Status() Status {
 	if s.NewestTS.T > s.AppliedTS.T {
 		s.LagSeconds = float64(s.NewestTS.T - s.AppliedTS.T)
 	}
+	s.Shard, s.Holds = r.o.Shard, holds
 	s.BufferedBytes = r.budget.InUse()
 	s.InFlight = r.wm.InFlight()
 	return s

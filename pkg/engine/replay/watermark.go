@@ -60,6 +60,20 @@ func (w *Watermark) Applied() bson.Timestamp {
 	return w.applied
 }
 
+// Frontier is Applied, or the position just below the first position not
+// yet done when that is higher: positions are dispatched in oplog order,
+// so everything read below it is done.
+func (w *Watermark) Frontier() bson.Timestamp {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.head < len(w.queue) {
+		if p := before(w.queue[w.head].ts); p.Compare(w.applied) > 0 {
+			return p
+		}
+	}
+	return w.applied
+}
+
 // InFlight returns the number of positions not yet applied.
 func (w *Watermark) InFlight() int {
 	w.mu.Lock()

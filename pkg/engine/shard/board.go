@@ -20,6 +20,39 @@ type Position struct {
 	// Retired is set once a removed shard's oplog is read to its end and
 	// applied: the subtask holds nobody back any more.
 	Retired bool `bson:"retired" json:"retired"`
+	// Waiting is the commit ts of a multi-shard transaction whose part
+	// on this shard inserts documents and waits for the other subtasks
+	// (a shard-key change moves a document with such an insert), set only
+	// once everything before that part is applied and saved. Another
+	// subtask waiting on the same commit counts it as far enough, so the
+	// parts of one transaction never wait for each other.
+	Waiting bson.Timestamp `bson:"waiting,omitempty" json:"waiting,omitzero"`
+}
+
+// Reaches reports whether p lets a subtask go on past a point that needs
+// every entry of p's shard before ts applied: p's shard is retired, or its
+// durable position is at or past Prev(ts). A subtask waiting on the
+// commit ts waitingOn (when not zero) reaches it too.
+func (p Position) Reaches(ts, waitingOn bson.Timestamp) bool {
+	switch {
+	case p.Retired || p.Applied.Compare(Prev(ts)) >= 0:
+		return true
+	case !waitingOn.IsZero() && p.Waiting.Equal(waitingOn):
+		return true
+	}
+	return false
+}
+
+// Prev returns the position just below ts: a subtask at Prev(ts) has
+// applied everything of its shard's oplog before ts.
+func Prev(ts bson.Timestamp) bson.Timestamp {
+	switch {
+	case ts.I > 0:
+		return bson.Timestamp{T: ts.T, I: ts.I - 1}
+	case ts.T == 0:
+		return ts
+	}
+	return bson.Timestamp{T: ts.T - 1, I: ^uint32(0)}
 }
 
 // Board is where the subtasks of one task publish their positions and read

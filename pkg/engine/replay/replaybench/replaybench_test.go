@@ -3,6 +3,7 @@ package replaybench
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 )
@@ -81,5 +82,22 @@ func TestInsertManyShape(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), in, Config{Ops: 40, Writers: 3, BatchSize: 50}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRunShards replays a pool as three shards with migrations: every
+// write arrives, writes are held after the migrations, and each subtask's
+// checkpoint reaches its shard's last entry.
+func TestRunShards(t *testing.T) {
+	in, err := Generate(ShapeDDT, 3000, Mix{}, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := RunShards(context.Background(), in, ShardConfig{Config: Config{Ops: 7500, Writers: 3, BatchSize: 50}, Shards: 3, MigrateEvery: 500, Publish: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Migrations != 14 || res.HeldWrites == 0 {
+		t.Errorf("%d migrations read, %d writes held; want 14 and some", res.Migrations, res.HeldWrites)
 	}
 }

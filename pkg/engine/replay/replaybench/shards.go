@@ -1,0 +1,288 @@
+package replaybench
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"runtime"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+	"github.com/mongoferry/mongoferry/pkg/engine/shard"
+)
+
+// DefaultMigrateEvery is how many entries apart ShardConfig puts a chunk
+// migration's fromMigrate entry by default.
+const DefaultMigrateEvery = 250_000
+
+// ShardConfig is a run over a sharded source: one Replayer per shard.
+type ShardConfig struct {
+	Config
+	// Shards is the number of shards; each document lives on the shard
+	// its _id hashes to.
+	Shards int
+	// MigrateEvery puts a fromMigrate entry (a migration's copy) of the
+	// namespace of every MigrateEvery-th entry on one shard, the shards
+	// in turn: that shard then holds the namespace's writes until the
+	// others' positions pass it. DefaultMigrateEvery when zero, none when
+	// negative.
+	MigrateEvery int64
+	// Publish is the subtasks' checkpoint and publication interval;
+	// 200ms when zero.
+	Publish time.Duration
+}
+
+// ShardResult is what a sharded run measured.
+type ShardResult struct {
+	Result
+	// HeldWrites are the writes held after migrations, Migrations the
+	// fromMigrate entries read, over all shards.
+	HeldWrites, Migrations int64
+	// HoldSeconds is the time namespaces spent held, summed over shards.
+	HoldSeconds float64
+}
+
+// shardPlan assigns the pool's entries to shards.
+type shardPlan struct {
+	in     *Input
+	ops    int64
+	shards int
+	every  int64
+	of     []uint8 // the shard of each pool entry
+}
+
+// ts is the position of entry k of a sharded run: entries get even
+// increments so that a migration's entry fits just before one.
+func (p *shardPlan) ts(k int64, extra bool) bson.Timestamp {
+	i := uint32(k%10_000)*2 + 2
+	if extra {
+		i--
+	}
+	return bson.Timestamp{T: p.in.From.T + uint32(k/10_000), I: i}
+}
+
+// migrationAt reports whether a migration entry precedes entry k on shard s.
+func (p *shardPlan) migrationAt(k int64, s int) bool {
+	return p.every > 0 && k > 0 && k%p.every == 0 && int((k/p.every)%int64(p.shards)) == s
+}
+
+// last returns the position of shard s's last entry.
+func (p *shardPlan) last(s int) bson.Timestamp {
+	pool := int64(len(p.in.Entries))
+	for k := p.ops - 1; k >= 0; k-- {
+		if int(p.of[k%pool]) == s {
+			return p.ts(k, false)
+		}
+		if p.migrationAt(k, s) {
+			return p.ts(k, true)
+		}
+	}
+	return p.in.From
+}
+
+func newShardPlan(in *Input, ops int64, shards int, every int64) (*shardPlan, error) {
+	p := &shardPlan{in: in, ops: ops, shards: shards, every: every, of: make([]uint8, len(in.Entries))}
+	seed := maphash.MakeSeed()
+	for i, raw := range in.Entries {
+		e, err := oplog.Parse(raw)
+		if err != nil {
+			return nil, err
+		}
+		key := e.O()
+		if e.Kind() == oplog.Update {
+			key = e.O2()
+		}
+		id, err := key.LookupErr("_id")
+		if err != nil {
+			return nil, fmt.Errorf("pool entry %d: %w", i, err)
+		}
+		p.of[i] = uint8(maphash.Bytes(seed, id.Value) % uint64(shards))
+	}
+	return p, nil
+}
+
+// shardReader serves one shard's entries of a plan.
+type shardReader struct {
+	p     *shardPlan
+	s     int
+	batch int
+
+	mu   sync.Mutex
+	next int64
+}
+
+// Next implements source.OplogReader.
+func (r *shardReader) Next(ctx context.Context) ([]bson.Raw, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	pool := int64(len(r.p.in.Entries))
+	var out []bson.Raw
+	for ; r.next < r.p.ops && len(out) < r.batch; r.next++ {
+		k := r.next
+		i := k % pool
+		if r.p.migrationAt(k, r.s) {
+			out = append(out, r.p.stamp(i, k, true))
+		}
+		if int(r.p.of[i]) == r.s {
+			out = append(out, r.p.stamp(i, k, false))
+		}
+	}
+	if len(out) == 0 {
+		r.mu.Unlock()
+		<-ctx.Done()
+		r.mu.Lock()
+		return nil, ctx.Err()
+	}
+	return out, nil
+}
+
+// stamp copies pool entry i with the position of entry k, as a
+// migration's fromMigrate entry when extra.
+func (p *shardPlan) stamp(i, k int64, extra bool) bson.Raw {
+	src := p.in.Entries[i]
+	var buf []byte
+	if extra {
+		// The same document, with fromMigrate: true at the end.
+		buf = make([]byte, 0, len(src)+len("\x08fromMigrate\x00\x01"))
+		buf = append(buf, src[:len(src)-1]...)
+		buf = bsoncore.AppendBooleanElement(buf, "fromMigrate", true)
+		buf = append(buf, 0)
+		binary.LittleEndian.PutUint32(buf, uint32(len(buf)))
+	} else {
+		buf = append(make([]byte, 0, len(src)), src...)
+	}
+	ts := p.ts(k, extra)
+	at := p.in.tsAt[i]
+	binary.LittleEndian.PutUint32(buf[at:], ts.I)
+	binary.LittleEndian.PutUint32(buf[at+4:], ts.T)
+	return buf
+}
+
+// Newest implements source.OplogReader.
+func (r *shardReader) Newest(context.Context) (bson.Timestamp, error) {
+	return r.p.last(r.s), nil
+}
+
+// RunShards replays c.Ops entries of in as a sharded source would log
+// them: each entry on the shard its document's _id hashes to, with a
+// migration's fromMigrate entry every c.MigrateEvery entries; one real
+// Replayer per shard (ShardMember, a shared shard.MemoryBoard) applies its
+// shard's entries into one Sink. It stops once the sink has every write
+// and checks that every subtask's checkpoint reaches its shard's last
+// entry.
+func RunShards(ctx context.Context, in *Input, c ShardConfig) (ShardResult, error) {
+	if c.Shards < 1 || c.Shards > 255 {
+		return ShardResult{}, fmt.Errorf("shards must be between 1 and 255, got %d", c.Shards)
+	}
+	every := c.MigrateEvery
+	if every == 0 {
+		every = DefaultMigrateEvery
+	}
+	publish := c.Publish
+	if publish == 0 {
+		publish = 200 * time.Millisecond
+	}
+	spec := config.Spec{Threads: config.Threads{Writers: c.Writers}, Cache: config.Cache{BatchSize: c.BatchSize}}
+	spec.SetDefaults()
+	mapper, err := catalog.NewMapper(spec.Namespaces, spec.Checkpoint.Database)
+	if err != nil {
+		return ShardResult{}, err
+	}
+	ops := c.Ops
+	if ops <= 0 {
+		ops = int64(len(in.Entries))
+	}
+	plan, err := newShardPlan(in, ops, c.Shards, every)
+	if err != nil {
+		return ShardResult{}, err
+	}
+	batch := c.ReadBatch
+	if batch <= 0 {
+		batch = DefaultReadBatch
+	}
+	want := in.Counts(ops)
+	sink := NewSink(want.Writes())
+	res := ShardResult{Result: Result{Ops: ops, Writers: spec.Threads.Writers, BatchSize: spec.Cache.BatchSize}}
+	board := shard.NewMemoryBoard()
+	rs := make([]*replay.Replayer, c.Shards)
+	for s := range rs {
+		name := "shard" + strconv.Itoa(s)
+		if err := board.Publish(ctx, shard.Position{Shard: name, Applied: in.From}); err != nil {
+			return res, err
+		}
+		rs[s] = replay.New(replay.Options{
+			Task: "bench-replay", Spec: &spec, Reader: &shardReader{p: plan, s: s, batch: batch},
+			Mapper: mapper, From: in.From, Apply: sink.Apply,
+			ShardMember: true, Shard: name, Board: board, CheckpointInterval: publish,
+		})
+	}
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(rs))
+	start := time.Now()
+	for _, r := range rs {
+		go func() { errc <- r.Run(ctx) }()
+	}
+	select {
+	case <-sink.Done():
+		res.Elapsed = time.Since(start)
+	case err := <-errc:
+		if err == nil {
+			err = errors.New("a subtask stopped")
+		}
+		return res, fmt.Errorf("replay ended before every write was applied (%d of %d): %w", sink.Counts().Writes, want.Writes(), err)
+	}
+	runtime.ReadMemStats(&after)
+	res.Mallocs, res.AllocBytes = after.Mallocs-before.Mallocs, after.TotalAlloc-before.TotalAlloc
+	res.GCs = after.NumGC - before.NumGC
+	// Every checkpoint reaches its shard's last entry once the last
+	// migrations are released (a publication interval or two).
+	var lag error
+	for deadline := time.Now().Add(10 * publish); ; time.Sleep(publish / 10) {
+		lag = nil
+		for s, r := range rs {
+			if cp, last := r.Checkpoint(), plan.last(s); cp != last {
+				lag = fmt.Errorf("shard %d's checkpoint is %d.%d after the run, want its last entry's %d.%d", s, cp.T, cp.I, last.T, last.I)
+			}
+		}
+		if lag == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, r := range rs {
+		st := r.Status()
+		res.HeldWrites += st.Holds.HeldWrites
+		res.HoldSeconds += st.Holds.HoldSeconds
+		res.Migrations += st.Skipped[oplog.ReasonFromMigrate]
+	}
+	cancel()
+	for range rs {
+		if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
+			return res, fmt.Errorf("replay: %w", err)
+		}
+	}
+	res.Sink = sink.Counts()
+	s := res.Sink
+	switch {
+	case s.Writes != want.Writes():
+		return res, fmt.Errorf("the sink saw %d writes, want %d", s.Writes, want.Writes())
+	case s.Replaces != want.Inserts || s.Updates != want.Updates || s.Deletes != want.Deletes:
+		return res, fmt.Errorf("the sink saw %d replaces, %d updates, %d deletes; want %d, %d, %d",
+			s.Replaces, s.Updates, s.Deletes, want.Inserts, want.Updates, want.Deletes)
+	}
+	return res, lag
+}

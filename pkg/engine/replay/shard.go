@@ -1,0 +1,413 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
+	"github.com/mongoferry/mongoferry/pkg/engine/shard"
+)
+
+// The ordering rule of a subtask of a sharded source (Options.Board set;
+// DESIGN.md section 5).
+//
+// Migrations. After the subtask reads fromMigrate entries of namespace N up
+// to tm (the recipient's copies and catch-up writes, or the donor's range
+// deletion), it holds its own later writes of N until every other
+// non-retired subtask has published a durable position at or past
+// Prev(tm). The donor's writes of the moved documents all precede the
+// recipient's fromMigrate entries, so they are on the target, and saved
+// in the donor's checkpoint, before the recipient's later writes: a donor
+// that restarts never applies an old write again over a newer one. While N
+// is held, the checkpoint stays below tm, so a restarted subtask reads the
+// fromMigrate entry again and holds again. Writes of other namespaces go
+// on; held writes count against cache.maxBytes like queued ones.
+//
+// Multi-shard transactions. A shard-key change is a delete on the old
+// shard and an insert on the new one, in one prepared transaction. The
+// insert's part waits, before it is applied, until every other subtask's
+// durable position reaches Prev(commit ts), or that subtask waits on the
+// same commit (shard.Position.Waiting): the old shard's earlier writes of
+// the document are then on the target, and the two parts apply in either
+// order (the delete filters on the whole document key, the insert replaces
+// by _id).
+//
+// Durable positions. Applied, as published, is the checkpoint as saved.
+// A subtask's checkpoint reaches Prev(h) when h is the first entry it read
+// and has not applied (a held write): nothing lies between.
+
+// errRetired ends a retired subtask's dispatch.
+var errRetired = errors.New("shard retired")
+
+// holds is a subtask's held writes and migration barriers.
+type holds struct {
+	mu sync.Mutex
+	// barriers are, per source namespace, the ts of the fromMigrate
+	// entries read and not yet released, ascending; the zero Namespace
+	// stands for all (a fromMigrate applyOps). Each is released on its
+	// own: a write waits only for the migrations read before it, so a
+	// later migration never holds back writes an earlier one alone held.
+	barriers map[catalog.Namespace][]bson.Timestamp
+	// held are the writes waiting, in dispatch order; pending counts them
+	// per source namespace, with those being handed to the writers.
+	held    []heldItem
+	pending map[catalog.Namespace]int
+	since   map[catalog.Namespace]time.Time
+	// waiting is the commit ts of a transaction part waiting for the
+	// others, first its first entry's.
+	waiting, first bson.Timestamp
+	retire         bool
+
+	heldTotal  int64
+	holdTime   time.Duration
+	commitWait int64
+	waitTime   time.Duration
+}
+
+// heldItem is a held write and the barriers it waits for: the last one of
+// its namespace and the last one of all namespaces when it was held.
+type heldItem struct {
+	it              item
+	needNS, needAll bson.Timestamp
+}
+
+// migrated records a fromMigrate entry of ns at ts.
+func (h *holds) migrated(ns catalog.Namespace, ts bson.Timestamp) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.barriers == nil {
+		h.barriers = map[catalog.Namespace][]bson.Timestamp{}
+	}
+	b := h.barriers[ns]
+	if n := len(b); n > 0 && !ts.After(b[n-1]) {
+		return
+	}
+	h.barriers[ns] = append(b, ts)
+}
+
+// last returns the last barrier of ns, if any.
+func (h *holds) last(ns catalog.Namespace) (bson.Timestamp, bool) {
+	b := h.barriers[ns]
+	if len(b) == 0 {
+		return bson.Timestamp{}, false
+	}
+	return b[len(b)-1], true
+}
+
+// hold keeps it back when its namespace is held; it reports whether it
+// did.
+func (h *holds) hold(it item) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	needNS, barred := h.last(it.src)
+	needAll, all := h.last(catalog.Namespace{})
+	if !barred && !all && h.pending[it.src] == 0 {
+		return false
+	}
+	if h.pending == nil {
+		h.pending, h.since = map[catalog.Namespace]int{}, map[catalog.Namespace]time.Time{}
+	}
+	if h.pending[it.src] == 0 {
+		h.since[it.src] = time.Now()
+	}
+	h.pending[it.src]++
+	h.held = append(h.held, heldItem{it: it, needNS: needNS, needAll: needAll})
+	h.heldTotal++
+	return true
+}
+
+// cap returns the highest checkpoint the barriers allow.
+func (h *holds) cap(ts bson.Timestamp) bson.Timestamp {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, b := range h.barriers {
+		if len(b) > 0 {
+			ts = minTS(ts, shard.Prev(b[0]))
+		}
+	}
+	return ts
+}
+
+// released reports whether the barrier need of ns is released.
+func (h *holds) released(ns catalog.Namespace, need bson.Timestamp) bool {
+	b := h.barriers[ns]
+	return need.IsZero() || len(b) == 0 || need.Before(b[0])
+}
+
+// release drops the barriers every other subtask has passed and returns
+// the held writes free to go, in order.
+func (h *holds) release(self string, ps []shard.Position) []item {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ns, b := range h.barriers {
+		n := 0
+		for n < len(b) && reachedBy(self, ps, b[n], bson.Timestamp{}) {
+			n++
+		}
+		if n == len(b) {
+			delete(h.barriers, ns)
+		} else if n > 0 {
+			h.barriers[ns] = b[n:]
+		}
+	}
+	if len(h.held) == 0 {
+		return nil
+	}
+	var out []item
+	var blocked map[catalog.Namespace]bool
+	keep := h.held[:0]
+	for _, hi := range h.held {
+		ns := hi.it.src
+		if blocked[ns] || !h.released(ns, hi.needNS) || !h.released(catalog.Namespace{}, hi.needAll) {
+			if blocked == nil {
+				blocked = map[catalog.Namespace]bool{}
+			}
+			blocked[ns] = true
+			keep = append(keep, hi)
+			continue
+		}
+		out = append(out, hi.it)
+	}
+	clear(h.held[len(keep):])
+	h.held = keep
+	return out
+}
+
+// sent counts writes handed to the writers.
+func (h *holds) sent(its []item) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, it := range its {
+		h.pending[it.src]--
+		if h.pending[it.src] == 0 {
+			h.holdTime += time.Since(h.since[it.src])
+			delete(h.pending, it.src)
+			delete(h.since, it.src)
+		}
+	}
+}
+
+// reachedBy reports whether every other subtask's position reaches ts.
+func reachedBy(self string, ps []shard.Position, ts, waitingOn bson.Timestamp) bool {
+	for _, p := range ps {
+		if p.Shard != self && !p.Reaches(ts, waitingOn) {
+			return false
+		}
+	}
+	return true
+}
+
+// send queues a write for its writer, or holds it (Options.Board).
+func (r *Replayer) send(ctx context.Context, it item) error {
+	if err := r.budget.Acquire(ctx, it.bytes); err != nil {
+		return err
+	}
+	if r.o.Board != nil && r.hs.hold(it) {
+		return nil
+	}
+	return r.put(ctx, r.bucket(it.ns, it.key), it)
+}
+
+// put queues an item whose bytes are acquired.
+func (r *Replayer) put(ctx context.Context, q int, it item) error {
+	select {
+	case r.queues[q] <- it:
+		return nil
+	case <-ctx.Done():
+		r.budget.Release(it.bytes)
+		return ctx.Err()
+	}
+}
+
+// noteSkip notes an entry skipped for reason; a subtask bars a namespace
+// after a migration's entry.
+func (r *Replayer) noteSkip(e oplog.Entry, ts bson.Timestamp, reason string) {
+	if r.o.Board == nil || reason != oplog.ReasonFromMigrate {
+		return
+	}
+	ns := e.Namespace()
+	if e.Op() == oplog.OpCommand {
+		ns = catalog.Namespace{} // an applyOps: every namespace
+	}
+	r.hs.migrated(ns, ts)
+}
+
+// holdLoop releases held writes as the other subtasks' positions allow.
+func (r *Replayer) holdLoop(ctx context.Context) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(r.pollInterval()):
+		}
+		ps, err := r.o.Board.Positions(ctx)
+		if err != nil {
+			r.log.Warn("shard positions not read; retrying", "shard", r.o.Shard, "err", err)
+			continue
+		}
+		its := r.hs.release(r.o.Shard, ps)
+		for _, it := range its {
+			if err := r.put(ctx, r.bucket(it.ns, it.key), it); err != nil {
+				return err
+			}
+		}
+		if len(its) > 0 {
+			r.log.Debug("held writes released", "shard", r.o.Shard, "writes", len(its))
+			r.hs.sent(its)
+		}
+	}
+}
+
+// pollInterval is how often holds look at the board.
+func (r *Replayer) pollInterval() time.Duration {
+	if r.o.HoldPoll > 0 {
+		return r.o.HoldPoll
+	}
+	return min(r.o.CheckpointInterval/4, 250*time.Millisecond)
+}
+
+// insertsDocuments reports whether a unit inserts a document.
+func insertsDocuments(u oplog.Unit) bool {
+	for _, op := range u.Ops {
+		if op.Kind() == oplog.Insert {
+			return true
+		}
+	}
+	return false
+}
+
+// commitTS returns a commitTransaction entry's commitTimestamp, the same
+// on every shard of the transaction (its own ts when absent).
+func commitTS(e oplog.Entry) bson.Timestamp {
+	if t, i, ok := e.O().Lookup("commitTimestamp").TimestampOK(); ok {
+		return bson.Timestamp{T: t, I: i}
+	}
+	return e.TS()
+}
+
+// waitCommit holds a multi-shard transaction's part that inserts
+// documents until every other subtask has applied what precedes its
+// commit timestamp cts, or waits on the same commit.
+func (r *Replayer) waitCommit(ctx, wctx context.Context, u oplog.Unit, cts bson.Timestamp) error {
+	first := u.FirstTS
+	r.mu.Lock()
+	r.hold = &first
+	r.mu.Unlock()
+	r.hs.mu.Lock()
+	r.hs.waiting, r.hs.first = cts, first
+	r.hs.commitWait++
+	r.hs.mu.Unlock()
+	started := time.Now()
+	defer func() {
+		r.hs.mu.Lock()
+		r.hs.waiting, r.hs.first = bson.Timestamp{}, bson.Timestamp{}
+		r.hs.waitTime += time.Since(started)
+		r.hs.mu.Unlock()
+	}()
+	for {
+		ps, err := r.o.Board.Positions(ctx)
+		if err == nil && reachedBy(r.o.Shard, ps, cts, cts) {
+			return nil
+		}
+		if err != nil {
+			r.log.Warn("shard positions not read; retrying", "shard", r.o.Shard, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wctx.Done():
+			return fmt.Errorf("writer stopped: %w", context.Cause(wctx))
+		case <-time.After(r.pollInterval()):
+		}
+	}
+}
+
+// publish puts the subtask's position on the board.
+func (r *Replayer) publish(ctx context.Context, retired bool) error {
+	r.mu.Lock()
+	p := shard.Position{Shard: r.o.Shard, Read: r.readTS, Applied: r.savedTS, Retired: retired}
+	r.mu.Unlock()
+	r.hs.mu.Lock()
+	if !r.hs.waiting.IsZero() && p.Applied.Compare(shard.Prev(r.hs.first)) >= 0 {
+		p.Waiting = r.hs.waiting
+	}
+	r.hs.mu.Unlock()
+	if err := r.o.Board.Publish(ctx, p); err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	return nil
+}
+
+// Retire ends a subtask whose shard was removed: once its reader has
+// nothing more to read and every write is applied, Run saves the
+// checkpoint, publishes the position as retired (it holds nobody back
+// any more) and returns nil.
+func (r *Replayer) Retire() {
+	r.hs.mu.Lock()
+	r.hs.retire = true
+	r.hs.mu.Unlock()
+}
+
+func (r *Replayer) retiring() bool {
+	r.hs.mu.Lock()
+	defer r.hs.mu.Unlock()
+	return r.hs.retire
+}
+
+// HoldStatus is what a subtask held for the ordering rule.
+type HoldStatus struct {
+	// HeldWrites counts writes held after a migration; HeldNow those held
+	// at the moment; HoldSeconds the time namespaces spent held, summed.
+	HeldWrites  int64   `json:"heldWrites"`
+	HeldNow     int     `json:"heldNow"`
+	HoldSeconds float64 `json:"holdSeconds"`
+	// CommitWaits counts multi-shard transaction parts that waited for
+	// the other subtasks; CommitWaitSeconds their waiting time.
+	CommitWaits       int64   `json:"commitWaits"`
+	CommitWaitSeconds float64 `json:"commitWaitSeconds"`
+	// Barriers is the number of namespaces held at the moment.
+	Barriers int `json:"barriers"`
+}
+
+func (h *holds) status() HoldStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return HoldStatus{HeldWrites: h.heldTotal, HeldNow: len(h.held), HoldSeconds: h.holdTime.Seconds(),
+		CommitWaits: h.commitWait, CommitWaitSeconds: h.waitTime.Seconds(), Barriers: len(h.barriers)}
+}
+
+// byID returns an insert's upsert filtered on _id alone. On a shard an
+// insert's document key holds the shard key too; a shard-key change
+// inserts the document with its new key on one shard while another shard
+// deletes it with the old key, in either order on the target: filtered on
+// _id, the insert replaces the old version instead of adding a second
+// document with the same _id.
+func byID(w oplog.Write) oplog.Write {
+	m, ok := w.Model.(*mongo.ReplaceOneModel)
+	if !ok || w.Kind != oplog.Insert {
+		return w
+	}
+	key, ok := m.Filter.(bson.Raw)
+	if !ok {
+		return w
+	}
+	if n, err := key.Elements(); err != nil || len(n) <= 1 {
+		return w
+	}
+	id, err := key.LookupErr("_id")
+	if err != nil {
+		return w
+	}
+	c := *m
+	c.Filter = bson.Raw(bsoncore.BuildDocumentFromElements(nil, bsoncore.AppendValueElement(nil, "_id", bsoncore.Value{Type: bsoncore.Type(id.Type), Data: id.Value})))
+	w.Model = &c
+	return w
+}

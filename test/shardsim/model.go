@@ -1,0 +1,499 @@
+package shardsim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Doc is a document of the model's sharded collection: _id, the shard key
+// sk and a version v.
+type Doc struct{ ID, SK, V int64 }
+
+// raw returns the document as the server stores it.
+func (d Doc) raw() bson.D {
+	return bson.D{{Key: "_id", Value: d.ID}, {Key: "sk", Value: d.SK}, {Key: "v", Value: d.V}}
+}
+
+// key returns its document key, shard key first.
+func (d Doc) key() bson.D { return bson.D{{Key: "sk", Value: d.SK}, {Key: "_id", Value: d.ID}} }
+
+// WriteKey identifies a user write as a subtask applies it: the shard, the
+// ts of the entry (or transaction commit) it comes from, and the _id.
+type WriteKey struct {
+	Shard string
+	TS    bson.Timestamp
+	ID    int64
+}
+
+// Write is one user write of a document.
+type Write struct {
+	WriteKey
+	// Seq is the write's place among the document's writes (from 1); the
+	// two parts of a shard-key change share one.
+	Seq int
+	// Kind is 'i', 'u' or 'd'.
+	Kind byte
+}
+
+// Shard is one shard's oplog.
+type Shard struct {
+	Name string
+	Log  []bson.Raw
+	// Added is the cluster time the shard joined (zero: from the start);
+	// Removed is set once it was drained and removed.
+	Added   bson.Timestamp
+	Removed bool
+	// Idle shards own no chunk and write only no-ops.
+	Idle bool
+}
+
+// Last returns the ts of the shard's last entry.
+func (s *Shard) Last() bson.Timestamp {
+	if len(s.Log) == 0 {
+		return bson.Timestamp{}
+	}
+	t, i := s.Log[len(s.Log)-1].Lookup("ts").Timestamp()
+	return bson.Timestamp{T: t, I: i}
+}
+
+// Chunk width and count of the shard-key range table: chunk c holds sk in
+// [c*chunkWidth, (c+1)*chunkWidth).
+const (
+	chunkWidth = 10
+	chunkCount = 6
+)
+
+// Model is a sharded cluster with one sharded collection (NS, shard key
+// {sk: 1}).
+type Model struct {
+	NS     string
+	Shards []*Shard
+	// Docs is the collection as mongos shows it; Writes every user write.
+	Docs   map[int64]Doc
+	Writes map[WriteKey]Write
+	// Counts of what the schedule did, for messages.
+	Migrations, Aborted, KeyChanges, Txns int
+
+	rng    *rand.Rand
+	clock  uint32
+	owner  [chunkCount]*Shard
+	seq    map[int64]int
+	nextID int64
+	txn    int64
+	// held are, per shard, ids of orphan copies left by migrations out of
+	// it, waiting for the range deleter.
+	orphans map[*Shard][]int64
+	ui      bson.Binary
+}
+
+// NewModel returns a cluster of shards named s0, s1, ... with the chunks
+// dealt over the shards that are not idle.
+func NewModel(seed uint64, ns string, shards int, idle bool) *Model {
+	m := &Model{NS: ns, Docs: map[int64]Doc{}, Writes: map[WriteKey]Write{}, seq: map[int64]int{},
+		rng: rand.New(rand.NewPCG(seed, 0x5ead)), orphans: map[*Shard][]int64{}, nextID: 1,
+		ui: bson.Binary{Subtype: 4, Data: []byte("0123456789abcdef")}}
+	for i := range shards {
+		m.Shards = append(m.Shards, &Shard{Name: fmt.Sprintf("s%d", i), Idle: idle && i == shards-1})
+	}
+	active := m.active()
+	for c := range m.owner {
+		m.owner[c] = active[c%len(active)]
+	}
+	return m
+}
+
+// tick returns the next cluster time.
+func (m *Model) tick() bson.Timestamp {
+	m.clock++
+	return bson.Timestamp{T: 1_700_000_000 + m.clock/16, I: m.clock%16 + 1}
+}
+
+// active returns the shards that take chunks.
+func (m *Model) active() []*Shard {
+	var out []*Shard
+	for _, s := range m.Shards {
+		if !s.Idle && !s.Removed {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Shard returns the shard named name.
+func (m *Model) Shard(name string) *Shard {
+	for _, s := range m.Shards {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+func (m *Model) log(s *Shard, ts bson.Timestamp, e bson.D) {
+	e = append(bson.D{{Key: "ts", Value: ts}, {Key: "t", Value: int64(1)}, {Key: "v", Value: int64(2)}}, e...)
+	e = append(e, bson.E{Key: "wall", Value: time.Unix(int64(ts.T), int64(ts.I)*1e6).UTC()})
+	b, err := bson.Marshal(e)
+	if err != nil {
+		panic(err)
+	}
+	s.Log = append(s.Log, b)
+}
+
+func (m *Model) crud(op string, o, o2 bson.D, fromMigrate bool) bson.D {
+	e := bson.D{{Key: "op", Value: op}, {Key: "ns", Value: m.NS}, {Key: "ui", Value: m.ui}, {Key: "o", Value: o}}
+	if o2 != nil {
+		e = append(e, bson.E{Key: "o2", Value: o2})
+	}
+	if fromMigrate {
+		e = append(e, bson.E{Key: "fromMigrate", Value: true})
+	}
+	return e
+}
+
+func (m *Model) record(s *Shard, ts bson.Timestamp, id int64, kind byte, seq int) {
+	k := WriteKey{Shard: s.Name, TS: ts, ID: id}
+	m.Writes[k] = Write{WriteKey: k, Seq: seq, Kind: kind}
+}
+
+func (m *Model) nextSeq(id int64) int {
+	m.seq[id]++
+	return m.seq[id]
+}
+
+// Noop logs a periodic no-op on s.
+func (m *Model) Noop(s *Shard) {
+	m.log(s, m.tick(), bson.D{{Key: "op", Value: "n"}, {Key: "ns", Value: ""}, {Key: "o", Value: bson.D{{Key: "msg", Value: "periodic noop"}}}})
+}
+
+// Insert inserts a new document with shard key sk on the shard owning it.
+func (m *Model) Insert(sk int64) Doc {
+	d := m.InsertID(m.nextID, sk)
+	m.nextID++
+	return d
+}
+
+// InsertID inserts document id (absent now) with shard key sk on the
+// shard owning it.
+func (m *Model) InsertID(id, sk int64) Doc {
+	d := Doc{ID: id, SK: sk, V: int64(m.seq[id] + 1)}
+	s := m.owner[sk/chunkWidth]
+	ts := m.tick()
+	m.log(s, ts, m.crud("i", d.raw(), d.key(), false))
+	m.Docs[d.ID] = d
+	m.record(s, ts, d.ID, 'i', m.nextSeq(d.ID))
+	return d
+}
+
+// Update sets a new version of document id on its shard, as a $v:2 diff.
+func (m *Model) Update(id int64) {
+	d := m.Docs[id]
+	d.V++
+	s := m.owner[d.SK/chunkWidth]
+	ts := m.tick()
+	m.log(s, ts, m.crud("u", bson.D{{Key: "$v", Value: int32(2)}, {Key: "diff", Value: bson.D{{Key: "u", Value: bson.D{{Key: "v", Value: d.V}}}}}}, d.key(), false))
+	m.Docs[id] = d
+	m.record(s, ts, id, 'u', m.nextSeq(id))
+}
+
+// Delete deletes document id on its shard.
+func (m *Model) Delete(id int64) {
+	d := m.Docs[id]
+	s := m.owner[d.SK/chunkWidth]
+	ts := m.tick()
+	m.log(s, ts, m.crud("d", d.key(), nil, false))
+	delete(m.Docs, id)
+	m.record(s, ts, id, 'd', m.nextSeq(id))
+}
+
+// inChunk returns the ids of the documents in chunk c, in order.
+func (m *Model) inChunk(c int) []int64 {
+	var ids []int64
+	for id, d := range m.Docs {
+		if int(d.SK/chunkWidth) == c {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// Owner returns the shard owning chunk c.
+func (m *Model) Owner(c int) *Shard { return m.owner[c] }
+
+// Migrate moves chunk c to shard to: the recipient logs fromMigrate copies
+// of its documents; catchUp user writes on the donor follow, each mirrored
+// on the recipient by a fromMigrate write after it; then the migration
+// commits (the donor's range deletion is logged later, see RangeDelete)
+// or, with abort, the recipient deletes its copies with fromMigrate
+// deletes.
+func (m *Model) Migrate(c int, to *Shard, catchUp int, abort bool) {
+	from := m.owner[c]
+	if from == to {
+		return
+	}
+	m.RangeDelete(to) // a shard receives a range only once its orphans are gone
+	copied := map[int64]bool{}
+	for _, id := range m.inChunk(c) {
+		d := m.Docs[id]
+		m.log(to, m.tick(), m.crud("i", d.raw(), nil, true))
+		copied[id] = true
+	}
+	for range catchUp {
+		ids := m.inChunk(c)
+		switch p := m.rng.IntN(3); {
+		case p == 0 || len(ids) == 0:
+			d := m.Insert(int64(c*chunkWidth + m.rng.IntN(chunkWidth)))
+			m.log(to, m.tick(), m.crud("i", d.raw(), nil, true))
+			copied[d.ID] = true
+		case p == 1:
+			id := ids[m.rng.IntN(len(ids))]
+			m.Update(id)
+			d := m.Docs[id]
+			m.log(to, m.tick(), m.crud("u", d.raw(), bson.D{{Key: "_id", Value: id}}, true))
+		default:
+			id := ids[m.rng.IntN(len(ids))]
+			m.Delete(id)
+			m.log(to, m.tick(), m.crud("d", bson.D{{Key: "_id", Value: id}}, nil, true))
+			delete(copied, id)
+		}
+	}
+	m.Migrations++
+	if abort {
+		m.Aborted++
+		for _, id := range sortedIDs(copied) {
+			m.log(to, m.tick(), m.crud("d", bson.D{{Key: "_id", Value: id}}, nil, true))
+		}
+		return
+	}
+	m.owner[c] = to
+	m.orphans[from] = append(m.orphans[from], m.inChunk(c)...)
+}
+
+func sortedIDs(set map[int64]bool) []int64 {
+	var ids []int64
+	for id := range set {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// RangeDelete logs the range deleter's fromMigrate deletes of s's orphan
+// copies.
+func (m *Model) RangeDelete(s *Shard) {
+	for _, id := range m.orphans[s] {
+		m.log(s, m.tick(), m.crud("d", bson.D{{Key: "_id", Value: id}}, nil, true))
+	}
+	delete(m.orphans, s)
+}
+
+func (m *Model) session() (bson.D, int64) {
+	m.txn++
+	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: []byte(fmt.Sprintf("session%09d", m.txn))}}, {Key: "uid", Value: bson.Binary{Subtype: 0, Data: make([]byte, 32)}}}
+	return lsid, m.txn
+}
+
+// part is one shard's operations of a transaction.
+type part struct {
+	shard *Shard
+	ops   []bson.D
+	// writes are recorded at the commit entry's ts.
+	writes []Write
+}
+
+// prepared logs a multi-shard transaction: a prepare applyOps on each
+// shard, then (after between, if set) commitTransaction entries with one
+// commitTimestamp, in a random order of shards.
+func (m *Model) prepared(parts []*part, between func()) {
+	lsid, n := m.session()
+	m.rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+	prep := make([]bson.Timestamp, len(parts))
+	for i, p := range parts {
+		prep[i] = m.tick()
+		m.log(p.shard, prep[i], bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
+			{Key: "o", Value: bson.D{{Key: "applyOps", Value: p.ops}, {Key: "prepare", Value: true}}},
+			{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: n},
+			{Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: bson.Timestamp{}}, {Key: "t", Value: int64(-1)}}}})
+	}
+	if between != nil {
+		between()
+	}
+	cts := m.tick()
+	m.rng.Shuffle(len(parts), func(i, j int) {
+		parts[i], parts[j] = parts[j], parts[i]
+		prep[i], prep[j] = prep[j], prep[i]
+	})
+	for i, p := range parts {
+		ts := m.tick()
+		m.log(p.shard, ts, bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
+			{Key: "o", Value: bson.D{{Key: "commitTransaction", Value: int32(1)}, {Key: "commitTimestamp", Value: cts}}},
+			{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: n},
+			{Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: prep[i]}, {Key: "t", Value: int64(1)}}}})
+		for _, w := range p.writes {
+			m.record(p.shard, ts, w.ID, w.Kind, w.Seq)
+		}
+	}
+	m.Txns++
+}
+
+func (m *Model) inner(op string, o, o2 bson.D) bson.D {
+	e := bson.D{{Key: "op", Value: op}, {Key: "ns", Value: m.NS}, {Key: "ui", Value: m.ui}, {Key: "o", Value: o}}
+	if o2 != nil {
+		e = append(e, bson.E{Key: "o2", Value: o2})
+	}
+	return e
+}
+
+// ChangeKey moves document id to shard key sk, owned by another shard:
+// a delete on its shard and an insert on the new one, in one prepared
+// transaction. between, if set, runs between the prepares and the
+// commits. It reports false when sk's chunk has the same owner.
+func (m *Model) ChangeKey(id, sk int64, between func()) bool {
+	d := m.Docs[id]
+	from, to := m.owner[d.SK/chunkWidth], m.owner[sk/chunkWidth]
+	if from == to {
+		return false
+	}
+	m.RangeDelete(to)
+	nd := Doc{ID: id, SK: sk, V: d.V + 1}
+	seq := m.nextSeq(id)
+	del := &part{shard: from, ops: []bson.D{m.inner("d", d.key(), nil)}, writes: []Write{{WriteKey: WriteKey{ID: id}, Seq: seq, Kind: 'd'}}}
+	ins := &part{shard: to, ops: []bson.D{m.inner("i", nd.raw(), nd.key())}, writes: []Write{{WriteKey: WriteKey{ID: id}, Seq: seq, Kind: 'i'}}}
+	m.prepared([]*part{del, ins}, between)
+	m.Docs[id] = nd
+	m.KeyChanges++
+	return true
+}
+
+// MultiShardTxn updates one document and inserts one on each of two
+// shards, in one prepared transaction.
+func (m *Model) MultiShardTxn(a, b *Shard) {
+	var parts []*part
+	for _, s := range []*Shard{a, b} {
+		p := &part{shard: s}
+		if id, ok := m.docOn(s); ok {
+			d := m.Docs[id]
+			d.V++
+			p.ops = append(p.ops, m.inner("u", bson.D{{Key: "$v", Value: int32(2)}, {Key: "diff", Value: bson.D{{Key: "u", Value: bson.D{{Key: "v", Value: d.V}}}}}}, d.key()))
+			p.writes = append(p.writes, Write{WriteKey: WriteKey{ID: id}, Seq: m.nextSeq(id), Kind: 'u'})
+			m.Docs[id] = d
+		}
+		if c, ok := m.chunkOf(s); ok {
+			d := Doc{ID: m.nextID, SK: int64(c*chunkWidth + m.rng.IntN(chunkWidth)), V: 1}
+			m.nextID++
+			p.ops = append(p.ops, m.inner("i", d.raw(), d.key()))
+			p.writes = append(p.writes, Write{WriteKey: WriteKey{ID: d.ID}, Seq: m.nextSeq(d.ID), Kind: 'i'})
+			m.Docs[d.ID] = d
+		}
+		if len(p.ops) > 0 {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) > 0 {
+		m.prepared(parts, nil)
+	}
+}
+
+// ShardTxn is a one-shard transaction: one applyOps entry that inserts a
+// document and updates another.
+func (m *Model) ShardTxn(s *Shard) {
+	c, ok := m.chunkOf(s)
+	if !ok {
+		return
+	}
+	lsid, n := m.session()
+	var ops []bson.D
+	var ws []Write
+	d := Doc{ID: m.nextID, SK: int64(c*chunkWidth + m.rng.IntN(chunkWidth)), V: 1}
+	m.nextID++
+	ops = append(ops, m.inner("i", d.raw(), d.key()))
+	ws = append(ws, Write{WriteKey: WriteKey{ID: d.ID}, Seq: m.nextSeq(d.ID), Kind: 'i'})
+	m.Docs[d.ID] = d
+	if id, ok := m.docOn(s); ok && id != d.ID {
+		u := m.Docs[id]
+		u.V++
+		ops = append(ops, m.inner("u", bson.D{{Key: "$v", Value: int32(2)}, {Key: "diff", Value: bson.D{{Key: "u", Value: bson.D{{Key: "v", Value: u.V}}}}}}, u.key()))
+		ws = append(ws, Write{WriteKey: WriteKey{ID: id}, Seq: m.nextSeq(id), Kind: 'u'})
+		m.Docs[id] = u
+	}
+	ts := m.tick()
+	m.log(s, ts, bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
+		{Key: "o", Value: bson.D{{Key: "applyOps", Value: ops}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: n},
+		{Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: bson.Timestamp{}}, {Key: "t", Value: int64(-1)}}}})
+	for _, w := range ws {
+		m.record(s, ts, w.ID, w.Kind, w.Seq)
+	}
+	m.Txns++
+}
+
+// docOn picks a document owned by s.
+func (m *Model) docOn(s *Shard) (int64, bool) {
+	var ids []int64
+	for c := range m.owner {
+		if m.owner[c] == s {
+			ids = append(ids, m.inChunk(c)...)
+		}
+	}
+	if len(ids) == 0 {
+		return 0, false
+	}
+	slices.Sort(ids)
+	return ids[m.rng.IntN(len(ids))], true
+}
+
+// chunkOf picks a chunk owned by s.
+func (m *Model) chunkOf(s *Shard) (int, bool) {
+	var cs []int
+	for c := range m.owner {
+		if m.owner[c] == s {
+			cs = append(cs, c)
+		}
+	}
+	if len(cs) == 0 {
+		return 0, false
+	}
+	return cs[m.rng.IntN(len(cs))], true
+}
+
+// AddShard adds an empty shard that takes chunks from now on.
+func (m *Model) AddShard() *Shard {
+	s := &Shard{Name: fmt.Sprintf("s%d", len(m.Shards)), Added: m.tick()}
+	m.Shards = append(m.Shards, s)
+	return s
+}
+
+// RemoveShard drains s (its chunks migrate to the other active shards,
+// its orphans are deleted), logs its last no-op and removes it.
+func (m *Model) RemoveShard(s *Shard) {
+	others := slices.DeleteFunc(m.active(), func(o *Shard) bool { return o == s })
+	if len(others) == 0 {
+		return
+	}
+	for c := range m.owner {
+		if m.owner[c] == s {
+			m.Migrate(c, others[m.rng.IntN(len(others))], m.rng.IntN(2), false)
+		}
+	}
+	m.RangeDelete(s)
+	m.Noop(s)
+	s.Removed = true
+}
+
+// Finish deletes every orphan and logs a last no-op on every shard that
+// is not removed, so every subtask reads past every other shard's
+// entries.
+func (m *Model) Finish() {
+	for _, s := range m.Shards {
+		m.RangeDelete(s)
+	}
+	for _, s := range m.Shards {
+		if !s.Removed {
+			m.Noop(s)
+		}
+	}
+}

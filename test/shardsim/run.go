@@ -1,0 +1,443 @@
+package shardsim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+	"github.com/mongoferry/mongoferry/pkg/engine/shard"
+)
+
+// Config is how a schedule is run.
+type Config struct {
+	// Seed picks delivery speeds and kills.
+	Seed uint64
+	// Kills is the most subtask kills and restarts.
+	Kills int
+	// Target, when set, receives the writes too (a real server).
+	Target *mongo.Client
+	// Timeout bounds the run; 5s when zero.
+	Timeout time.Duration
+	// Speeds, when set, are the entries per round each shard's reader is
+	// given (by shard name; 0 stops it); otherwise the seed picks them,
+	// one reader far ahead and one far behind.
+	Speeds map[string]int
+	// Round is the delivery period; 1ms when zero.
+	Round time.Duration
+	// Recorder, when set, is the target to use (a scenario keeps it to
+	// look at it during the run).
+	Recorder *Recorder
+	// Step, when set, is called after every round with the board; the
+	// scenarios use it to look at positions while the run goes on.
+	Step func(round int, board *shard.MemoryBoard, rec *Recorder) bool
+}
+
+// feed is one shard's oplog as its readers see it: the first visible
+// entries.
+type feed struct {
+	mu      sync.Mutex
+	log     []bson.Raw
+	visible int
+}
+
+func (f *feed) show(n int) {
+	f.mu.Lock()
+	f.visible = min(len(f.log), f.visible+n)
+	f.mu.Unlock()
+}
+
+func (f *feed) done() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.visible == len(f.log)
+}
+
+func (f *feed) nextTS() (bson.Timestamp, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.visible == len(f.log) {
+		return bson.Timestamp{}, false
+	}
+	return tsOf(f.log[f.visible]), true
+}
+
+func tsOf(raw bson.Raw) bson.Timestamp {
+	t, i := raw.Lookup("ts").Timestamp()
+	return bson.Timestamp{T: t, I: i}
+}
+
+// reader is a source.OplogReader of a feed, after a position.
+type reader struct {
+	f    *feed
+	from bson.Timestamp
+	next int
+}
+
+func (r *reader) Next(ctx context.Context) ([]bson.Raw, error) {
+	r.f.mu.Lock()
+	var out []bson.Raw
+	for ; r.next < r.f.visible && len(out) < 16; r.next++ {
+		if e := r.f.log[r.next]; tsOf(e).After(r.from) {
+			out = append(out, e)
+		}
+	}
+	r.f.mu.Unlock()
+	if len(out) == 0 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return out, nil
+}
+
+func (r *reader) Newest(context.Context) (bson.Timestamp, error) {
+	r.f.mu.Lock()
+	defer r.f.mu.Unlock()
+	if r.f.visible == 0 {
+		return bson.Timestamp{}, nil
+	}
+	return tsOf(r.f.log[r.f.visible-1]), nil
+}
+
+// fence drops the publications of a killed subtask: a SIGKILLed process
+// publishes nothing more.
+type fence struct {
+	mu     sync.Mutex
+	board  shard.Board
+	closed bool
+}
+
+func (f *fence) Publish(ctx context.Context, p shard.Position) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return nil
+	}
+	return f.board.Publish(ctx, p)
+}
+
+func (f *fence) Positions(ctx context.Context) ([]shard.Position, error) {
+	return f.board.Positions(ctx)
+}
+
+func (f *fence) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+}
+
+// subtask is one running Replayer.
+type subtask struct {
+	name    string
+	inst    int
+	r       *replay.Replayer
+	fence   *fence
+	killed  *atomic.Bool
+	cancel  context.CancelFunc
+	done    chan error
+	retired bool
+}
+
+// runner runs one schedule.
+type runner struct {
+	sc     Schedule
+	cfg    Config
+	board  *shard.MemoryBoard
+	rec    *Recorder
+	feeds  map[string]*feed
+	subs   map[string]*subtask
+	spec   config.Spec
+	mapper *catalog.Mapper
+	insts  int
+	failed atomic.Value // error: a subtask that stopped on its own
+	// saved are the subtasks' checkpoints as saved (what a restart reads).
+	mu    sync.Mutex
+	saved map[string]bson.Timestamp
+}
+
+// Result is what a run found.
+type Result struct {
+	// Violations are the checks that failed (none when the target equals
+	// the model and every write arrived in order, once).
+	Violations []string
+	// Holds are each shard's last subtask's hold figures.
+	Holds map[string]replay.HoldStatus
+}
+
+// Run replays the schedule's oplogs through one subtask per shard and
+// checks the writes and the final documents.
+func Run(ctx context.Context, sc Schedule, cfg Config) (Result, error) {
+	rn, err := run(ctx, sc, cfg)
+	res := Result{Violations: rn.rec.Errors(), Holds: map[string]replay.HoldStatus{}}
+	for name, sub := range rn.subs {
+		res.Holds[name] = sub.r.Status().Holds
+	}
+	if err == nil {
+		res.Violations = rn.rec.Check()
+	}
+	return res, err
+}
+
+func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	if cfg.Round == 0 {
+		cfg.Round = time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	rn := &runner{sc: sc, cfg: cfg, board: shard.NewMemoryBoard(), rec: NewRecorder(sc.Model), feeds: map[string]*feed{}, subs: map[string]*subtask{}}
+	if cfg.Recorder != nil {
+		rn.rec = cfg.Recorder
+	}
+	rn.spec = config.Spec{Threads: config.Threads{Writers: 2}, Cache: config.Cache{BatchSize: 8}}
+	rn.spec.SetDefaults()
+	mapper, err := catalog.NewMapper(rn.spec.Namespaces, rn.spec.Checkpoint.Database)
+	if err != nil {
+		return rn, err
+	}
+	rn.mapper = mapper
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0xfeed))
+	speeds := map[string]int{}
+	for _, s := range sc.Model.Shards {
+		rn.feeds[s.Name] = &feed{log: s.Log}
+		speeds[s.Name] = 1 + rng.IntN(3)
+	}
+	if cfg.Speeds != nil {
+		speeds = cfg.Speeds
+	} else {
+		names := shardNames(sc.Model)
+		speeds[names[rng.IntN(len(names))]] = 1000 // far ahead
+		if rng.IntN(2) == 0 {
+			speeds[names[rng.IntN(len(names))]] = 0 // far behind: one entry every 8 rounds
+		}
+	}
+	// Every initial shard's start position is on the board before any
+	// subtask starts.
+	for _, s := range sc.Model.Shards {
+		if s.Added.IsZero() {
+			if err := rn.board.Publish(ctx, shard.Position{Shard: s.Name}); err != nil {
+				return rn, err
+			}
+		}
+	}
+	for _, s := range sc.Model.Shards {
+		if s.Added.IsZero() {
+			rn.start(ctx, s.Name, bson.Timestamp{})
+		}
+	}
+	defer rn.stopAll()
+	kills := 0
+	if cfg.Kills > 0 {
+		kills = rng.IntN(cfg.Kills + 1)
+	}
+	killAt := map[int]bool{}
+	for range kills {
+		killAt[1+rng.IntN(40)] = true
+	}
+	for round := 1; ; round++ {
+		if err := ctx.Err(); err != nil {
+			return rn, fmt.Errorf("schedule did not finish: %w; %s", err, rn.describe())
+		}
+		if err, _ := rn.failed.Load().(error); err != nil {
+			return rn, err
+		}
+		for _, s := range sc.Model.Shards {
+			n := speeds[s.Name]
+			if n == 0 && round%8 == 0 {
+				n = 1
+			}
+			rn.deliver(ctx, s, n)
+		}
+		if killAt[round] {
+			rn.kill(ctx, rng)
+		}
+		for _, s := range sc.Model.Shards {
+			if sub := rn.subs[s.Name]; s.Removed && sub != nil && rn.feeds[s.Name].done() {
+				sub.r.Retire()
+			}
+		}
+		if cfg.Step != nil && !cfg.Step(round, rn.board, rn.rec) {
+			return rn, errors.New("stopped by the scenario")
+		}
+		if rn.finished(ctx) {
+			break
+		}
+		time.Sleep(cfg.Round)
+	}
+	rn.stopAll()
+	for name, sub := range rn.subs {
+		if err := <-sub.done; err != nil && !errors.Is(err, context.Canceled) {
+			return rn, fmt.Errorf("subtask %s: %w", name, err)
+		}
+	}
+	return rn, nil
+}
+
+func shardNames(m *Model) []string {
+	var out []string
+	for _, s := range m.Shards {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// deliver shows n more entries of s's oplog to its reader. An added
+// shard's subtask starts (its position published first) before any entry
+// after the shard's addition is shown to anyone: the orchestrator finds
+// it in config.shards then.
+func (rn *runner) deliver(ctx context.Context, s *Shard, n int) {
+	if n == 0 {
+		return
+	}
+	f := rn.feeds[s.Name]
+	for _, a := range rn.sc.Model.Shards {
+		if a.Added.IsZero() || rn.subs[a.Name] != nil {
+			continue
+		}
+		f.mu.Lock()
+		last := min(len(f.log), f.visible+n) - 1
+		var ts bson.Timestamp
+		if last >= 0 {
+			ts = tsOf(f.log[last])
+		}
+		f.mu.Unlock()
+		if ts.After(a.Added) {
+			_ = rn.board.Publish(ctx, shard.Position{Shard: a.Name})
+			rn.start(ctx, a.Name, bson.Timestamp{})
+		}
+	}
+	if s.Added.IsZero() || rn.subs[s.Name] != nil {
+		f.show(n)
+	}
+}
+
+// start runs a new instance of shard name's subtask after from.
+func (rn *runner) start(ctx context.Context, name string, from bson.Timestamp) {
+	rn.insts++
+	inst := rn.insts
+	killed := &atomic.Bool{}
+	fc := &fence{board: rn.board}
+	rn.rec.Started(name, inst, from)
+	target := rn.cfg.Target
+	r := replay.New(replay.Options{
+		Task: "sim", Spec: &rn.spec, Reader: &reader{f: rn.feeds[name], from: from}, Mapper: rn.mapper, From: from,
+		ShardMember: true, Shard: name, Board: fc, CheckpointInterval: 2 * time.Millisecond, HoldPoll: time.Millisecond,
+		WriteTimeout: 20 * time.Second,
+		SaveApplied: func(_ context.Context, ts bson.Timestamp) error {
+			if killed.Load() {
+				return nil // a killed process saves nothing more
+			}
+			rn.mu.Lock()
+			defer rn.mu.Unlock()
+			if rn.saved == nil {
+				rn.saved = map[string]bson.Timestamp{}
+			}
+			rn.saved[name] = ts
+			return nil
+		},
+		ApplyAt: func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel, ts []bson.Timestamp) error {
+			if killed.Load() {
+				return nil // a killed process writes nothing more
+			}
+			if target != nil {
+				if _, err := target.Database(ns.DB).Collection(ns.Coll).BulkWrite(ctx, models, options.BulkWrite().SetOrdered(true)); err != nil {
+					return err
+				}
+			}
+			return rn.rec.Apply(ctx, name, inst, models, ts)
+		},
+	})
+	sctx, cancel := context.WithCancel(ctx)
+	sub := &subtask{name: name, inst: inst, r: r, fence: fc, killed: killed, cancel: cancel, done: make(chan error, 1)}
+	rn.subs[name] = sub
+	go func() {
+		err := r.Run(sctx)
+		if err != nil && !errors.Is(err, context.Canceled) && !killed.Load() {
+			rn.failed.Store(fmt.Errorf("subtask %s (instance %d): %w", name, inst, err))
+		}
+		sub.done <- err
+	}()
+}
+
+// kill SIGKILLs a random running subtask and restarts it from its last
+// saved checkpoint.
+func (rn *runner) kill(ctx context.Context, rng *rand.Rand) {
+	var names []string
+	for _, s := range rn.sc.Model.Shards {
+		if sub := rn.subs[s.Name]; sub != nil && !s.Removed {
+			names = append(names, s.Name)
+		}
+	}
+	if len(names) == 0 {
+		return
+	}
+	name := names[rng.IntN(len(names))]
+	sub := rn.subs[name]
+	sub.fence.close()
+	sub.killed.Store(true)
+	sub.cancel()
+	<-sub.done
+	rn.mu.Lock()
+	from := rn.saved[name]
+	rn.mu.Unlock()
+	rn.start(ctx, name, from)
+}
+
+// finished reports whether every subtask applied its whole oplog (and the
+// removed shards' retired).
+func (rn *runner) finished(ctx context.Context) bool {
+	ps, _ := rn.board.Positions(ctx)
+	at := map[string]shard.Position{}
+	for _, p := range ps {
+		at[p.Shard] = p
+	}
+	for _, s := range rn.sc.Model.Shards {
+		if !rn.feeds[s.Name].done() || rn.subs[s.Name] == nil {
+			return false
+		}
+		p := at[s.Name]
+		if s.Removed && !p.Retired || !s.Removed && p.Applied != s.Last() {
+			return false
+		}
+	}
+	return true
+}
+
+func (rn *runner) stopAll() {
+	for _, sub := range rn.subs {
+		sub.cancel()
+	}
+}
+
+// describe says where every subtask is, for a schedule that hangs.
+func (rn *runner) describe() string {
+	var b strings.Builder
+	ps, _ := rn.board.Positions(context.Background())
+	fmt.Fprintf(&b, "board %+v; ", ps)
+	for _, s := range rn.sc.Model.Shards {
+		sub := rn.subs[s.Name]
+		if sub == nil {
+			fmt.Fprintf(&b, "%s: not started; ", s.Name)
+			continue
+		}
+		st := sub.r.Status()
+		fmt.Fprintf(&b, "%s: read %v applied %v last %v inFlight %d holds %+v; ", s.Name, st.ReadTS, st.AppliedTS, s.Last(), st.InFlight, st.Holds)
+	}
+	return b.String()
+}

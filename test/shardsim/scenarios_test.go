@@ -1,0 +1,186 @@
+package shardsim
+
+import (
+	"context"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/shard"
+)
+
+// lastFromMigrate returns the ts of s's last fromMigrate entry.
+func lastFromMigrate(s *Shard) bson.Timestamp {
+	var ts bson.Timestamp
+	for _, e := range s.Log {
+		if v, err := e.LookupErr("fromMigrate"); err == nil && v.Boolean() {
+			ts = tsOf(e)
+		}
+	}
+	return ts
+}
+
+// mustRun runs a scenario's schedule and fails on any violation.
+func mustRun(t *testing.T, sc Schedule, cfg Config) Result {
+	t.Helper()
+	res, err := Run(context.Background(), sc, cfg)
+	if err != nil {
+		t.Fatalf("run: %v (violations: %v)", err, res.Violations)
+	}
+	for _, v := range res.Violations {
+		t.Error(v)
+	}
+	return res
+}
+
+// TestScenario8MigrationWithRecipientAhead is DESIGN.md section 8,
+// scenario 8, on the model (two shards stand in for a donor and a
+// recipient; their oplogs are the ones mongod writes around a chunk
+// migration): X is updated on the donor before the migration and on the
+// recipient after it, and the recipient's reader is far ahead of the
+// donor's: the target holds the recipient's version. Y is deleted on the
+// donor and inserted again on the recipient: it exists. The donor's range
+// deleter (fromMigrate deletes) deletes nothing on the target.
+func TestScenario8MigrationWithRecipientAhead(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		kills int
+	}{{"no restarts", 0}, {"subtasks killed and restarted", 2}} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewModel(8, "app.users", 2, false)
+			donor, recipient := m.Owner(0), m.Owner(1)
+			x := m.Insert(3)
+			y := m.Insert(4)
+			m.Update(x.ID)
+			m.Delete(y.ID)
+			m.Migrate(0, recipient, 0, false)
+			m.Update(x.ID)
+			m.InsertID(y.ID, 5)
+			m.Update(x.ID)
+			m.RangeDelete(donor)
+			m.Finish()
+			tm := lastFromMigrate(recipient)
+			rec := NewRecorder(m)
+			cfg := Config{Seed: 8, Kills: tc.kills, Recorder: rec,
+				Speeds: map[string]int{donor.Name: 0, recipient.Name: 1000},
+				Step: func(_ int, b *shard.MemoryBoard, rec *Recorder) bool {
+					ps, _ := b.Positions(context.Background())
+					for _, p := range ps {
+						if p.Shard == donor.Name && p.Applied.Before(shard.Prev(tm)) && rec.AppliedFrom(recipient.Name, tm) > 0 {
+							t.Errorf("a recipient write after the migration (ts >= %v) reached the target while the donor had applied only up to %v", tm, p.Applied)
+							return false
+						}
+					}
+					return true
+				}}
+			res := mustRun(t, Schedule{Seed: 8, Model: m}, cfg)
+			got := rec.Docs()
+			if d := got[x.ID]; d != m.Docs[x.ID] || d.V != 4 {
+				t.Errorf("X is %+v on the target, want the recipient's last version %+v", d, m.Docs[x.ID])
+			}
+			if _, ok := got[y.ID]; !ok {
+				t.Errorf("Y (deleted on the donor, inserted again on the recipient) is missing on the target")
+			}
+			if h := res.Holds[recipient.Name]; h.HeldWrites == 0 {
+				t.Errorf("the recipient held no write (%+v): the donor was far behind, it had to", h)
+			}
+		})
+	}
+}
+
+// TestScenario9IdleShard is scenario 9: a third shard is idle (it writes
+// only periodic no-ops, and its reader is the slowest). The recipient of a
+// migration between the two others releases nothing past the migration
+// before the idle shard's position passes it, and the idle shard's
+// checkpoint advances with its no-ops.
+func TestScenario9IdleShard(t *testing.T) {
+	m := NewModel(9, "app.users", 3, true)
+	idle := m.Shards[2]
+	donor, recipient := m.Owner(0), m.Owner(1)
+	x := m.Insert(2)
+	for range 3 {
+		m.Noop(idle)
+	}
+	m.Migrate(0, recipient, 0, false)
+	for range 3 {
+		m.Update(x.ID)
+		m.Noop(idle)
+	}
+	m.RangeDelete(donor)
+	m.Finish()
+	tm := lastFromMigrate(recipient)
+	released := false
+	rec := NewRecorder(m)
+	cfg := Config{Seed: 9, Recorder: rec,
+		Speeds: map[string]int{donor.Name: 1000, recipient.Name: 1000, idle.Name: 0},
+		Step: func(_ int, b *shard.MemoryBoard, rec *Recorder) bool {
+			ps, _ := b.Positions(context.Background())
+			for _, p := range ps {
+				if p.Shard != idle.Name {
+					continue
+				}
+				early := rec.AppliedFrom(recipient.Name, tm) > 0
+				if early && !p.Reaches(tm, bson.Timestamp{}) {
+					t.Errorf("a recipient write past the migration (ts >= %v) reached the target while the idle shard was at %v", tm, p.Applied)
+					return false
+				}
+				released = released || early
+			}
+			return true
+		}}
+	res := mustRun(t, Schedule{Seed: 9, Model: m}, cfg)
+	if !released {
+		t.Error("the recipient's writes were never released")
+	}
+	if h := res.Holds[recipient.Name]; h.HeldWrites == 0 {
+		t.Errorf("the recipient held no write (%+v)", h)
+	}
+	if got := rec.Docs()[x.ID]; got != m.Docs[x.ID] {
+		t.Errorf("X is %+v, want %+v", got, m.Docs[x.ID])
+	}
+}
+
+// TestScenario10ShardKeyChange is scenario 10: a shard-key change moves X
+// from one shard to another in one prepared transaction (a delete with
+// the old key on the first, an insert with the new key on the second,
+// commitTransaction with one commitTimestamp on both). Whichever subtask
+// runs ahead, the target ends with exactly one X, with the new key, and
+// an update of X on the old shard just before never lands over it.
+func TestScenario10ShardKeyChange(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		oldFast    bool
+		kills      int
+		updateLast bool
+	}{
+		{name: "delete applied first", oldFast: true},
+		{name: "insert applied first", oldFast: false},
+		{name: "insert first, then updated on the new shard", oldFast: false, updateLast: true},
+		{name: "subtasks killed and restarted", oldFast: false, kills: 2, updateLast: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := NewModel(10, "app.users", 2, false)
+			from, to := m.Owner(0), m.Owner(1)
+			x := m.Insert(1)
+			other := m.Insert(15)
+			m.Update(x.ID)
+			if !m.ChangeKey(x.ID, 17, func() { m.Update(other.ID) }) {
+				t.Fatal("chunks 0 and 1 have the same owner")
+			}
+			if tc.updateLast {
+				m.Update(x.ID)
+			}
+			m.Finish()
+			speeds := map[string]int{from.Name: 1000, to.Name: 0}
+			if !tc.oldFast {
+				speeds = map[string]int{from.Name: 0, to.Name: 1000}
+			}
+			rec := NewRecorder(m)
+			mustRun(t, Schedule{Seed: 10, Model: m}, Config{Seed: 10, Kills: tc.kills, Speeds: speeds, Recorder: rec})
+			got := rec.Docs()[x.ID]
+			if want := m.Docs[x.ID]; got != want || got.SK != 17 {
+				t.Errorf("X is %+v on the target, want %+v", got, want)
+			}
+		})
+	}
+}

@@ -1,0 +1,110 @@
+package shardsim
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// simSeeds is the number of schedules of the normal run; simSteps their
+// length.
+const (
+	simSeeds = 1000
+	simSteps = 14
+)
+
+// seedsFromEnv returns the seeds to run: SHARDSIM_SEED=<n> runs that one
+// alone, SHARDSIM_SEEDS=<n> (make sim-long) that many from
+// SHARDSIM_FIRST (default 1), otherwise def from 1.
+func seedsFromEnv(t *testing.T, def int) (first uint64, n int) {
+	if s := os.Getenv("SHARDSIM_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SHARDSIM_SEED=%q: %v", s, err)
+		}
+		return v, 1
+	}
+	first, n = 1, def
+	if s := os.Getenv("SHARDSIM_SEEDS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("SHARDSIM_SEEDS=%q: %v", s, err)
+		}
+		n = v
+	}
+	if s := os.Getenv("SHARDSIM_FIRST"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SHARDSIM_FIRST=%q: %v", s, err)
+		}
+		first = v
+	}
+	return first, n
+}
+
+// TestSim runs seeded random schedules of the cluster model (see doc.go:
+// the model stands in for a sharded cluster with the balancer on) through
+// one real Replayer per shard into a recording sink that checks each
+// document's writes arrive in order, once, none from a fromMigrate
+// entry, and that the final documents equal the model's. A failing seed
+// prints the command that replays it alone.
+func TestSim(t *testing.T) {
+	first, n := seedsFromEnv(t, simSeeds)
+	steps := simSteps
+	if os.Getenv("SHARDSIM_SEEDS") != "" {
+		steps = 3 * simSteps
+	}
+	var (
+		mu     sync.Mutex
+		failed []string
+		stats  struct{ migrations, aborted, keyChanges, txns, added, removed int }
+	)
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	started := time.Now()
+	for seed := first; seed < first+uint64(n); seed++ {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			sc := Generate(seed, "app.users", steps)
+			res, err := Run(context.Background(), sc, Config{Seed: seed, Kills: 2})
+			errs := res.Violations
+			mu.Lock()
+			defer mu.Unlock()
+			m := sc.Model
+			stats.migrations += m.Migrations
+			stats.aborted += m.Aborted
+			stats.keyChanges += m.KeyChanges
+			stats.txns += m.Txns
+			if sc.Added != "" {
+				stats.added++
+			}
+			if sc.Removed != "" {
+				stats.removed++
+			}
+			if err != nil {
+				errs = append(errs, err.Error())
+			}
+			if len(errs) > 0 {
+				failed = append(failed, fmt.Sprintf("seed %d failed (replay alone: SHARDSIM_SEED=%d go test ./test/shardsim -run 'TestSim$' -v):\n  %s",
+					seed, seed, strings.Join(errs, "\n  ")))
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("%d schedules in %s: %d migrations (%d aborted), %d shard-key changes, %d transactions, %d shards added, %d removed",
+		n, time.Since(started).Round(time.Millisecond), stats.migrations, stats.aborted, stats.keyChanges, stats.txns, stats.added, stats.removed)
+	for i, f := range failed {
+		if i == 5 {
+			t.Errorf("... and %d more failing seeds", len(failed)-5)
+			break
+		}
+		t.Error(f)
+	}
+}
