@@ -66,6 +66,17 @@ type Options struct {
 	Reader func(from bson.Timestamp) source.OplogReader
 	// CheckpointInterval overrides how often replay saves its checkpoint.
 	CheckpointInterval time.Duration
+	// Shard, for a sharded source, runs only this shard's replay subtask
+	// (a worker of the operator; MONGOFERRY_SHARD or --shard in the CLI).
+	// The worker of the shard whose name sorts first also records the
+	// start positions and runs the full copy; the others wait for it.
+	// Empty runs every shard's subtask in this process.
+	Shard string
+	// TopologyInterval is how often config.shards is re-read while a
+	// sharded source streams; 10s when zero.
+	TopologyInterval time.Duration
+	// ShardReader, when set, replaces each shard's oplog tailer (tests).
+	ShardReader func(shard string, from bson.Timestamp) source.OplogReader
 }
 
 // Engine runs one task.
@@ -80,6 +91,12 @@ type Engine struct {
 	replayer       atomic.Pointer[replay.Replayer]
 	recorded       atomic.Bool // the run is recorded in the checkpoint database
 	untilCaughtUp  atomic.Bool
+
+	// A sharded source read shard by shard (see sharded.go).
+	sharded    bool
+	subMu      sync.Mutex
+	subtasks   map[string]*subtask
+	shardOrder []string // shard names, sorted
 
 	mu         sync.Mutex
 	phase      Phase
@@ -116,6 +133,10 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		e.Close()
 		return nil, err
 	}
+	if err := e.openShards(ctx); err != nil {
+		e.Close()
+		return nil, err
+	}
 	e.store = checkpoint.NewStore(e.target, task.Checkpoint.Database, task.Name)
 	if e.mapper, err = catalog.NewMapper(task.Namespaces, task.Checkpoint.Database); err != nil {
 		e.Close()
@@ -132,9 +153,13 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	return e, nil
 }
 
-// Close disconnects from both deployments.
+// Close disconnects from both deployments (and every shard).
 func (e *Engine) Close() {
-	for _, c := range []*mongo.Client{e.source, e.target} {
+	clients := []*mongo.Client{e.source, e.target}
+	for _, st := range e.subtaskList() {
+		clients = append(clients, st.client)
+	}
+	for _, c := range clients {
 		if c != nil {
 			_ = c.Disconnect(context.Background())
 		}
@@ -177,8 +202,19 @@ func (e *Engine) run(ctx context.Context) error {
 	prev, err := e.store.Task(ctx)
 	exists := err == nil
 	useOplog := spec.Incremental.Method != config.MethodChangeStream
+	if e.sharded && !e.copyLeader() {
+		return e.runShardWorker(ctx)
+	}
 	if withReplay && useOplog && exists && prev.HasStart() {
-		if err := source.CheckWindow(ctx, e.source, prev.ResumeTS()); err != nil {
+		if e.sharded {
+			recs, err := e.store.Shards(ctx)
+			if err != nil {
+				return err
+			}
+			if err := e.checkShardWindows(ctx, recs); err != nil {
+				return err
+			}
+		} else if err := source.CheckWindow(ctx, e.source, prev.ResumeTS()); err != nil {
 			return err
 		}
 	}
@@ -204,8 +240,15 @@ func (e *Engine) run(ctx context.Context) error {
 		startAt = source.ClusterTime
 	}
 	var startTS bson.Timestamp
+	var shardStarts map[string]bson.Timestamp
 	if withReplay && (!exists || !prev.HasStart()) {
-		if startTS, err = startAt(ctx, e.source); err != nil {
+		if e.sharded {
+			// Every shard's newest position, before anything is copied.
+			shardStarts, err = e.shardPositions(ctx)
+		} else {
+			startTS, err = startAt(ctx, e.source)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -215,6 +258,11 @@ func (e *Engine) run(ctx context.Context) error {
 	}
 	e.recorded.Store(true)
 	if withReplay && !rec.HasStart() {
+		if e.sharded {
+			if startTS, err = e.recordShardStarts(ctx, shardStarts); err != nil {
+				return err
+			}
+		}
 		if rec.StartTS, err = e.store.SetStartTS(ctx, startTS); err != nil {
 			return err
 		}
@@ -241,10 +289,14 @@ func (e *Engine) run(ctx context.Context) error {
 				return err
 			}
 			var endTS bson.Timestamp
-			if withReplay {
-				if endTS, err = startAt(ctx, e.source); err != nil {
-					return err
-				}
+			switch {
+			case withReplay && e.sharded:
+				endTS, err = e.recordShardCopyEnd(ctx)
+			case withReplay:
+				endTS, err = startAt(ctx, e.source)
+			}
+			if err != nil {
+				return err
 			}
 			if err := e.store.MarkCopyDone(ctx, endTS); err != nil {
 				return err
@@ -254,12 +306,18 @@ func (e *Engine) run(ctx context.Context) error {
 				next = PhaseStreaming
 			}
 		case PhaseStreaming:
-			if err := e.stream(ctx); err != nil {
+			stream := e.stream
+			if e.sharded {
+				stream = e.streamSharded
+			}
+			if err := stream(ctx); err != nil {
 				return err
 			}
 			next = PhaseVerifying
 		case PhaseVerifying:
-			if spec.Verify.Mode != config.VerifyNone {
+			if spec.Verify.Mode != config.VerifyNone && e.opts.Shard != "" {
+				e.log.Info("verification skipped in a worker running one shard: other shards may still be replaying; run ferry verify once every worker caught up", "shard", e.opts.Shard)
+			} else if spec.Verify.Mode != config.VerifyNone {
 				if err := e.verify(ctx); err != nil {
 					return err
 				}
@@ -301,22 +359,11 @@ func (e *Engine) stream(ctx context.Context) error {
 		}
 		reader = tailer
 	}
-	colls, err := catalog.List(ctx, e.source, e.mapper)
+	p, err := e.replayParams(ctx)
 	if err != nil {
 		return err
 	}
-	unique := map[string]bool{}
-	for _, c := range colls {
-		if c.HasUniqueIndex() {
-			unique[c.Target.String()] = true
-		}
-	}
-	maxBatch := 0
-	if conn.IsFerretDB(ctx, e.target) {
-		// FerretDB stalls on large bulk writes (as the full copy's
-		// sink knows too).
-		maxBatch = 50
-	}
+	unique, maxBatch := p.unique, p.maxBatch
 	r := replay.New(replay.Options{
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
 		Mapper: e.mapper, Log: e.log, From: from, OverlapUntil: rec.CopyEndTS,
@@ -354,6 +401,27 @@ func (e *Engine) stream(ctx context.Context) error {
 	default:
 	}
 	return err
+}
+
+// replayParams reads what every replayer of the task shares: the
+// namespaces with a unique secondary index and the write batch cap.
+func (e *Engine) replayParams(ctx context.Context) (replayParams, error) {
+	colls, err := catalog.List(ctx, e.source, e.mapper)
+	if err != nil {
+		return replayParams{}, err
+	}
+	p := replayParams{unique: map[string]bool{}}
+	for _, c := range colls {
+		if c.HasUniqueIndex() {
+			p.unique[c.Target.String()] = true
+		}
+	}
+	if conn.IsFerretDB(ctx, e.target) {
+		// FerretDB stalls on large bulk writes (as the full copy's
+		// sink knows too).
+		p.maxBatch = 50
+	}
+	return p, nil
 }
 
 func (e *Engine) verify(ctx context.Context) error {
