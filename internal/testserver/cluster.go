@@ -1,0 +1,407 @@
+package testserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+)
+
+// Cluster is the closest stand-in for a sharded cluster that FerretDB
+// (which has no sharding) allows. What stands in for what:
+//
+//   - each shard's replica set is one FerretDB server with its own real
+//     oplog (local.oplog.rs, written by the server for every write);
+//   - mongos is one more FerretDB server, the router server: it holds the
+//     union of every shard's documents (what mongos returns, orphans
+//     filtered, to the full copy and to verification) and config.shards
+//     naming the shards (host "shardN/127.0.0.1:port");
+//   - the cluster's routing table is Cluster's chunk table: a document's
+//     shard key is its integer _id, owned by the chunk holding it; Insert,
+//     Update and Delete write to the owning shard's server and to the
+//     router server;
+//   - the balancer is MoveChunk: it moves a chunk's documents to another
+//     shard with the shards' oplogs set aside (FerretDB cannot mark
+//     writes fromMigrate), then injects the entries a real migration logs: the
+//     recipient's fromMigrate inserts, then the donor's fromMigrate range
+//     deletions. Writes wait while a chunk moves (MongoDB's critical
+//     section), and a migration starts and ends on a second boundary, so
+//     its injected entries sort after every earlier write and before
+//     every later one.
+//
+// A task reaches it with source.uri = RouterURI, source.kind = sharded and
+// source.shards = Overrides() (config.shards' host strings name replica
+// sets that FerretDB servers are not).
+type Cluster struct {
+	// Router is the mongos stand-in.
+	Router *Server
+	// Shards are the shard servers; Names their config.shards names.
+	Shards []*Server
+	Names  []string
+
+	mu      sync.Mutex // writes vs migrations
+	router  *mongo.Client
+	clients []*mongo.Client
+	chunks  map[string][]Chunk
+	// ChunkSize is the width of the default chunks: key k belongs to chunk
+	// k/ChunkSize, owned by shard (k/ChunkSize) mod len(Shards) until a
+	// migration moves it.
+	ChunkSize     int64
+	injected      uint32
+	defaultShards int
+}
+
+// Chunk is a moved range [Min, Max) of shard keys and its owner.
+type Chunk struct {
+	Min, Max int64
+	Shard    int
+}
+
+// StartCluster starts a cluster of n shards for a test and stops it when
+// the test ends.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	c, err := StartClusterProcess(context.Background(), n)
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// StartClusterProcess starts a cluster of n shards; the caller must call
+// Stop.
+func StartClusterProcess(ctx context.Context, n int) (*Cluster, error) {
+	c := &Cluster{chunks: map[string][]Chunk{}, ChunkSize: 1000}
+	var err error
+	if c.Router, err = StartProcess(ctx, Options{OplogBytes: -1}); err != nil {
+		return nil, err
+	}
+	if c.router, err = c.Router.Client(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	for i := 0; i < n; i++ {
+		if _, err := c.AddShard(ctx); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// AddShard starts one more shard server and lists it in config.shards.
+// It owns no chunk until one is moved to it.
+func (c *Cluster) AddShard(ctx context.Context) (int, error) {
+	s, err := StartProcess(ctx, Options{})
+	if err != nil {
+		return 0, err
+	}
+	cl, err := s.Client(ctx)
+	if err != nil {
+		s.Stop()
+		return 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := len(c.Shards)
+	name := fmt.Sprintf("shard%d", i)
+	c.Shards, c.Names, c.clients = append(c.Shards, s), append(c.Names, name), append(c.clients, cl)
+	_, err = c.router.Database("config").Collection("shards").InsertOne(ctx,
+		bson.D{{Key: "_id", Value: name}, {Key: "host", Value: name + "/" + s.Addr}, {Key: "state", Value: int32(1)}})
+	if err != nil {
+		return 0, fmt.Errorf("list %s in config.shards: %w", name, err)
+	}
+	return i, nil
+}
+
+// RemoveShard drops shard i from config.shards (its server keeps running,
+// as a removed shard's replica set does). It must own no chunk.
+func (c *Cluster) RemoveShard(ctx context.Context, i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.router.Database("config").Collection("shards").DeleteOne(ctx, bson.D{{Key: "_id", Value: c.Names[i]}})
+	return err
+}
+
+// Stop stops every server.
+func (c *Cluster) Stop() {
+	for _, cl := range append([]*mongo.Client{c.router}, c.clients...) {
+		if cl != nil {
+			_ = cl.Disconnect(context.Background())
+		}
+	}
+	for _, s := range append([]*Server{c.Router}, c.Shards...) {
+		if s != nil {
+			s.Stop()
+		}
+	}
+}
+
+// RouterURI is the mongos stand-in's URI.
+func (c *Cluster) RouterURI() string { return c.Router.URI }
+
+// Overrides are the source.shards[] entries that reach the shard servers.
+func (c *Cluster) Overrides() []config.Shard {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]config.Shard, len(c.Shards))
+	for i, s := range c.Shards {
+		out[i] = config.Shard{Name: c.Names[i], URI: s.URI}
+	}
+	return out
+}
+
+// ShardClient returns a client of shard i's server.
+func (c *Cluster) ShardClient(i int) *mongo.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clients[i]
+}
+
+// RouterClient returns a client of the mongos stand-in (reads only: write
+// through Insert, Update and Delete).
+func (c *Cluster) RouterClient() *mongo.Client { return c.router }
+
+// Owner returns the shard owning key k of namespace ns.
+func (c *Cluster) Owner(ns string, k int64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.owner(ns, k)
+}
+
+func (c *Cluster) owner(ns string, k int64) int {
+	chunks := c.chunks[ns]
+	for i := len(chunks) - 1; i >= 0; i-- { // the latest move wins
+		if k >= chunks[i].Min && k < chunks[i].Max {
+			return chunks[i].Shard
+		}
+	}
+	idx := k / c.ChunkSize
+	if k < 0 {
+		idx = -idx
+	}
+	return int(idx % int64(c.initialShards()))
+}
+
+// initialShards is how many shards the default chunks spread over: the
+// shards of the first start (shards added later own only moved chunks).
+func (c *Cluster) initialShards() int {
+	if c.ChunkSize > 0 && len(c.Shards) > 0 {
+		if c.defaultShards == 0 {
+			c.defaultShards = len(c.Shards)
+		}
+		return c.defaultShards
+	}
+	return 1
+}
+
+func split(ns string) (string, string) {
+	db, coll, _ := strings.Cut(ns, ".")
+	return db, coll
+}
+
+func (c *Cluster) coll(cl *mongo.Client, ns string) *mongo.Collection {
+	db, coll := split(ns)
+	return cl.Database(db).Collection(coll)
+}
+
+func keyOf(doc bson.D) (int64, error) {
+	for _, e := range doc {
+		if e.Key != "_id" {
+			continue
+		}
+		switch v := e.Value.(type) {
+		case int:
+			return int64(v), nil
+		case int32:
+			return int64(v), nil
+		case int64:
+			return v, nil
+		}
+		return 0, fmt.Errorf("_id %v: the test router shards on integer _ids only", e.Value)
+	}
+	return 0, errors.New("document without _id")
+}
+
+// Insert writes documents to their owning shards and to the router.
+func (c *Cluster) Insert(ctx context.Context, ns string, docs ...bson.D) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	byShard := map[int][]any{}
+	all := make([]any, 0, len(docs))
+	for _, d := range docs {
+		k, err := keyOf(d)
+		if err != nil {
+			return err
+		}
+		o := c.owner(ns, k)
+		byShard[o] = append(byShard[o], d)
+		all = append(all, d)
+	}
+	for o, ds := range byShard {
+		if _, err := c.coll(c.clients[o], ns).InsertMany(ctx, ds); err != nil {
+			return fmt.Errorf("insert into %s on %s: %w", ns, c.Names[o], err)
+		}
+	}
+	if _, err := c.coll(c.router, ns).InsertMany(ctx, all); err != nil {
+		return fmt.Errorf("insert into %s on the router: %w", ns, err)
+	}
+	return nil
+}
+
+// Update sets fields of document k on its shard and on the router.
+func (c *Cluster) Update(ctx context.Context, ns string, k int64, set bson.D) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o := c.owner(ns, k)
+	u := bson.D{{Key: "$set", Value: set}}
+	if _, err := c.coll(c.clients[o], ns).UpdateOne(ctx, bson.D{{Key: "_id", Value: k}}, u); err != nil {
+		return fmt.Errorf("update %s %d on %s: %w", ns, k, c.Names[o], err)
+	}
+	if _, err := c.coll(c.router, ns).UpdateOne(ctx, bson.D{{Key: "_id", Value: k}}, u); err != nil {
+		return fmt.Errorf("update %s %d on the router: %w", ns, k, err)
+	}
+	return nil
+}
+
+// Delete removes document k from its shard and from the router.
+func (c *Cluster) Delete(ctx context.Context, ns string, k int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o := c.owner(ns, k)
+	if _, err := c.coll(c.clients[o], ns).DeleteOne(ctx, bson.D{{Key: "_id", Value: k}}); err != nil {
+		return fmt.Errorf("delete %s %d on %s: %w", ns, k, c.Names[o], err)
+	}
+	if _, err := c.coll(c.router, ns).DeleteOne(ctx, bson.D{{Key: "_id", Value: k}}); err != nil {
+		return fmt.Errorf("delete %s %d on the router: %w", ns, k, err)
+	}
+	return nil
+}
+
+// MoveChunk moves the documents of ns with keys in [lo, hi) to shard to,
+// as the balancer does, and returns how many moved. Writes wait meanwhile.
+func (c *Cluster) MoveChunk(ctx context.Context, ns string, lo, hi int64, to int) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sec := nextSecond()
+	// Every owner of a key in the range donates its documents in it.
+	filter := bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: lo}, {Key: "$lt", Value: hi}}}}
+	moved := 0
+	for from := range c.clients {
+		if from == to {
+			continue
+		}
+		cur, err := c.coll(c.clients[from], ns).Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+		if err != nil {
+			return moved, err
+		}
+		var docs []bson.D
+		if err := cur.All(ctx, &docs); err != nil {
+			return moved, err
+		}
+		if len(docs) == 0 {
+			continue
+		}
+		ids := make(bson.A, len(docs))
+		anys := make([]any, len(docs))
+		for i, d := range docs {
+			ids[i], anys[i] = d[0].Value, d
+		}
+		// The data moves unlogged (FerretDB would log plain writes)...
+		err = c.unlogged(ctx, []int{to, from}, func() error {
+			if _, err := c.coll(c.clients[to], ns).InsertMany(ctx, anys); err != nil {
+				return err
+			}
+			_, err := c.coll(c.clients[from], ns).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+			return err
+		})
+		if err != nil {
+			return moved, fmt.Errorf("move %s [%d,%d) from %s to %s: %w", ns, lo, hi, c.Names[from], c.Names[to], err)
+		}
+		// ...and the oplogs get what a real migration logs.
+		for _, d := range docs {
+			if err := c.inject(ctx, to, sec, bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: ns}, {Key: "o", Value: d}, {Key: "fromMigrate", Value: true}}); err != nil {
+				return moved, err
+			}
+		}
+		for _, d := range docs {
+			if err := c.inject(ctx, from, sec, bson.D{{Key: "op", Value: "d"}, {Key: "ns", Value: ns}, {Key: "o", Value: bson.D{d[0]}}, {Key: "fromMigrate", Value: true}}); err != nil {
+				return moved, err
+			}
+		}
+		moved += len(docs)
+	}
+	c.chunks[ns] = append(c.chunks[ns], Chunk{Min: lo, Max: hi, Shard: to})
+	nextSecond()
+	return moved, nil
+}
+
+// unlogged runs fn with no oplog on the given shards, so their servers log
+// none of fn's writes: FerretDB refuses to rename local.oplog.rs, so each
+// oplog is saved, dropped, and re-created with the same entries. Readers
+// meanwhile find an empty oplog or a prefix of it, in ts order.
+func (c *Cluster) unlogged(ctx context.Context, shards []int, fn func() error) error {
+	saved := make([][]any, len(shards))
+	for j, i := range shards {
+		oplog := c.clients[i].Database("local").Collection("oplog.rs")
+		cur, err := oplog.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "ts", Value: 1}}))
+		if err != nil {
+			return fmt.Errorf("save the oplog of %s: %w", c.Names[i], err)
+		}
+		for cur.Next(ctx) {
+			saved[j] = append(saved[j], bson.Raw(append([]byte(nil), cur.Current...)))
+		}
+		if err := cur.Err(); err != nil {
+			return fmt.Errorf("save the oplog of %s: %w", c.Names[i], err)
+		}
+		if err := oplog.Drop(ctx); err != nil {
+			return fmt.Errorf("pause the oplog of %s: %w", c.Names[i], err)
+		}
+	}
+	err := fn()
+	for j, i := range shards {
+		if rerr := c.Shards[i].CreateOplog(ctx, DefaultOplogBytes); rerr != nil {
+			err = errors.Join(err, rerr)
+			continue
+		}
+		oplog := c.clients[i].Database("local").Collection("oplog.rs")
+		for len(saved[j]) > 0 {
+			n := min(len(saved[j]), 500)
+			if _, rerr := oplog.InsertMany(ctx, saved[j][:n]); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("restore the oplog of %s: %w", c.Names[i], rerr))
+				break
+			}
+			saved[j] = saved[j][n:]
+		}
+	}
+	return err
+}
+
+// inject writes one entry into shard i's oplog at second sec.
+func (c *Cluster) inject(ctx context.Context, i int, sec uint32, fields bson.D) error {
+	c.injected++
+	ts := bson.Timestamp{T: sec, I: 1<<30 + c.injected}
+	doc := append(bson.D{{Key: "ts", Value: ts}, {Key: "t", Value: int64(1)}}, fields...)
+	if _, err := c.clients[i].Database("local").Collection("oplog.rs").InsertOne(ctx, doc); err != nil {
+		return fmt.Errorf("inject into the oplog of %s: %w", c.Names[i], err)
+	}
+	return nil
+}
+
+// nextSecond sleeps until the wall clock enters a new second and returns
+// it.
+func nextSecond() uint32 {
+	now := time.Now()
+	time.Sleep(now.Truncate(time.Second).Add(time.Second).Sub(now) + 5*time.Millisecond)
+	return uint32(time.Now().Unix())
+}
