@@ -30,8 +30,8 @@ import (
 //     Update and Delete write to the owning shard's server and to the
 //     router server;
 //   - the balancer is MoveChunk: it moves a chunk's documents to another
-//     shard with the shards' oplogs set aside (FerretDB cannot mark
-//     writes fromMigrate), then injects the entries a real migration logs: the
+//     shard with their plain oplog entries removed (FerretDB cannot
+//     mark writes fromMigrate), then injects the entries a real migration logs: the
 //     recipient's fromMigrate inserts, then the donor's fromMigrate range
 //     deletions. Writes wait while a chunk moves (MongoDB's critical
 //     section), and a migration starts and ends on a second boundary, so
@@ -96,12 +96,24 @@ func StartClusterProcess(ctx context.Context, n int) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	c.defaultShards = n
 	return c, nil
 }
 
 // AddShard starts one more shard server and lists it in config.shards.
 // It owns no chunk until one is moved to it.
 func (c *Cluster) AddShard(ctx context.Context) (int, error) {
+	i, err := c.PrepareShard(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return i, c.ListShard(ctx, i)
+}
+
+// PrepareShard starts one more shard server without listing it in
+// config.shards (Overrides names it already, as a task file may name a
+// shard before it joins).
+func (c *Cluster) PrepareShard(ctx context.Context) (int, error) {
 	s, err := StartProcess(ctx, Options{})
 	if err != nil {
 		return 0, err
@@ -114,14 +126,20 @@ func (c *Cluster) AddShard(ctx context.Context) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	i := len(c.Shards)
-	name := fmt.Sprintf("shard%d", i)
-	c.Shards, c.Names, c.clients = append(c.Shards, s), append(c.Names, name), append(c.clients, cl)
-	_, err = c.router.Database("config").Collection("shards").InsertOne(ctx,
-		bson.D{{Key: "_id", Value: name}, {Key: "host", Value: name + "/" + s.Addr}, {Key: "state", Value: int32(1)}})
-	if err != nil {
-		return 0, fmt.Errorf("list %s in config.shards: %w", name, err)
-	}
+	c.Shards, c.Names, c.clients = append(c.Shards, s), append(c.Names, fmt.Sprintf("shard%d", i)), append(c.clients, cl)
 	return i, nil
+}
+
+// ListShard lists shard i in config.shards: the shard joins the cluster.
+func (c *Cluster) ListShard(ctx context.Context, i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.router.Database("config").Collection("shards").InsertOne(ctx,
+		bson.D{{Key: "_id", Value: c.Names[i]}, {Key: "host", Value: c.Names[i] + "/" + c.Shards[i].Addr}, {Key: "state", Value: int32(1)}})
+	if err != nil {
+		return fmt.Errorf("list %s in config.shards: %w", c.Names[i], err)
+	}
+	return nil
 }
 
 // RemoveShard drops shard i from config.shards (its server keeps running,
@@ -195,15 +213,7 @@ func (c *Cluster) owner(ns string, k int64) int {
 
 // initialShards is how many shards the default chunks spread over: the
 // shards of the first start (shards added later own only moved chunks).
-func (c *Cluster) initialShards() int {
-	if c.ChunkSize > 0 && len(c.Shards) > 0 {
-		if c.defaultShards == 0 {
-			c.defaultShards = len(c.Shards)
-		}
-		return c.defaultShards
-	}
-	return 1
-}
+func (c *Cluster) initialShards() int { return max(c.defaultShards, 1) }
 
 func split(ns string) (string, string) {
 	db, coll, _ := strings.Cut(ns, ".")
@@ -318,7 +328,7 @@ func (c *Cluster) MoveChunk(ctx context.Context, ns string, lo, hi int64, to int
 			ids[i], anys[i] = d[0].Value, d
 		}
 		// The data moves unlogged (FerretDB would log plain writes)...
-		err = c.unlogged(ctx, []int{to, from}, func() error {
+		err = c.unlogged(ctx, ns, ids, sec, []int{to, from}, func() error {
 			if _, err := c.coll(c.clients[to], ns).InsertMany(ctx, anys); err != nil {
 				return err
 			}
@@ -346,45 +356,32 @@ func (c *Cluster) MoveChunk(ctx context.Context, ns string, lo, hi int64, to int
 	return moved, nil
 }
 
-// unlogged runs fn with no oplog on the given shards, so their servers log
-// none of fn's writes: FerretDB refuses to rename local.oplog.rs, so each
-// oplog is saved, dropped, and re-created with the same entries. Readers
-// meanwhile find an empty oplog or a prefix of it, in ts order.
-func (c *Cluster) unlogged(ctx context.Context, shards []int, fn func() error) error {
-	saved := make([][]any, len(shards))
-	for j, i := range shards {
-		oplog := c.clients[i].Database("local").Collection("oplog.rs")
-		cur, err := oplog.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "ts", Value: 1}}))
+// unlogged runs fn, then deletes from the given shards' oplogs the entries
+// fn's writes made (FerretDB logs every write, cannot mark one
+// fromMigrate, and refuses to rename or restore its oplog). The entries
+// live for milliseconds within the migration's second; the engine's
+// tailer on FerretDB hands out no entry younger than 2 seconds (see
+// source.Tailer.Settle), so it never sees them.
+func (c *Cluster) unlogged(ctx context.Context, ns string, ids bson.A, sec uint32, shards []int, fn func() error) error {
+	if err := fn(); err != nil {
+		return err
+	}
+	filter := bson.D{
+		{Key: "ts", Value: bson.D{{Key: "$gte", Value: bson.Timestamp{T: sec}}}},
+		{Key: "ns", Value: ns},
+		{Key: "fromMigrate", Value: bson.D{{Key: "$exists", Value: false}}},
+		{Key: "o._id", Value: bson.D{{Key: "$in", Value: ids}}},
+	}
+	for _, i := range shards {
+		res, err := c.clients[i].Database("local").Collection("oplog.rs").DeleteMany(ctx, filter)
 		if err != nil {
-			return fmt.Errorf("save the oplog of %s: %w", c.Names[i], err)
+			return fmt.Errorf("unlog the moved documents on %s: %w", c.Names[i], err)
 		}
-		for cur.Next(ctx) {
-			saved[j] = append(saved[j], bson.Raw(append([]byte(nil), cur.Current...)))
-		}
-		if err := cur.Err(); err != nil {
-			return fmt.Errorf("save the oplog of %s: %w", c.Names[i], err)
-		}
-		if err := oplog.Drop(ctx); err != nil {
-			return fmt.Errorf("pause the oplog of %s: %w", c.Names[i], err)
+		if res.DeletedCount != int64(len(ids)) {
+			return fmt.Errorf("unlog the moved documents on %s: %d oplog entries found, want %d", c.Names[i], res.DeletedCount, len(ids))
 		}
 	}
-	err := fn()
-	for j, i := range shards {
-		if rerr := c.Shards[i].CreateOplog(ctx, DefaultOplogBytes); rerr != nil {
-			err = errors.Join(err, rerr)
-			continue
-		}
-		oplog := c.clients[i].Database("local").Collection("oplog.rs")
-		for len(saved[j]) > 0 {
-			n := min(len(saved[j]), 500)
-			if _, rerr := oplog.InsertMany(ctx, saved[j][:n]); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("restore the oplog of %s: %w", c.Names[i], rerr))
-				break
-			}
-			saved[j] = saved[j][n:]
-		}
-	}
-	return err
+	return nil
 }
 
 // inject writes one entry into shard i's oplog at second sec.

@@ -58,7 +58,7 @@ func TestClusterMoveChunk(t *testing.T) {
 	if n := oplog(0, append(fm, bson.E{Key: "op", Value: "d"})); n != 2 {
 		t.Errorf("donor fromMigrate deletes = %d, want 2", n)
 	}
-	if n := oplog(0, bson.D{{Key: "op", Value: "d"}}); n != 2 {
+	if n := oplog(0, bson.D{{Key: "op", Value: "d"}, {Key: "ns", Value: ns}}); n != 2 {
 		t.Errorf("donor deletes = %d, want only the 2 fromMigrate ones", n)
 	}
 	if n := oplog(1, bson.D{{Key: "op", Value: "u"}, {Key: "o2._id", Value: int64(250)}}); n != 1 {

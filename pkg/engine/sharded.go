@@ -189,10 +189,12 @@ func (e *Engine) recordShardCopyEnd(ctx context.Context) (bson.Timestamp, error)
 func (e *Engine) waitForLeader(ctx context.Context) error {
 	for {
 		rec, err := e.store.Task(ctx)
-		if err == nil && (rec.CopyDone || e.task.Mode == config.ModeIncremental) {
-			if _, err := e.store.ShardRecord(ctx, e.opts.Shard); err == nil {
-				return nil
-			}
+		// The leader records every shard's start before the copy (and
+		// the task's start after them): once the copy is done (or, with
+		// no copy, the task's start is recorded) a shard without a record
+		// joined later and starts at its first entry.
+		if err == nil && (rec.CopyDone || (e.task.Mode == config.ModeIncremental && rec.HasStart())) {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
@@ -217,6 +219,13 @@ func (e *Engine) streamSharded(ctx context.Context) error {
 	failed := make(chan error, 1)
 	start := func(st *subtask) error {
 		rec, err := e.store.ShardRecord(ctx, st.shard.Name)
+		if errors.Is(err, checkpoint.ErrNotFound) {
+			// Joined the cluster after the start positions were taken
+			// (while the task was stopped, or before config.shards was
+			// re-read): everything it logged is new.
+			e.log.Info("a shard without a start position joined the cluster: its subtask replays its oplog from the first entry", "shard", st.shard.Name)
+			rec, err = e.store.SetShardStart(ctx, st.shard.Name, bson.Timestamp{})
+		}
 		if err != nil {
 			return err
 		}
