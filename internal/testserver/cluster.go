@@ -165,6 +165,24 @@ func (c *Cluster) Stop() {
 	}
 }
 
+// ResetOplogs empties every shard's oplog (before a task starts), as on a
+// deployment whose oplog holds recent changes only: FerretDB scans a whole
+// oplog on each read, so the initial load's entries would slow every
+// reader down.
+func (c *Cluster) ResetOplogs(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, cl := range c.clients {
+		if err := cl.Database("local").Collection("oplog.rs").Drop(ctx); err != nil {
+			return fmt.Errorf("drop the oplog of %s: %w", c.Names[i], err)
+		}
+		if err := c.Shards[i].CreateOplog(ctx, DefaultOplogBytes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // RouterURI is the mongos stand-in's URI.
 func (c *Cluster) RouterURI() string { return c.Router.URI }
 
@@ -300,13 +318,14 @@ func (c *Cluster) Delete(ctx context.Context, ns string, k int64) error {
 
 // MoveChunk moves the documents of ns with keys in [lo, hi) to shard to,
 // as the balancer does, and returns how many moved. Writes wait meanwhile.
+// Documents move in batches of at most migrationBatch, each within its
+// own second (see unlogged).
 func (c *Cluster) MoveChunk(ctx context.Context, ns string, lo, hi int64, to int) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	sec := nextSecond()
-	// Every owner of a key in the range donates its documents in it.
 	filter := bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: lo}, {Key: "$lt", Value: hi}}}}
 	moved := 0
+	// Every owner of a key in the range donates its documents in it.
 	for from := range c.clients {
 		if from == to {
 			continue
@@ -319,41 +338,63 @@ func (c *Cluster) MoveChunk(ctx context.Context, ns string, lo, hi int64, to int
 		if err := cur.All(ctx, &docs); err != nil {
 			return moved, err
 		}
-		if len(docs) == 0 {
-			continue
-		}
-		ids := make(bson.A, len(docs))
-		anys := make([]any, len(docs))
-		for i, d := range docs {
-			ids[i], anys[i] = d[0].Value, d
-		}
-		// The data moves unlogged (FerretDB would log plain writes)...
-		err = c.unlogged(ctx, ns, ids, sec, []int{to, from}, func() error {
-			if _, err := c.coll(c.clients[to], ns).InsertMany(ctx, anys); err != nil {
-				return err
+		for len(docs) > 0 {
+			n := min(len(docs), migrationBatch)
+			if err := c.moveBatch(ctx, ns, from, to, docs[:n]); err != nil {
+				return moved, fmt.Errorf("move %s [%d,%d) from %s to %s: %w", ns, lo, hi, c.Names[from], c.Names[to], err)
 			}
-			_, err := c.coll(c.clients[from], ns).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
-			return err
-		})
-		if err != nil {
-			return moved, fmt.Errorf("move %s [%d,%d) from %s to %s: %w", ns, lo, hi, c.Names[from], c.Names[to], err)
+			moved += n
+			docs = docs[n:]
 		}
-		// ...and the oplogs get what a real migration logs.
-		for _, d := range docs {
-			if err := c.inject(ctx, to, sec, bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: ns}, {Key: "o", Value: d}, {Key: "fromMigrate", Value: true}}); err != nil {
-				return moved, err
-			}
-		}
-		for _, d := range docs {
-			if err := c.inject(ctx, from, sec, bson.D{{Key: "op", Value: "d"}, {Key: "ns", Value: ns}, {Key: "o", Value: bson.D{d[0]}}, {Key: "fromMigrate", Value: true}}); err != nil {
-				return moved, err
-			}
-		}
-		moved += len(docs)
 	}
 	c.chunks[ns] = append(c.chunks[ns], Chunk{Min: lo, Max: hi, Shard: to})
 	nextSecond()
 	return moved, nil
+}
+
+// migrationBatch bounds the documents one migration step moves, so that a
+// step's writes and injected entries fit in about a second.
+const migrationBatch = 25
+
+// moveBatch moves docs from one shard to another in one second: the data
+// moves unlogged, then the oplogs get what a real migration logs, the
+// recipient's fromMigrate inserts before the donor's fromMigrate deletes.
+func (c *Cluster) moveBatch(ctx context.Context, ns string, from, to int, docs []bson.D) error {
+	sec := nextSecond()
+	ids := make(bson.A, len(docs))
+	anys := make([]any, len(docs))
+	for i, d := range docs {
+		ids[i], anys[i] = d[0].Value, d
+	}
+	err := c.unlogged(ctx, ns, ids, sec, []int{to, from}, func() error {
+		if _, err := c.coll(c.clients[to], ns).InsertMany(ctx, anys); err != nil {
+			return err
+		}
+		_, err := c.coll(c.clients[from], ns).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	ins := make([]bson.D, len(docs))
+	dels := make([]bson.D, len(docs))
+	for i, d := range docs {
+		ins[i] = bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: ns}, {Key: "o", Value: d}, {Key: "fromMigrate", Value: true}}
+		dels[i] = bson.D{{Key: "op", Value: "d"}, {Key: "ns", Value: ns}, {Key: "o", Value: bson.D{d[0]}}, {Key: "fromMigrate", Value: true}}
+	}
+	if err := c.inject(ctx, to, sec, ins); err != nil {
+		return err
+	}
+	if err := c.inject(ctx, from, sec, dels); err != nil {
+		return err
+	}
+	// A reader hands out entries once they are 2 seconds old: a step
+	// that ran longer may have let one be read before it was injected
+	// (or before a plain entry was removed). Fail rather than mislead.
+	if late := time.Since(time.Unix(int64(sec), 0)); late > 1500*time.Millisecond {
+		return fmt.Errorf("a migration step of %d documents took until %s after its second began: the stand-in needs it under 1.5s; move smaller chunks", len(docs), late)
+	}
+	return nil
 }
 
 // unlogged runs fn, then deletes from the given shards' oplogs the entries
@@ -384,12 +425,15 @@ func (c *Cluster) unlogged(ctx context.Context, ns string, ids bson.A, sec uint3
 	return nil
 }
 
-// inject writes one entry into shard i's oplog at second sec.
-func (c *Cluster) inject(ctx context.Context, i int, sec uint32, fields bson.D) error {
-	c.injected++
-	ts := bson.Timestamp{T: sec, I: 1<<30 + c.injected}
-	doc := append(bson.D{{Key: "ts", Value: ts}, {Key: "t", Value: int64(1)}}, fields...)
-	if _, err := c.clients[i].Database("local").Collection("oplog.rs").InsertOne(ctx, doc); err != nil {
+// inject writes entries into shard i's oplog at second sec, in order.
+func (c *Cluster) inject(ctx context.Context, i int, sec uint32, entries []bson.D) error {
+	docs := make([]any, len(entries))
+	for j, e := range entries {
+		c.injected++
+		ts := bson.Timestamp{T: sec, I: 1<<30 + c.injected}
+		docs[j] = append(bson.D{{Key: "ts", Value: ts}, {Key: "t", Value: int64(1)}}, e...)
+	}
+	if _, err := c.clients[i].Database("local").Collection("oplog.rs").InsertMany(ctx, docs); err != nil {
 		return fmt.Errorf("inject into the oplog of %s: %w", c.Names[i], err)
 	}
 	return nil

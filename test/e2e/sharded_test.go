@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,90 +14,15 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine"
 )
 
-// shardLoad is a live load through the test router: inserts, updates and
-// deletes of integer keys, a few tens per second.
-type shardLoad struct {
-	c  *testserver.Cluster
-	ns string
-
-	mu    sync.Mutex
-	keys  []int64
-	next  int64
-	quiet map[[2]int64]time.Time // recently moved chunks: see run
-	ops   int
-}
-
-// run writes until ctx ends. The load leaves a chunk alone for a few
-// seconds after it moved: without the hold-after-migration rule (the shard
-// board, not wired yet) a recipient's subtask could apply a moved
-// document's next write before the donor's subtask applied its previous
-// one.
-func (l *shardLoad) run(ctx context.Context, t *testing.T, rng *rand.Rand) error {
-	for ctx.Err() == nil {
-		time.Sleep(40 * time.Millisecond)
-		l.mu.Lock()
-		var err error
-		switch n := rng.IntN(10); {
-		case n < 4 || len(l.keys) < 50:
-			k := l.next
-			l.next += 7
-			l.mu.Unlock()
-			err = l.c.Insert(ctx, l.ns, bson.D{{Key: "_id", Value: k}, {Key: "v", Value: 0}, {Key: "pad", Value: "live"}})
-			l.mu.Lock()
-			if err == nil {
-				l.keys = append(l.keys, k)
-			}
-		default:
-			i := rng.IntN(len(l.keys))
-			k := l.keys[i]
-			if l.quietKey(k) {
-				l.mu.Unlock()
-				continue
-			}
-			if n < 8 {
-				l.mu.Unlock()
-				err = l.c.Update(ctx, l.ns, k, bson.D{{Key: "v", Value: rng.IntN(1000)}, {Key: "at", Value: time.Now().UnixNano()}})
-				l.mu.Lock()
-			} else {
-				l.keys[i] = l.keys[len(l.keys)-1]
-				l.keys = l.keys[:len(l.keys)-1]
-				l.mu.Unlock()
-				err = l.c.Delete(ctx, l.ns, k)
-				l.mu.Lock()
-			}
-		}
-		l.ops++
-		l.mu.Unlock()
-		if err != nil && ctx.Err() == nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (l *shardLoad) quietKey(k int64) bool {
-	for r, until := range l.quiet {
-		if k >= r[0] && k < r[1] && time.Now().Before(until) {
-			return true
-		}
-	}
-	return false
-}
-
-// move moves a chunk and keeps the load off it for a while.
-func (l *shardLoad) move(ctx context.Context, t *testing.T, lo, hi int64, to int) {
+// moveChunk moves a chunk through the load (which then leaves it alone
+// for a while).
+func moveChunk(ctx context.Context, t *testing.T, l *testserver.ClusterLoad, lo, hi int64, to int) {
 	t.Helper()
-	l.mu.Lock()
-	l.quiet[[2]int64{lo, hi}] = time.Now().Add(time.Hour)
-	l.mu.Unlock()
-	n, err := l.c.MoveChunk(ctx, l.ns, lo, hi, to)
+	n, err := l.Move(ctx, lo, hi, to)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.mu.Lock()
-	l.quiet[[2]int64{lo, hi}] = time.Now().Add(6 * time.Second)
-	l.mu.Unlock()
-	t.Logf("moved %d documents of [%d,%d) to %s", n, lo, hi, l.c.Names[to])
+	t.Logf("moved %d documents of [%d,%d) to %s", n, lo, hi, l.C.Names[to])
 }
 
 // TestShardedSourceBalancerOn runs a fullAndIncremental task on a sharded
@@ -147,13 +71,14 @@ func TestShardedSourceBalancerOn(t *testing.T) {
 	}
 	opts := engine.Options{CheckpointInterval: 500 * time.Millisecond, TopologyInterval: time.Second}
 
-	load := &shardLoad{c: c, ns: ns, next: 3001, quiet: map[[2]int64]time.Time{}}
+	var keys []int64
 	for k := int64(0); k < 3000; k += 5 {
-		load.keys = append(load.keys, k)
+		keys = append(keys, k)
 	}
+	load := testserver.NewClusterLoad(c, ns, keys, 3001, 25)
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	loadErr := make(chan error, 1)
-	go func() { loadErr <- load.run(loadCtx, t, rand.New(rand.NewPCG(9, 9))) }()
+	go func() { loadErr <- load.Run(loadCtx, rand.New(rand.NewPCG(9, 9))) }()
 	defer stopLoad()
 
 	// First run: copy through the router, replay, a migration shard0 ->
@@ -169,7 +94,7 @@ func TestShardedSourceBalancerOn(t *testing.T) {
 	if s := e1.Status(); len(s.Shards) != 3 {
 		t.Fatalf("status shows %d shards, want 3: %+v", len(s.Shards), s.Shards)
 	}
-	load.move(ctx, t, 0, 500, 1)
+	moveChunk(ctx, t, load, 0, 500, 1)
 	time.Sleep(4 * time.Second)
 	stop1()
 	if err := <-done1; err != nil && !errors.Is(err, context.Canceled) {
@@ -179,8 +104,8 @@ func TestShardedSourceBalancerOn(t *testing.T) {
 
 	// While the task is stopped: a migration shard1 -> shard2 and one back
 	// to shard0.
-	load.move(ctx, t, 1000, 1500, 2)
-	load.move(ctx, t, 200, 400, 0)
+	moveChunk(ctx, t, load, 1000, 1500, 2)
+	moveChunk(ctx, t, load, 200, 400, 0)
 
 	// Second run: resumes each shard from its own checkpoint. A shard
 	// joins, takes a chunk, gives it back and leaves.
@@ -198,9 +123,9 @@ func TestShardedSourceBalancerOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the added shard's subtask", time.Minute, func() bool { return shardPhase(e2.Status(), c.Names[extra]) == engine.SubtaskStreaming })
-	load.move(ctx, t, 2000, 2600, extra)
+	moveChunk(ctx, t, load, 2000, 2600, extra)
 	time.Sleep(3 * time.Second)
-	load.move(ctx, t, 2000, 2600, 2)
+	moveChunk(ctx, t, load, 2000, 2600, 2)
 	if err := c.RemoveShard(ctx, extra); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +158,8 @@ func TestShardedSourceBalancerOn(t *testing.T) {
 	if fromMigrate == 0 {
 		t.Errorf("no fromMigrate entry skipped by the second run: %+v", s.Shards)
 	}
-	t.Logf("live load: %d operations; second run skipped %d fromMigrate entries", load.ops, fromMigrate)
+	ins, upd, del := load.Counts()
+	t.Logf("live load: %d inserts, %d updates, %d deletes; second run skipped %d fromMigrate entries", ins, upd, del, fromMigrate)
 	assertSameDocs(t, c.RouterClient(), ns, dst.MustClient(t), ns)
 	assertSameDocs(t, c.RouterClient(), "app.users", dst.MustClient(t), "app.users")
 }
