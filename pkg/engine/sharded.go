@@ -240,7 +240,11 @@ func (e *Engine) streamSharded(ctx context.Context) error {
 		st.cancel, st.done = scancel, make(chan struct{})
 		r := replay.New(e.subtaskOptions(st, rec, params))
 		st.replayer.Store(r)
-		st.setPhase(SubtaskStreaming, nil)
+		if st.retiring.Load() {
+			st.setPhase(SubtaskRetiring, nil)
+		} else {
+			st.setPhase(SubtaskStreaming, nil)
+		}
 		e.log.Info("shard subtask replaying its oplog", "shard", st.shard.Name, "from", rec.ResumeTS())
 		go func() {
 			defer close(st.done)
@@ -254,6 +258,9 @@ func (e *Engine) streamSharded(ctx context.Context) error {
 			}
 		}()
 		return nil
+	}
+	if err := e.recoverRemoved(ctx); err != nil {
+		return err
 	}
 	for _, st := range e.subtaskList() {
 		if e.mine(st.shard.Name) {
@@ -491,5 +498,46 @@ func (e *Engine) runShardWorker(ctx context.Context) error {
 		return err
 	}
 	e.setPhase(PhaseCompleted)
+	return nil
+}
+
+// recoverRemoved finds shards that left the cluster while the task was
+// stopped, before their subtask retired: their oplog may hold writes not
+// applied yet. A shard named in source.shards[] is read to its end and
+// retired; without an address the task stops rather than lose them.
+func (e *Engine) recoverRemoved(ctx context.Context) error {
+	if !e.copyLeader() {
+		return nil // the worker of the first shard does it
+	}
+	recs, err := e.store.Shards(ctx)
+	if err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(recs)) {
+		rec := recs[name]
+		e.subMu.Lock()
+		_, known := e.subtasks[name]
+		e.subMu.Unlock()
+		if known || rec.Retired {
+			continue
+		}
+		i := slices.IndexFunc(e.task.Source.Shards, func(s config.Shard) bool { return s.Name == name })
+		if e.opts.Shard != "" {
+			return fmt.Errorf("shard %s left the cluster while the task was stopped, and its oplog may hold writes after the checkpoint %d,%d that are not applied yet: "+
+				"run the task once without --shard (with the shard's address in source.shards[]) so that it is read to its end, or resync the task", name, rec.ResumeTS().T, rec.ResumeTS().I)
+		}
+		if i < 0 {
+			return fmt.Errorf("shard %s left the cluster while the task was stopped, and its oplog may hold writes after the checkpoint %d,%d that are not applied yet: "+
+				"give its address in source.shards[] (name: %s) so that it is read to its end, or resync the task", name, rec.ResumeTS().T, rec.ResumeTS().I, name)
+		}
+		if err := e.addShard(ctx, topology.Shard{Name: name, URI: e.task.Source.Shards[i].URI, Overridden: true}); err != nil {
+			return err
+		}
+		e.subMu.Lock()
+		st := e.subtasks[name]
+		e.subMu.Unlock()
+		st.retiring.Store(true)
+		e.log.Info("a shard left the cluster while the task was stopped: its subtask reads its oplog to the end, then retires", "shard", name)
+	}
 	return nil
 }

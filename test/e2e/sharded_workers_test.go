@@ -147,3 +147,62 @@ func TestShardedOplogWindowLostNamesShard(t *testing.T) {
 		t.Errorf("the target changed although the task stopped")
 	}
 }
+
+// TestShardedShardRemovedWhileStopped: a shard that leaves the cluster
+// while the task is stopped may hold writes the task has not applied. The
+// task refuses to go on without its address, and with it reads the shard
+// to its end, retires it and ends equal to the union of the shards.
+// Stand-ins as in TestShardedSourceBalancerOn.
+func TestShardedShardRemovedWhileStopped(t *testing.T) {
+	ctx := context.Background()
+	c := testserver.StartCluster(t, 2)
+	dst := testserver.Start(t)
+	ns := "app.r"
+	var seed []bson.D
+	for k := int64(0); k < 2000; k += 20 {
+		seed = append(seed, bson.D{{Key: "_id", Value: k}, {Key: "v", Value: 0}})
+	}
+	if err := c.Insert(ctx, ns, seed...); err != nil {
+		t.Fatal(err)
+	}
+	extra, err := c.AddShard(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.MoveChunk(ctx, ns, 0, 200, extra); err != nil {
+		t.Fatal(err)
+	}
+	task := shardedTask(t, "removed", c, dst)
+	if _, err := runEngine(t, task, engine.Options{UntilCaughtUp: true}); err != nil {
+		t.Fatal(err)
+	}
+	// While the task is stopped: writes on the extra shard, then its chunk
+	// moves away and the shard leaves.
+	if err := c.Update(ctx, ns, 20, bson.D{{Key: "v", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Delete(ctx, ns, 40); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.MoveChunk(ctx, ns, 0, 200, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RemoveShard(ctx, extra); err != nil {
+		t.Fatal(err)
+	}
+
+	noAddress := shardedTask(t, "removed", c, dst)
+	noAddress.Source.Shards = noAddress.Source.Shards[:2]
+	_, err = runEngine(t, noAddress, engine.Options{UntilCaughtUp: true})
+	if err == nil || !strings.Contains(err.Error(), "shard2 left the cluster") {
+		t.Fatalf("without the removed shard's address: err = %v, want it named", err)
+	}
+	s, err := runEngine(t, task, engine.Options{UntilCaughtUp: true, CheckpointInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := shardPhase(s, "shard2"); p != engine.SubtaskRetired {
+		t.Errorf("shard2 phase %q, want Retired", p)
+	}
+	assertSameDocs(t, c.RouterClient(), ns, dst.MustClient(t), ns)
+}
