@@ -27,8 +27,10 @@ import (
 //     naming the shards (host "shardN/127.0.0.1:port");
 //   - the cluster's routing table is Cluster's chunk table: a document's
 //     shard key is its integer _id, owned by the chunk holding it; Insert,
-//     Update and Delete write to the owning shard's server and to the
-//     router server;
+//     Update and Delete write to the router server, then to the owning
+//     shard's server (so the router never shows an older state than a
+//     shard's oplog: the engine re-reads the documents of late oplog
+//     entries through mongos);
 //   - the balancer is MoveChunk: it moves a chunk's documents to another
 //     shard with their plain oplog entries removed (FerretDB cannot
 //     mark writes fromMigrate), then injects the entries a real migration logs: the
@@ -276,13 +278,13 @@ func (c *Cluster) Insert(ctx context.Context, ns string, docs ...bson.D) error {
 		byShard[o] = append(byShard[o], d)
 		all = append(all, d)
 	}
+	if _, err := c.coll(c.router, ns).InsertMany(ctx, all); err != nil {
+		return fmt.Errorf("insert into %s on the router: %w", ns, err)
+	}
 	for o, ds := range byShard {
 		if _, err := c.coll(c.clients[o], ns).InsertMany(ctx, ds); err != nil {
 			return fmt.Errorf("insert into %s on %s: %w", ns, c.Names[o], err)
 		}
-	}
-	if _, err := c.coll(c.router, ns).InsertMany(ctx, all); err != nil {
-		return fmt.Errorf("insert into %s on the router: %w", ns, err)
 	}
 	return nil
 }
@@ -293,11 +295,11 @@ func (c *Cluster) Update(ctx context.Context, ns string, k int64, set bson.D) er
 	defer c.mu.Unlock()
 	o := c.owner(ns, k)
 	u := bson.D{{Key: "$set", Value: set}}
-	if _, err := c.coll(c.clients[o], ns).UpdateOne(ctx, bson.D{{Key: "_id", Value: k}}, u); err != nil {
-		return fmt.Errorf("update %s %d on %s: %w", ns, k, c.Names[o], err)
-	}
 	if _, err := c.coll(c.router, ns).UpdateOne(ctx, bson.D{{Key: "_id", Value: k}}, u); err != nil {
 		return fmt.Errorf("update %s %d on the router: %w", ns, k, err)
+	}
+	if _, err := c.coll(c.clients[o], ns).UpdateOne(ctx, bson.D{{Key: "_id", Value: k}}, u); err != nil {
+		return fmt.Errorf("update %s %d on %s: %w", ns, k, c.Names[o], err)
 	}
 	return nil
 }
@@ -307,11 +309,11 @@ func (c *Cluster) Delete(ctx context.Context, ns string, k int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	o := c.owner(ns, k)
-	if _, err := c.coll(c.clients[o], ns).DeleteOne(ctx, bson.D{{Key: "_id", Value: k}}); err != nil {
-		return fmt.Errorf("delete %s %d on %s: %w", ns, k, c.Names[o], err)
-	}
 	if _, err := c.coll(c.router, ns).DeleteOne(ctx, bson.D{{Key: "_id", Value: k}}); err != nil {
 		return fmt.Errorf("delete %s %d on the router: %w", ns, k, err)
+	}
+	if _, err := c.coll(c.clients[o], ns).DeleteOne(ctx, bson.D{{Key: "_id", Value: k}}); err != nil {
+		return fmt.Errorf("delete %s %d on %s: %w", ns, k, c.Names[o], err)
 	}
 	return nil
 }
