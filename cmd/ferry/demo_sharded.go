@@ -68,7 +68,7 @@ func runShardedDemo(ctx context.Context, out io.Writer, log *slog.Logger, f demo
 
 	task := &config.Task{Name: "demo-sharded", Spec: config.Spec{
 		Mode:   config.ModeFullAndIncremental,
-		Source: config.Endpoint{URI: c.RouterURI(), Kind: config.KindSharded, Shards: c.Overrides()},
+		Source: c.Source(),
 		Target: config.Endpoint{URI: dst.URI},
 		Verify: config.Verify{Mode: config.VerifyHash},
 	}}

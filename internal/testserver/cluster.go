@@ -188,6 +188,12 @@ func (c *Cluster) ResetOplogs(ctx context.Context) error {
 // RouterURI is the mongos stand-in's URI.
 func (c *Cluster) RouterURI() string { return c.Router.URI }
 
+// Source is a task's source endpoint for the cluster: the mongos stand-in,
+// kind sharded, and the shards' addresses.
+func (c *Cluster) Source() config.Endpoint {
+	return config.Endpoint{URI: c.RouterURI(), Kind: config.KindSharded, Shards: c.Overrides()}
+}
+
 // Overrides are the source.shards[] entries that reach the shard servers.
 func (c *Cluster) Overrides() []config.Shard {
 	c.mu.Lock()

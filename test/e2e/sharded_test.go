@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"testing"
@@ -59,16 +60,8 @@ func TestShardedSourceBalancerOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task := &config.Task{Name: "sharded", Spec: config.Spec{
-		Mode:   config.ModeFullAndIncremental,
-		Source: config.Endpoint{URI: c.RouterURI(), Kind: config.KindSharded, Shards: c.Overrides()},
-		Target: config.Endpoint{URI: dst.URI},
-		Verify: config.Verify{Mode: config.VerifyHash},
-	}}
-	task.SetDefaults()
-	if err := task.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	task := shardedTask(t, "sharded", c, dst)
+	task.Verify.Mode = config.VerifyHash
 	opts := engine.Options{CheckpointInterval: 500 * time.Millisecond, TopologyInterval: time.Second}
 
 	var keys []int64
@@ -83,24 +76,16 @@ func TestShardedSourceBalancerOn(t *testing.T) {
 
 	// First run: copy through the router, replay, a migration shard0 ->
 	// shard1, then a stop.
-	e1, err := engine.Open(ctx, task, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run1, stop1 := context.WithCancel(ctx)
-	done1 := make(chan error, 1)
-	go func() { done1 <- e1.Run(run1) }()
+	e1, stop1 := startEngine(t, task, opts)
 	waitFor(t, "the first run to stream", 3*time.Minute, func() bool { return e1.Status().Phase == engine.PhaseStreaming })
 	if s := e1.Status(); len(s.Shards) != 3 {
 		t.Fatalf("status shows %d shards, want 3: %+v", len(s.Shards), s.Shards)
 	}
 	moveChunk(ctx, t, load, 0, 500, 1)
 	time.Sleep(4 * time.Second)
-	stop1()
-	if err := <-done1; err != nil && !errors.Is(err, context.Canceled) {
+	if err := stop1(); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("first run: %v", err)
 	}
-	e1.Close()
 
 	// While the task is stopped: a migration shard1 -> shard2 and one back
 	// to shard0.
@@ -109,27 +94,19 @@ func TestShardedSourceBalancerOn(t *testing.T) {
 
 	// Second run: resumes each shard from its own checkpoint. A shard
 	// joins, takes a chunk, gives it back and leaves.
-	e2, err := engine.Open(ctx, task, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e2.Close()
-	run2, stop2 := context.WithCancel(ctx)
-	defer stop2()
-	done2 := make(chan error, 1)
-	go func() { done2 <- e2.Run(run2) }()
+	e2, done2 := runToEnd(t, task, opts)
 	waitFor(t, "the second run to stream", 2*time.Minute, func() bool { return e2.Status().Phase == engine.PhaseStreaming })
 	if err := c.ListShard(ctx, extra); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the added shard's subtask", time.Minute, func() bool { return shardPhase(e2.Status(), c.Names[extra]) == engine.SubtaskStreaming })
+	waitShard(t, e2, c.Names[extra], engine.SubtaskStreaming, time.Minute)
 	moveChunk(ctx, t, load, 2000, 2600, extra)
 	time.Sleep(3 * time.Second)
 	moveChunk(ctx, t, load, 2000, 2600, 2)
 	if err := c.RemoveShard(ctx, extra); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the removed shard's subtask to retire", 2*time.Minute, func() bool { return shardPhase(e2.Status(), c.Names[extra]) == engine.SubtaskRetired })
+	waitShard(t, e2, c.Names[extra], engine.SubtaskRetired, 2*time.Minute)
 
 	time.Sleep(3 * time.Second)
 	stopLoad()
@@ -137,13 +114,8 @@ func TestShardedSourceBalancerOn(t *testing.T) {
 		t.Fatalf("load: %v", err)
 	}
 	e2.FinishWhenCaughtUp()
-	select {
-	case err := <-done2:
-		if err != nil {
-			t.Fatalf("second run: %v (status %+v)", err, e2.Status().Shards)
-		}
-	case <-time.After(4 * time.Minute):
-		t.Fatalf("second run did not catch up: %+v", e2.Status().Shards)
+	if err := waitDone(t, done2, 4*time.Minute); err != nil {
+		t.Fatalf("second run: %v (status %+v)", err, e2.Status().Shards)
 	}
 	s := e2.Status()
 	if s.Phase != engine.PhaseCompleted || s.Verify == nil || !s.Verify.OK {
@@ -171,4 +143,19 @@ func shardPhase(s engine.Status, name string) string {
 		}
 	}
 	return ""
+}
+
+// waitShard waits until shard name's subtask is in phase; on timeout it
+// reports every subtask's status.
+func waitShard(t *testing.T, e *engine.Engine, name, phase string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for shardPhase(e.Status(), name) != phase {
+		if time.Now().After(deadline) {
+			s := e.Status()
+			b, _ := json.MarshalIndent(s.Shards, "", "  ")
+			t.Fatalf("timed out waiting for shard %s to be %s; task phase %s, error %q, shards:\n%s", name, phase, s.Phase, s.Error, b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

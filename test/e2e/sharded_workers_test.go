@@ -19,7 +19,7 @@ func shardedTask(t *testing.T, name string, c *testserver.Cluster, dst *testserv
 	t.Helper()
 	task := &config.Task{Name: name, Spec: config.Spec{
 		Mode:   config.ModeFullAndIncremental,
-		Source: config.Endpoint{URI: c.RouterURI(), Kind: config.KindSharded, Shards: c.Overrides()},
+		Source: c.Source(),
 		Target: config.Endpoint{URI: dst.URI},
 		Verify: config.Verify{Mode: config.VerifyNone},
 	}}
@@ -53,15 +53,7 @@ func TestShardedWorkers(t *testing.T) {
 	// The follower starts first and waits.
 	o1 := opts
 	o1.Shard = "shard1"
-	follower, err := engine.Open(ctx, task, o1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer follower.Close()
-	fctx, fstop := context.WithCancel(ctx)
-	defer fstop()
-	fdone := make(chan error, 1)
-	go func() { fdone <- follower.Run(fctx) }()
+	follower, fdone := runToEnd(t, task, o1)
 	time.Sleep(2 * time.Second)
 	if p := follower.Status().Phase; p != engine.PhasePending {
 		t.Fatalf("follower phase %s before the copy, want Pending", p)
@@ -69,15 +61,7 @@ func TestShardedWorkers(t *testing.T) {
 
 	o0 := opts
 	o0.Shard = "shard0"
-	leader, err := engine.Open(ctx, task, o0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer leader.Close()
-	lctx, lstop := context.WithCancel(ctx)
-	defer lstop()
-	ldone := make(chan error, 1)
-	go func() { ldone <- leader.Run(lctx) }()
+	leader, ldone := runToEnd(t, task, o0)
 	waitFor(t, "both workers to stream", 2*time.Minute, func() bool {
 		return leader.Status().Phase == engine.PhaseStreaming && follower.Status().Phase == engine.PhaseStreaming
 	})
@@ -95,14 +79,9 @@ func TestShardedWorkers(t *testing.T) {
 	}
 	leader.FinishWhenCaughtUp()
 	follower.FinishWhenCaughtUp()
-	for _, d := range []chan error{ldone, fdone} {
-		select {
-		case err := <-d:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(3 * time.Minute):
-			t.Fatal("a worker did not catch up")
+	for _, done := range []<-chan error{ldone, fdone} {
+		if err := waitDone(t, done, 3*time.Minute); err != nil {
+			t.Fatal(err)
 		}
 	}
 	assertSameDocs(t, c.RouterClient(), ns, dst.MustClient(t), ns)
@@ -205,4 +184,40 @@ func TestShardedShardRemovedWhileStopped(t *testing.T) {
 		t.Errorf("shard2 phase %q, want Retired", p)
 	}
 	assertSameDocs(t, c.RouterClient(), ns, dst.MustClient(t), ns)
+}
+
+// runToEnd runs an engine until it ends by itself (or the test ends) and
+// returns its Run error on done.
+func runToEnd(t *testing.T, task *config.Task, opts engine.Options) (*engine.Engine, <-chan error) {
+	t.Helper()
+	e, err := engine.Open(context.Background(), task, opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	finished := make(chan struct{})
+	go func() {
+		err := e.Run(ctx)
+		close(finished)
+		done <- err
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-finished
+		e.Close()
+	})
+	return e, done
+}
+
+// waitDone waits for a run's end.
+func waitDone(t *testing.T, done <-chan error, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		t.Fatalf("the run did not end within %s", timeout)
+		return nil
+	}
 }
