@@ -193,8 +193,14 @@ func (e *Engine) waitForLeader(ctx context.Context) error {
 		// the task's start after them): once the copy is done (or, with
 		// no copy, the task's start is recorded) a shard without a record
 		// joined later and starts at its first entry.
-		if err == nil && (rec.CopyDone || (e.task.Mode == config.ModeIncremental && rec.HasStart())) {
+		if err == nil && rec.CopyDone {
 			return nil
+		}
+		if err == nil && e.task.Mode == config.ModeIncremental {
+			// The task's start is zero when every shard's oplog was empty.
+			if _, serr := e.store.ShardRecord(ctx, e.opts.Shard); rec.HasStart() || serr == nil {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
