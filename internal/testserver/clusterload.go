@@ -17,22 +17,29 @@ type ClusterLoad struct {
 	NS   string
 	Rate float64
 	// Quiet is how long the load leaves a chunk alone after it moved;
-	// 6s when zero. Until the hold-after-migration rule applies, a
-	// recipient's subtask could otherwise apply a moved document's next
-	// write before the donor's subtask applied its previous one.
+	// 6s when zero, never when negative. Without the hold-after-migration
+	// rule (subtasks sharing a shard board), a recipient's subtask could
+	// apply a moved document's next write before the donor's subtask
+	// applied its previous one; with it, set Quiet negative.
 	Quiet time.Duration
+	// Settled, when set, replaces Quiet: a moved chunk is left alone
+	// until Settled(t) says every subtask has applied its shard's oplog
+	// past second t, when the move ended (a task stopped and restarted
+	// meanwhile resumes with backlogs on both sides of a migration).
+	Settled func(movedAt uint32) bool
 
 	mu     sync.Mutex
 	keys   []int64
 	next   int64
 	quiet  map[[2]int64]time.Time
+	moved  map[[2]int64]uint32
 	counts [3]int64 // inserts, updates, deletes
 }
 
 // NewClusterLoad returns a load on ns whose documents have the given keys;
 // new keys are allocated above next.
 func NewClusterLoad(c *Cluster, ns string, keys []int64, next int64, rate float64) *ClusterLoad {
-	return &ClusterLoad{C: c, NS: ns, Rate: rate, keys: keys, next: next, quiet: map[[2]int64]time.Time{}}
+	return &ClusterLoad{C: c, NS: ns, Rate: rate, keys: keys, next: next, quiet: map[[2]int64]time.Time{}, moved: map[[2]int64]uint32{}}
 }
 
 // Run writes until ctx ends or a write fails.
@@ -84,7 +91,16 @@ func (l *ClusterLoad) Run(ctx context.Context, rng *rand.Rand) error {
 
 func (l *ClusterLoad) quietKey(k int64) bool {
 	for r, until := range l.quiet {
-		if k >= r[0] && k < r[1] && time.Now().Before(until) {
+		if k < r[0] || k >= r[1] {
+			continue
+		}
+		if at, ok := l.moved[r]; ok && l.Settled != nil {
+			if !l.Settled(at) {
+				return true
+			}
+			continue
+		}
+		if time.Now().Before(until) {
 			return true
 		}
 	}
@@ -98,12 +114,16 @@ func (l *ClusterLoad) Move(ctx context.Context, lo, hi int64, to int) (int, erro
 	if quiet == 0 {
 		quiet = 6 * time.Second
 	}
+	if quiet < 0 {
+		return l.C.MoveChunk(ctx, l.NS, lo, hi, to)
+	}
 	l.mu.Lock()
 	l.quiet[[2]int64{lo, hi}] = time.Now().Add(time.Hour)
 	l.mu.Unlock()
 	n, err := l.C.MoveChunk(ctx, l.NS, lo, hi, to)
 	l.mu.Lock()
 	l.quiet[[2]int64{lo, hi}] = time.Now().Add(quiet)
+	l.moved[[2]int64{lo, hi}] = uint32(time.Now().Unix())
 	l.mu.Unlock()
 	return n, err
 }

@@ -70,6 +70,13 @@ verify: {mode: hash}
 	}
 
 	load := testserver.NewClusterLoad(c, ns, keys, 3001, 20)
+	// Until the subtasks share a shard board, the load leaves a moved
+	// chunk alone until every subtask has applied past the move (see
+	// TestShardedSourceBalancerOn).
+	load.Settled = func(movedAt uint32) bool {
+		s, err := getStatus(addr)
+		return err == nil && settledStatus(s, movedAt)
+	}
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	defer stopLoad()
 	loadErr := make(chan error, 1)
