@@ -69,6 +69,10 @@ helm-lint: $(BIN)/helm ## Lint the Helm chart (helm lint --strict) with its defa
 demo: ferry ferretdb ## Run a full sync end to end on two embedded servers.
 	$(BIN)/ferry demo
 
+.PHONY: demo-sharded
+demo-sharded: ferry ferretdb ## Run a sync from a 3-shard cluster stand-in with chunk migrations during a live load.
+	$(BIN)/ferry demo --sharded
+
 .PHONY: bench
 bench: ferry ferretdb ## Run the benchmarks (figures go to docs/benchmarks.md).
 	$(BIN)/ferry bench full

@@ -38,6 +38,7 @@ type demoFlags struct {
 	keep     bool
 	liveRate float64
 	oplogMiB int64
+	sharded  bool
 }
 
 func init() {
@@ -51,9 +52,17 @@ collections (one with mixed _id types, one with a unique secondary index,
 one capped), copies them to the target with a progress bar while a live
 load (inserts, updates, deletes) runs on the source, replays the oplog,
 stops the load, catches up, verifies with hashes and prints a summary.
-Everything is removed afterwards.`,
+Everything is removed afterwards.
+
+With --sharded the source is a 3-shard cluster stand-in: three FerretDB
+servers as shards (each with its own oplog), one as mongos holding the
+union of their documents, a router placing documents by _id range, and a
+balancer moving chunks between shards during the live load. The copy reads
+through the mongos stand-in; one replay subtask per shard tails its oplog
+and skips the migrations' fromMigrate entries.`,
 		Example: `  make demo
-  ferry demo --records 20000`,
+  ferry demo --records 20000
+  ferry demo --sharded`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd.Context(), cmd.OutOrStdout(), f) },
 	}
@@ -62,6 +71,7 @@ Everything is removed afterwards.`,
 	cmd.Flags().BoolVar(&f.keep, "keep", false, "keep the servers running until Ctrl-C, to look around")
 	cmd.Flags().Float64Var(&f.liveRate, "live-rate", 30, "operations per second of the live load on the source (0: none)")
 	cmd.Flags().Int64Var(&f.oplogMiB, "oplog-size", demoOplogMiB, "capped size of the source's oplog in MiB: it must hold every change the live load makes while the copy runs")
+	cmd.Flags().BoolVar(&f.sharded, "sharded", false, "a sharded source: 3 shards, chunk migrations during the live load")
 	commands = append(commands, cmd)
 }
 
@@ -70,6 +80,9 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 		return fmt.Errorf("--records must be at least 100, got %d", f.records)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if f.sharded {
+		return runShardedDemo(ctx, out, log, f)
+	}
 	fmt.Fprintln(out, "Starting two FerretDB servers (source and target)...")
 	// The source's oplog is created after the initial load, as on a
 	// deployment whose oplog holds recent changes only.

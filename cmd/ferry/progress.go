@@ -91,6 +91,15 @@ func barLine(s engine.Status) string {
 		}
 		detail = fmt.Sprintf("lag %.0fs  applied %s ops  %s ops/s  buffered %s  checkpoint %s",
 			r.LagSeconds, human(sum(r.Applied)), human(int64(r.OpsPerSecond)), bytesHuman(r.BufferedBytes), checkpointText(r, time.TimeOnly))
+		if n := len(s.Shards); n > 0 {
+			streaming := 0
+			for _, sh := range s.Shards {
+				if sh.Phase == engine.SubtaskStreaming {
+					streaming++
+				}
+			}
+			detail += fmt.Sprintf("  shards %d/%d streaming", streaming, n)
+		}
 	case s.Phase == engine.PhaseVerifying && s.Verify != nil && s.Verify.Running:
 		if s.Verify.Total > 0 {
 			pct = 100 * float64(s.Verify.Done) / float64(s.Verify.Total)
@@ -127,6 +136,14 @@ func logProgress(log *slog.Logger, s engine.Status) {
 		r := s.Replay
 		log.Info("progress", "phase", s.Phase, "lagSeconds", r.LagSeconds, "applied", sum(r.Applied), "opsPerSecond", int64(r.OpsPerSecond),
 			"bufferedBytes", r.BufferedBytes, "checkpoint", checkpointText(r, time.RFC3339))
+		for _, sh := range s.Shards {
+			if sh.Replay == nil {
+				log.Info("shard progress", "shard", sh.Shard, "phase", sh.Phase)
+				continue
+			}
+			log.Info("shard progress", "shard", sh.Shard, "phase", sh.Phase, "lagSeconds", sh.Replay.LagSeconds, "applied", sum(sh.Replay.Applied),
+				"opsPerSecond", int64(sh.Replay.OpsPerSecond), "fromMigrate", sh.Replay.Skipped["fromMigrate"], "checkpoint", checkpointText(sh.Replay, time.RFC3339))
+		}
 	case s.Phase == engine.PhaseVerifying && s.Verify != nil && s.Verify.Running:
 		log.Info("progress", "phase", s.Phase, "ns", s.Verify.CurrentNS, "done", s.Verify.Done, "total", s.Verify.Total)
 	default:

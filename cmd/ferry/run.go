@@ -28,6 +28,7 @@ type runFlags struct {
 	logFormat        string
 	logLevel         string
 	untilCaughtUp    bool
+	shard            string
 }
 
 func init() {
@@ -48,7 +49,16 @@ interrupted.
 
 With mode incremental or fullAndIncremental, replay follows the copy and
 runs until interrupted; --until-caught-up ends it once the target has
-everything the source wrote, then verifies: the cut-over step.`,
+everything the source wrote, then verifies: the cut-over step.
+
+A sharded source (source.kind sharded, or auto and a mongos at source.uri)
+is copied through mongos and replayed by one subtask per shard, each
+tailing its shard's oplog from its own checkpoint; source.shards[] gives
+shard addresses when config.shards' are not reachable from here.
+--shard NAME (or MONGOFERRY_SHARD) runs one shard's subtask only, as one
+worker per shard does: the worker of the shard whose name sorts first
+records the start positions and runs the full copy, the others wait for it,
+and verification is left to 'ferry verify' once every worker caught up.`,
 		Example: `  # copy everything from one deployment to another, then verify
   ferry run -f task.yaml
 
@@ -57,6 +67,9 @@ everything the source wrote, then verifies: the cut-over step.`,
 
   # copy, replay until caught up with the source, verify: a cut-over
   ferry run -f task.yaml --until-caught-up
+
+  # one worker of a sharded source, replaying shard rs1 only
+  ferry run -f task.yaml --shard rs1
 
   # a minimal task.yaml
   name: orders-move
@@ -75,6 +88,7 @@ everything the source wrote, then verifies: the cut-over step.`,
 	cmd.Flags().StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	cmd.Flags().BoolVar(&f.untilCaughtUp, "until-caught-up", false, "with replay: stop once everything the source wrote is applied, then verify (for a cut-over); without it replay runs until interrupted")
+	cmd.Flags().StringVar(&f.shard, "shard", os.Getenv("MONGOFERRY_SHARD"), "sharded source: run only this shard's replay subtask (its name in config.shards); default $MONGOFERRY_SHARD, empty runs every shard")
 	cmd.MarkFlagsOneRequired("file", "task-env")
 	cmd.MarkFlagsMutuallyExclusive("file", "task-env")
 	commands = append(commands, cmd)
@@ -137,7 +151,7 @@ func runTask(ctx context.Context, f runFlags) error {
 	limitMemory(&task.Spec, log)
 	latency := metrics.WriteLatency(task.Name)
 	insertLatency := latency.WithLabelValues("insert")
-	eng, err := engine.Open(ctx, task, engine.Options{Log: log, UntilCaughtUp: f.untilCaughtUp,
+	eng, err := engine.Open(ctx, task, engine.Options{Log: log, UntilCaughtUp: f.untilCaughtUp, Shard: f.shard,
 		ObserveWrite:  func(d time.Duration) { insertLatency.Observe(d.Seconds()) },
 		ObserveReplay: func(op string, d time.Duration) { latency.WithLabelValues(op).Observe(d.Seconds()) }})
 	if err != nil {

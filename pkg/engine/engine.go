@@ -25,6 +25,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 )
@@ -67,6 +68,17 @@ type Options struct {
 	Reader func(from bson.Timestamp) source.OplogReader
 	// CheckpointInterval overrides how often replay saves its checkpoint.
 	CheckpointInterval time.Duration
+	// Shard, for a sharded source, runs only this shard's replay subtask
+	// (a worker of the operator; MONGOFERRY_SHARD or --shard in the CLI).
+	// The worker of the shard whose name sorts first also records the
+	// start positions and runs the full copy; the others wait for it.
+	// Empty runs every shard's subtask in this process.
+	Shard string
+	// TopologyInterval is how often config.shards is re-read while a
+	// sharded source streams; 10s when zero.
+	TopologyInterval time.Duration
+	// ShardReader, when set, replaces each shard's oplog tailer (tests).
+	ShardReader func(shard string, from bson.Timestamp) source.OplogReader
 }
 
 // Engine runs one task.
@@ -83,6 +95,16 @@ type Engine struct {
 	replayer               atomic.Pointer[replay.Replayer]
 	recorded               atomic.Bool // the run is recorded in the checkpoint database
 	untilCaughtUp          atomic.Bool
+
+	// A sharded source read shard by shard (see sharded.go).
+	sharded    bool
+	subMu      sync.Mutex
+	subtasks   map[string]*subtask
+	shardOrder []string // shard names, sorted
+	// board is where the subtasks publish their positions (replay holds
+	// writes after chunk migrations on it): in memory when this process
+	// runs every subtask, in the target's checkpoint database otherwise.
+	board shard.Board
 
 	mu         sync.Mutex
 	phase      Phase
@@ -129,6 +151,10 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	}
 	e.log.Info("servers", "source", e.srcProfile.Flavor, "sourceVersion", e.srcProfile.Version,
 		"target", e.dstProfile.Flavor, "targetVersion", e.dstProfile.Version, "sourceUpdates", e.srcProfile.UpdateShape.String())
+	if err := e.openShards(ctx); err != nil {
+		e.Close()
+		return nil, err
+	}
 	e.store = checkpoint.NewStore(e.target, task.Checkpoint.Database, task.Name)
 	if e.mapper, err = catalog.NewMapper(task.Namespaces, task.Checkpoint.Database); err != nil {
 		e.Close()
@@ -145,9 +171,13 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	return e, nil
 }
 
-// Close disconnects from both deployments.
+// Close disconnects from both deployments (and every shard).
 func (e *Engine) Close() {
-	for _, c := range []*mongo.Client{e.source, e.target} {
+	clients := []*mongo.Client{e.source, e.target}
+	for _, st := range e.subtaskList() {
+		clients = append(clients, st.client)
+	}
+	for _, c := range clients {
 		if c != nil {
 			_ = c.Disconnect(context.Background())
 		}
@@ -190,8 +220,19 @@ func (e *Engine) run(ctx context.Context) error {
 	prev, err := e.store.Task(ctx)
 	exists := err == nil
 	useOplog := spec.Incremental.Method != config.MethodChangeStream
+	if e.sharded && !e.copyLeader() {
+		return e.runShardWorker(ctx)
+	}
 	if withReplay && useOplog && exists && prev.HasStart() {
-		if err := source.CheckWindow(ctx, e.source, prev.ResumeTS(), prev.ResumesFromEmptyOplog()); err != nil {
+		if e.sharded {
+			recs, err := e.store.Shards(ctx)
+			if err != nil {
+				return err
+			}
+			if err := e.checkShardWindows(ctx, recs); err != nil {
+				return err
+			}
+		} else if err := source.CheckWindow(ctx, e.source, prev.ResumeTS(), prev.ResumesFromEmptyOplog()); err != nil {
 			return err
 		}
 	}
@@ -222,11 +263,18 @@ func (e *Engine) run(ctx context.Context) error {
 		}
 	}
 	var (
-		startTS    bson.Timestamp
-		startEmpty bool
+		startTS     bson.Timestamp
+		startEmpty  bool
+		shardStarts map[string]bson.Timestamp
 	)
 	if withReplay && (!exists || !prev.HasStart()) {
-		if startTS, startEmpty, err = startAt(ctx, e.source); err != nil {
+		if e.sharded {
+			// Every shard's newest position, before anything is copied.
+			shardStarts, err = e.shardPositions(ctx)
+		} else {
+			startTS, startEmpty, err = startAt(ctx, e.source)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -236,6 +284,11 @@ func (e *Engine) run(ctx context.Context) error {
 	}
 	e.recorded.Store(true)
 	if withReplay && !rec.HasStart() {
+		if e.sharded {
+			if startTS, err = e.recordShardStarts(ctx, shardStarts); err != nil {
+				return err
+			}
+		}
 		if rec, err = e.store.SetStartTS(ctx, startTS, startEmpty); err != nil {
 			return err
 		}
@@ -262,10 +315,14 @@ func (e *Engine) run(ctx context.Context) error {
 				return err
 			}
 			var endTS bson.Timestamp
-			if withReplay {
-				if endTS, _, err = startAt(ctx, e.source); err != nil {
-					return err
-				}
+			switch {
+			case withReplay && e.sharded:
+				endTS, err = e.recordShardCopyEnd(ctx)
+			case withReplay:
+				endTS, _, err = startAt(ctx, e.source)
+			}
+			if err != nil {
+				return err
 			}
 			if err := e.store.MarkCopyDone(ctx, endTS); err != nil {
 				return err
@@ -275,12 +332,18 @@ func (e *Engine) run(ctx context.Context) error {
 				next = PhaseStreaming
 			}
 		case PhaseStreaming:
-			if err := e.stream(ctx); err != nil {
+			stream := e.stream
+			if e.sharded {
+				stream = e.streamSharded
+			}
+			if err := stream(ctx); err != nil {
 				return err
 			}
 			next = PhaseVerifying
 		case PhaseVerifying:
-			if spec.Verify.Mode != config.VerifyNone {
+			if spec.Verify.Mode != config.VerifyNone && e.opts.Shard != "" {
+				e.log.Info("verification skipped in a worker running one shard: other shards may still be replaying; run ferry verify once every worker caught up", "shard", e.opts.Shard)
+			} else if spec.Verify.Mode != config.VerifyNone {
 				if err := e.verify(ctx); err != nil {
 					return err
 				}
@@ -322,16 +385,11 @@ func (e *Engine) stream(ctx context.Context) error {
 		}
 		reader = tailer
 	}
-	colls, err := catalog.List(ctx, e.source, e.mapper)
+	p, err := e.replayParams(ctx)
 	if err != nil {
 		return err
 	}
-	unique := map[string]bool{}
-	for _, c := range colls {
-		if c.HasUniqueIndex() {
-			unique[c.Target.String()] = true
-		}
-	}
+	unique := p.unique
 	r := replay.New(replay.Options{
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
 		Mapper: e.mapper, Log: e.log, From: from, OverlapUntil: rec.CopyEndTS,
@@ -373,6 +431,22 @@ func (e *Engine) stream(ctx context.Context) error {
 	default:
 	}
 	return err
+}
+
+// replayParams reads what every replayer of the task shares: the
+// namespaces with a unique secondary index.
+func (e *Engine) replayParams(ctx context.Context) (replayParams, error) {
+	colls, err := catalog.List(ctx, e.source, e.mapper)
+	if err != nil {
+		return replayParams{}, err
+	}
+	p := replayParams{unique: map[string]bool{}}
+	for _, c := range colls {
+		if c.HasUniqueIndex() {
+			p.unique[c.Target.String()] = true
+		}
+	}
+	return p, nil
 }
 
 func (e *Engine) verify(ctx context.Context) error {

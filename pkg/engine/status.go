@@ -18,6 +18,10 @@ type Status struct {
 	Copy  fullsync.Status `json:"copy"`
 	// Replay is set once oplog replay has started.
 	Replay *replay.Status `json:"replay,omitempty"`
+	// Shards has one entry per shard subtask of a sharded source read
+	// shard by shard; Replay then sums them (its applied position is the
+	// task's checkpoint, the minimum over the shards).
+	Shards []ShardStatus `json:"shards,omitempty"`
 	// Verify is the last verification's outcome, when one ran.
 	Verify         *VerifyStatus `json:"verify,omitempty"`
 	StartedAt      time.Time     `json:"startedAt"`
@@ -47,9 +51,13 @@ func (e *Engine) Status() Status {
 		rs := r.Status()
 		replayStatus = &rs
 	}
+	shards := e.ShardStatuses()
+	if shards != nil {
+		replayStatus = aggregateReplay(shards)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Status{Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, Replay: replayStatus, StartedAt: e.started}
+	s := Status{Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, Replay: replayStatus, Shards: shards, StartedAt: e.started}
 	if e.err != nil {
 		s.Error = e.err.Error()
 	}

@@ -48,6 +48,13 @@ var (
 	heldNowDesc        = desc("replay_held_writes", "Writes a shard's subtask holds at the moment.", "shard")
 	holdSecondsDesc    = desc("replay_hold_seconds_total", "Time namespaces spent held after chunk migrations, summed.", "shard")
 	commitWaitsDesc    = desc("replay_commit_waits_total", "Multi-shard transaction parts that waited for the other subtasks.", "shard")
+	shardPhaseDesc     = desc("shard_phase", "1 for a shard subtask's current phase (Pending, Streaming, Retiring, Retired, Failed), 0 for the others.", "shard", "phase")
+	shardLagDesc       = desc("shard_replay_lag_seconds", "Seconds between a shard's newest oplog entry and its subtask's applied checkpoint.", "shard")
+	shardAppliedTSDesc = desc("shard_replay_checkpoint_timestamp_seconds", "Source time (Unix seconds) of a shard subtask's applied checkpoint.", "shard")
+	shardReadTSDesc    = desc("shard_replay_read_timestamp_seconds", "Source time (Unix seconds) of the last entry a shard subtask read.", "shard")
+	shardRateDesc      = desc("shard_replay_ops_per_second", "Oplog operations a shard subtask applied per second over the last 10 seconds.", "shard")
+	shardAppliedDesc   = desc("shard_replay_applied_ops_total", "Oplog operations a shard subtask applied, by operation.", "shard", "op")
+	shardSkippedDesc   = desc("shard_replay_skipped_entries_total", "Oplog entries a shard subtask skipped, by reason (fromMigrate: chunk migrations).", "shard", "reason")
 	verifyOKDesc       = desc("verify_ok", "1 when the last verification matched, 0 when it found differences.")
 	verifyDiffDesc     = desc("verify_differing_namespaces", "Namespaces whose target differs from the source at the last verification.")
 )
@@ -65,7 +72,9 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{phaseDesc, copyDocsDesc, copyBytesDesc, copyEstimatedDesc, copyRatioDesc,
 		copyNSRatioDesc, copyRangesDesc, copyRangesDoneDesc, conflictsDesc, retriesDesc, bufferedDesc, maxBytesDesc,
 		verifyOKDesc, verifyDiffDesc, lagDesc, appliedDesc, skippedDesc, replayRateDesc, replayBufDesc, checkpointDesc, conflictsTolDesc,
-		heldDesc, heldNowDesc, holdSecondsDesc, commitWaitsDesc} {
+		heldDesc, heldNowDesc, holdSecondsDesc, commitWaitsDesc,
+
+		shardPhaseDesc, shardLagDesc, shardAppliedTSDesc, shardReadTSDesc, shardRateDesc, shardAppliedDesc, shardSkippedDesc} {
 		ch <- d
 	}
 }
@@ -113,11 +122,32 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(replayBufDesc, float64(r.BufferedBytes))
 		gauge(checkpointDesc, float64(r.AppliedTS.T))
 		counter(conflictsTolDesc, float64(r.ToleratedConflicts))
-		if r.Shard != "" {
-			counter(heldDesc, float64(r.Holds.HeldWrites), r.Shard)
-			gauge(heldNowDesc, float64(r.Holds.HeldNow), r.Shard)
-			counter(holdSecondsDesc, r.Holds.HoldSeconds, r.Shard)
-			counter(commitWaitsDesc, float64(r.Holds.CommitWaits), r.Shard)
+	}
+	for _, sh := range s.Shards {
+		for _, p := range []string{engine.SubtaskPending, engine.SubtaskStreaming, engine.SubtaskRetiring, engine.SubtaskRetired, engine.SubtaskFailed} {
+			v := 0.0
+			if sh.Phase == p {
+				v = 1
+			}
+			gauge(shardPhaseDesc, v, sh.Shard, p)
+		}
+		r := sh.Replay
+		if r == nil {
+			continue
+		}
+		gauge(shardLagDesc, r.LagSeconds, sh.Shard)
+		gauge(shardAppliedTSDesc, float64(r.AppliedTS.T), sh.Shard)
+		gauge(shardReadTSDesc, float64(r.ReadTS.T), sh.Shard)
+		gauge(shardRateDesc, r.OpsPerSecond, sh.Shard)
+		counter(heldDesc, float64(r.Holds.HeldWrites), sh.Shard)
+		gauge(heldNowDesc, float64(r.Holds.HeldNow), sh.Shard)
+		counter(holdSecondsDesc, r.Holds.HoldSeconds, sh.Shard)
+		counter(commitWaitsDesc, float64(r.Holds.CommitWaits), sh.Shard)
+		for op, n := range r.Applied {
+			counter(shardAppliedDesc, float64(n), sh.Shard, op)
+		}
+		for reason, n := range r.Skipped {
+			counter(shardSkippedDesc, float64(n), sh.Shard, reason)
 		}
 	}
 	if v := s.Verify; v != nil && !v.Running {

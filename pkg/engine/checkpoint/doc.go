@@ -1,5 +1,7 @@
 // Package checkpoint keeps a task's progress in the target's checkpoint
 // database (mongoferry by default) so that a restarted worker continues
 // where it stopped: Store holds the task record, the full-copy plan of each
-// namespace (its _id ranges) and the state of every range.
+// namespace (its _id ranges) and the state of every range; for a sharded
+// source, one ShardRecord per shard subtask (its start position, applied
+// checkpoint and retirement), the task's checkpoint being their minimum.
 package checkpoint

@@ -103,6 +103,9 @@ type Range struct {
 type Store struct {
 	db   *mongo.Database
 	task string
+	// shard, when set, scopes SaveApplied to one shard's subtask (see
+	// ForShard).
+	shard string
 }
 
 // NewStore returns the store of task in database db on the target.
@@ -170,8 +173,12 @@ func (s *Store) MarkCopyDone(ctx context.Context, endTS bson.Timestamp) error {
 	return nil
 }
 
-// SaveApplied records the replay checkpoint.
+// SaveApplied records the replay checkpoint: the task's, or the shard's
+// for a store from ForShard.
 func (s *Store) SaveApplied(ctx context.Context, ts bson.Timestamp) error {
+	if s.shard != "" {
+		return s.saveShardApplied(ctx, ts)
+	}
 	_, err := s.db.Collection(TasksCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: s.task}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "appliedTS", Value: ts}, {Key: "checkpointAt", Value: time.Now().UTC()}}}})
 	if err != nil {
@@ -287,7 +294,7 @@ var ErrNotFound = errors.New("progress record not found")
 
 // Drop removes everything the task keeps.
 func (s *Store) Drop(ctx context.Context) error {
-	for _, c := range []string{RangesCollection, PlansCollection} {
+	for _, c := range []string{RangesCollection, PlansCollection, ShardsCollection} {
 		if _, err := s.db.Collection(c).DeleteMany(ctx, bson.D{{Key: "task", Value: s.task}}); err != nil {
 			return fmt.Errorf("checkpoint: drop %s: %w", c, err)
 		}

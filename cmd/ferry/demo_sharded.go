@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine"
+)
+
+// runShardedDemo is `ferry demo --sharded`: a 3-shard cluster stand-in
+// (see testserver.Cluster), a live load with chunk migrations, a
+// fullAndIncremental task with one subtask per shard, verification.
+func runShardedDemo(ctx context.Context, out io.Writer, log *slog.Logger, f demoFlags) error {
+	const shards = 3
+	records := f.records
+	fmt.Fprintf(out, "Starting a sharded cluster stand-in: %d FerretDB shards, one FerretDB server as mongos, and a target...\n", shards)
+	c, err := testserver.StartClusterProcess(ctx, shards)
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	dst, err := testserver.StartProcess(ctx, testserver.Options{OplogBytes: -1})
+	if err != nil {
+		return err
+	}
+	defer dst.Stop()
+	// Chunks of 60 keys, spread round-robin over the shards.
+	c.ChunkSize = 60
+	for i, s := range c.Shards {
+		fmt.Fprintf(out, "  %s %s\n", c.Names[i], s.Addr)
+	}
+	fmt.Fprintf(out, "  mongos %s\n  target %s\n\n", c.Router.Addr, dst.Addr)
+
+	// shop.orders is copied; app.sessions, small because FerretDB finds
+	// a document by _id with a scan, takes the live load and the
+	// migrations.
+	loadStart := time.Now()
+	if _, err := loadSharded(ctx, c, "shop.orders", records, func(k int64) bson.D {
+		return bson.D{{Key: "_id", Value: k}, {Key: "customer", Value: fmt.Sprintf("c%05d", k%9973)},
+			{Key: "total", Value: float64(k%500) + 0.99}, {Key: "note", Value: strings.Repeat("x", int(k%40))}}
+	}); err != nil {
+		return err
+	}
+	const sessions = 1500
+	ns := "app.sessions"
+	keys, err := loadSharded(ctx, c, ns, sessions, func(k int64) bson.D {
+		return bson.D{{Key: "_id", Value: k}, {Key: "user", Value: fmt.Sprintf("u%04d", k)}, {Key: "v", Value: 0}}
+	})
+	if err != nil {
+		return err
+	}
+	if err := c.ResetOplogs(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Loaded %d documents into shop.orders and %d into %s through the router in %.1fs (shard key _id, chunks of %d keys)\n\n",
+		records, sessions, ns, time.Since(loadStart).Seconds(), c.ChunkSize)
+
+	task := &config.Task{Name: "demo-sharded", Spec: config.Spec{
+		Mode:   config.ModeFullAndIncremental,
+		Source: c.Source(),
+		Target: config.Endpoint{URI: dst.URI},
+		Verify: config.Verify{Mode: config.VerifyHash},
+	}}
+	task.SetDefaults()
+	if err := task.Validate(); err != nil {
+		return err
+	}
+	eng, err := engine.Open(ctx, task, engine.Options{Log: log})
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+
+	rate := f.liveRate
+	load := testserver.NewClusterLoad(c, ns, keys, sessions, rate)
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	loadErr := make(chan error, 1)
+	go func() {
+		if rate <= 0 {
+			<-loadCtx.Done()
+			loadErr <- nil
+			return
+		}
+		loadErr <- load.Run(loadCtx, rand.New(rand.NewPCG(2, 2)))
+	}()
+	fmt.Fprintf(out, "Copying through mongos while a live load (~%g ops/s on %s) runs through the router and the balancer moves its chunks;\n", rate, ns)
+	fmt.Fprintln(out, "then one replay subtask per shard, stopping the load, catching up and verifying with hashes:")
+	stop := showProgress(ctx, progressMode(f.progress), os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), 5*time.Second, eng.Status)
+	runDone := make(chan error, 1)
+	go func() { runDone <- eng.Run(ctx) }()
+
+	var migrations []string
+	rng := rand.New(rand.NewPCG(3, 3))
+	runErr := func() error {
+		for eng.Status().Phase != engine.PhaseStreaming {
+			select {
+			case err := <-runDone:
+				return fmt.Errorf("the task ended early: %w", err)
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		// Streaming under load: a migration every few seconds, each a
+		// chunk to another shard than its owner.
+		for i := 0; i < 4; i++ {
+			select {
+			case err := <-runDone:
+				return err
+			case <-time.After(3 * time.Second):
+			}
+			chunk := rng.Int64N((sessions + c.ChunkSize - 1) / c.ChunkSize)
+			lo, hi := chunk*c.ChunkSize, (chunk+1)*c.ChunkSize
+			from := c.Owner(ns, lo)
+			to := (from + 1 + rng.IntN(shards-1)) % shards
+			n, err := load.Move(ctx, lo, hi, to)
+			if err != nil {
+				return err
+			}
+			migrations = append(migrations, fmt.Sprintf("[%d,%d) %s -> %s: %d documents", lo, hi, c.Names[from], c.Names[to], n))
+		}
+		time.Sleep(3 * time.Second)
+		stopLoad()
+		if err := <-loadErr; err != nil {
+			return fmt.Errorf("live load: %w", err)
+		}
+		eng.FinishWhenCaughtUp()
+		return <-runDone
+	}()
+	stop()
+	st := eng.Status()
+	fmt.Fprintln(out)
+	if rep := eng.VerifyReport(); rep != nil {
+		_ = rep.WriteTable(out)
+		fmt.Fprintln(out)
+	}
+	printShardedSummary(out, st, load, migrations, runErr)
+	return runErr
+}
+
+func printShardedSummary(out io.Writer, st engine.Status, load *testserver.ClusterLoad, migrations []string, runErr error) {
+	result := "OK"
+	switch {
+	case runErr != nil && st.Verify != nil && !st.Verify.OK:
+		result = "DIFFERENCES in " + strings.Join(st.Verify.Differing, ", ")
+	case runErr != nil:
+		result = "FAILED: " + runErr.Error()
+	case st.Verify == nil:
+		result = "not run"
+	}
+	fmt.Fprintln(out, "Summary")
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  full copy (through mongos)\t%d documents in %.1fs\n", st.Copy.Documents, st.Copy.ElapsedSeconds)
+	ins, upd, del := load.Counts()
+	fmt.Fprintf(tw, "  live load through the router\t%d inserts, %d updates, %d deletes\n", ins, upd, del)
+	for _, m := range migrations {
+		fmt.Fprintf(tw, "  chunk migration\t%s\n", m)
+	}
+	_ = tw.Flush()
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  shard\tphase\tapplied ops\tfromMigrate skipped\tcheckpoint\n")
+	for _, sh := range st.Shards {
+		if sh.Replay == nil {
+			fmt.Fprintf(tw, "  %s\t%s\t-\t-\t-\n", sh.Shard, sh.Phase)
+			continue
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\n", sh.Shard, sh.Phase, sum(sh.Replay.Applied), sh.Replay.Skipped["fromMigrate"], checkpointText(sh.Replay, time.TimeOnly))
+	}
+	_ = tw.Flush()
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  task seconds (copy + replay + verify)\t%.1f\n", st.ElapsedSeconds)
+	fmt.Fprintf(tw, "  verification (hash)\t%s\n", result)
+	_ = tw.Flush()
+}
+
+// loadSharded inserts n documents with keys 0..n-1 through the router.
+func loadSharded(ctx context.Context, c *testserver.Cluster, ns string, n int64, gen func(int64) bson.D) ([]int64, error) {
+	keys := make([]int64, 0, n)
+	for start := int64(0); start < n; start += 1000 {
+		batch := make([]bson.D, 0, 1000)
+		for k := start; k < min(start+1000, n); k++ {
+			batch = append(batch, gen(k))
+			keys = append(keys, k)
+		}
+		if err := c.Insert(ctx, ns, batch...); err != nil {
+			return nil, fmt.Errorf("load %s: %w", ns, err)
+		}
+	}
+	return keys, nil
+}

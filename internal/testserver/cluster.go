@@ -1,0 +1,506 @@
+package testserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+)
+
+// Cluster is the closest stand-in for a sharded cluster that FerretDB
+// (which has no sharding) allows. What stands in for what:
+//
+//   - each shard's replica set is one FerretDB server with its own real
+//     oplog (local.oplog.rs, written by the server for every write);
+//   - mongos is one more FerretDB server, the router server: it holds the
+//     union of every shard's documents (what mongos returns, orphans
+//     filtered, to the full copy and to verification) and config.shards
+//     naming the shards (host "shardN/127.0.0.1:port");
+//   - the cluster's routing table is Cluster's chunk table: a document's
+//     shard key is its integer _id, owned by the chunk holding it; Insert,
+//     Update and Delete write to the router server, then to the owning
+//     shard's server (so the router never shows an older state than a
+//     shard's oplog: the engine re-reads the documents of late oplog
+//     entries through mongos);
+//   - the balancer is MoveChunk: it moves a chunk's documents to another
+//     shard with their plain oplog entries removed (FerretDB cannot
+//     mark writes fromMigrate), then injects the entries a real migration logs: the
+//     recipient's fromMigrate inserts, then the donor's fromMigrate range
+//     deletions. Writes wait while a chunk moves (MongoDB's critical
+//     section), and a migration starts and ends on a second boundary, so
+//     its injected entries sort after every earlier write and before
+//     every later one.
+//
+// A task reaches it with source.uri = RouterURI, source.kind = sharded and
+// source.shards = Overrides() (config.shards' host strings name replica
+// sets that FerretDB servers are not).
+type Cluster struct {
+	// Router is the mongos stand-in.
+	Router *Server
+	// Shards are the shard servers; Names their config.shards names.
+	Shards []*Server
+	Names  []string
+
+	mu      sync.Mutex // writes vs migrations
+	router  *mongo.Client
+	clients []*mongo.Client
+	chunks  map[string][]Chunk
+	// ChunkSize is the width of the default chunks: key k belongs to chunk
+	// k/ChunkSize, owned by shard (k/ChunkSize) mod len(Shards) until a
+	// migration moves it.
+	ChunkSize     int64
+	injected      uint32
+	defaultShards int
+	stopNoops     context.CancelFunc
+	noopsDone     chan struct{}
+	// unlisted are the shards removed from config.shards: they log no
+	// no-ops, as a decommissioned shard writes nothing the cluster reads.
+	unlisted map[int]bool
+}
+
+// NoopInterval is how often every shard logs a no-op, as a MongoDB
+// replica set's primary does (its periodic noop writer, every 10 seconds;
+// FerretDB never does). An idle shard's subtask advances on them, so the
+// others are not held after a migration for longer than about this; and
+// between two of them a subtask can be seen caught up.
+const NoopInterval = 10 * time.Second
+
+// noops injects {op: "n", o: {msg: "periodic noop"}} into every shard's
+// oplog each NoopInterval until ctx ends.
+func (c *Cluster) noops(ctx context.Context) {
+	defer close(c.noopsDone)
+	tick := time.NewTicker(NoopInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		c.mu.Lock()
+		sec := uint32(time.Now().Unix())
+		for i := range c.clients {
+			if c.unlisted[i] {
+				continue
+			}
+			_ = c.inject(ctx, i, sec, []bson.D{{{Key: "op", Value: "n"}, {Key: "ns", Value: ""}, {Key: "o", Value: bson.D{{Key: "msg", Value: "periodic noop"}}}}})
+		}
+		c.mu.Unlock()
+	}
+}
+
+// Chunk is a moved range [Min, Max) of shard keys and its owner.
+type Chunk struct {
+	Min, Max int64
+	Shard    int
+}
+
+// StartCluster starts a cluster of n shards for a test and stops it when
+// the test ends.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	c, err := StartClusterProcess(context.Background(), n)
+	if err != nil {
+		t.Fatalf("start cluster: %v", err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// StartClusterProcess starts a cluster of n shards; the caller must call
+// Stop.
+func StartClusterProcess(ctx context.Context, n int) (*Cluster, error) {
+	c := &Cluster{chunks: map[string][]Chunk{}, ChunkSize: 1000, unlisted: map[int]bool{}}
+	var err error
+	if c.Router, err = StartProcess(ctx, Options{OplogBytes: -1}); err != nil {
+		return nil, err
+	}
+	if c.router, err = c.Router.Client(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	for i := 0; i < n; i++ {
+		if _, err := c.AddShard(ctx); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	c.defaultShards = n
+	nctx, cancel := context.WithCancel(context.Background())
+	c.stopNoops, c.noopsDone = cancel, make(chan struct{})
+	go c.noops(nctx)
+	return c, nil
+}
+
+// AddShard starts one more shard server and lists it in config.shards.
+// It owns no chunk until one is moved to it.
+func (c *Cluster) AddShard(ctx context.Context) (int, error) {
+	i, err := c.PrepareShard(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return i, c.ListShard(ctx, i)
+}
+
+// PrepareShard starts one more shard server without listing it in
+// config.shards (Overrides names it already, as a task file may name a
+// shard before it joins).
+func (c *Cluster) PrepareShard(ctx context.Context) (int, error) {
+	s, err := StartProcess(ctx, Options{})
+	if err != nil {
+		return 0, err
+	}
+	cl, err := s.Client(ctx)
+	if err != nil {
+		s.Stop()
+		return 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := len(c.Shards)
+	c.Shards, c.Names, c.clients = append(c.Shards, s), append(c.Names, fmt.Sprintf("shard%d", i)), append(c.clients, cl)
+	return i, nil
+}
+
+// ListShard lists shard i in config.shards: the shard joins the cluster.
+func (c *Cluster) ListShard(ctx context.Context, i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.router.Database("config").Collection("shards").InsertOne(ctx,
+		bson.D{{Key: "_id", Value: c.Names[i]}, {Key: "host", Value: c.Names[i] + "/" + c.Shards[i].Addr}, {Key: "state", Value: int32(1)}})
+	if err != nil {
+		return fmt.Errorf("list %s in config.shards: %w", c.Names[i], err)
+	}
+	delete(c.unlisted, i)
+	return nil
+}
+
+// RemoveShard drops shard i from config.shards (its server keeps running,
+// as a removed shard's replica set does). It must own no chunk.
+func (c *Cluster) RemoveShard(ctx context.Context, i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, err := c.router.Database("config").Collection("shards").DeleteOne(ctx, bson.D{{Key: "_id", Value: c.Names[i]}})
+	if err == nil {
+		c.unlisted[i] = true
+	}
+	return err
+}
+
+// Stop stops every server.
+func (c *Cluster) Stop() {
+	if c.stopNoops != nil {
+		c.stopNoops()
+		<-c.noopsDone
+	}
+	for _, cl := range append([]*mongo.Client{c.router}, c.clients...) {
+		if cl != nil {
+			_ = cl.Disconnect(context.Background())
+		}
+	}
+	for _, s := range append([]*Server{c.Router}, c.Shards...) {
+		if s != nil {
+			s.Stop()
+		}
+	}
+}
+
+// ResetOplogs empties every shard's oplog (before a task starts), as on a
+// deployment whose oplog holds recent changes only: FerretDB scans a whole
+// oplog on each read, so the initial load's entries would slow every
+// reader down.
+func (c *Cluster) ResetOplogs(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, cl := range c.clients {
+		if err := cl.Database("local").Collection("oplog.rs").Drop(ctx); err != nil {
+			return fmt.Errorf("drop the oplog of %s: %w", c.Names[i], err)
+		}
+		if err := c.Shards[i].CreateOplog(ctx, DefaultOplogBytes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RouterURI is the mongos stand-in's URI.
+func (c *Cluster) RouterURI() string { return c.Router.URI }
+
+// Source is a task's source endpoint for the cluster: the mongos stand-in,
+// kind sharded, and the shards' addresses.
+func (c *Cluster) Source() config.Endpoint {
+	return config.Endpoint{URI: c.RouterURI(), Kind: config.KindSharded, Shards: c.Overrides()}
+}
+
+// Overrides are the source.shards[] entries that reach the shard servers.
+func (c *Cluster) Overrides() []config.Shard {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]config.Shard, len(c.Shards))
+	for i, s := range c.Shards {
+		out[i] = config.Shard{Name: c.Names[i], URI: s.URI}
+	}
+	return out
+}
+
+// ShardClient returns a client of shard i's server.
+func (c *Cluster) ShardClient(i int) *mongo.Client {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clients[i]
+}
+
+// RouterClient returns a client of the mongos stand-in (reads only: write
+// through Insert, Update and Delete).
+func (c *Cluster) RouterClient() *mongo.Client { return c.router }
+
+// Owner returns the shard owning key k of namespace ns.
+func (c *Cluster) Owner(ns string, k int64) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.owner(ns, k)
+}
+
+func (c *Cluster) owner(ns string, k int64) int {
+	chunks := c.chunks[ns]
+	for i := len(chunks) - 1; i >= 0; i-- { // the latest move wins
+		if k >= chunks[i].Min && k < chunks[i].Max {
+			return chunks[i].Shard
+		}
+	}
+	idx := k / c.ChunkSize
+	if k < 0 {
+		idx = -idx
+	}
+	return int(idx % int64(c.initialShards()))
+}
+
+// initialShards is how many shards the default chunks spread over: the
+// shards of the first start (shards added later own only moved chunks).
+func (c *Cluster) initialShards() int { return max(c.defaultShards, 1) }
+
+func split(ns string) (string, string) {
+	db, coll, _ := strings.Cut(ns, ".")
+	return db, coll
+}
+
+func (c *Cluster) coll(cl *mongo.Client, ns string) *mongo.Collection {
+	db, coll := split(ns)
+	return cl.Database(db).Collection(coll)
+}
+
+func keyOf(doc bson.D) (int64, error) {
+	for _, e := range doc {
+		if e.Key != "_id" {
+			continue
+		}
+		switch v := e.Value.(type) {
+		case int:
+			return int64(v), nil
+		case int32:
+			return int64(v), nil
+		case int64:
+			return v, nil
+		}
+		return 0, fmt.Errorf("_id %v: the test router shards on integer _ids only", e.Value)
+	}
+	return 0, errors.New("document without _id")
+}
+
+// Insert writes documents to their owning shards and to the router.
+func (c *Cluster) Insert(ctx context.Context, ns string, docs ...bson.D) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	byShard := map[int][]any{}
+	all := make([]any, 0, len(docs))
+	for _, d := range docs {
+		k, err := keyOf(d)
+		if err != nil {
+			return err
+		}
+		o := c.owner(ns, k)
+		byShard[o] = append(byShard[o], d)
+		all = append(all, d)
+	}
+	if _, err := c.coll(c.router, ns).InsertMany(ctx, all); err != nil {
+		return fmt.Errorf("insert into %s on the router: %w", ns, err)
+	}
+	for o, ds := range byShard {
+		if _, err := c.coll(c.clients[o], ns).InsertMany(ctx, ds); err != nil {
+			return fmt.Errorf("insert into %s on %s: %w", ns, c.Names[o], err)
+		}
+	}
+	return nil
+}
+
+// Update sets fields of document k on its shard and on the router.
+func (c *Cluster) Update(ctx context.Context, ns string, k int64, set bson.D) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o := c.owner(ns, k)
+	u := bson.D{{Key: "$set", Value: set}}
+	if _, err := c.coll(c.router, ns).UpdateOne(ctx, bson.D{{Key: "_id", Value: k}}, u); err != nil {
+		return fmt.Errorf("update %s %d on the router: %w", ns, k, err)
+	}
+	if _, err := c.coll(c.clients[o], ns).UpdateOne(ctx, bson.D{{Key: "_id", Value: k}}, u); err != nil {
+		return fmt.Errorf("update %s %d on %s: %w", ns, k, c.Names[o], err)
+	}
+	return nil
+}
+
+// Delete removes document k from its shard and from the router.
+func (c *Cluster) Delete(ctx context.Context, ns string, k int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o := c.owner(ns, k)
+	if _, err := c.coll(c.router, ns).DeleteOne(ctx, bson.D{{Key: "_id", Value: k}}); err != nil {
+		return fmt.Errorf("delete %s %d on the router: %w", ns, k, err)
+	}
+	if _, err := c.coll(c.clients[o], ns).DeleteOne(ctx, bson.D{{Key: "_id", Value: k}}); err != nil {
+		return fmt.Errorf("delete %s %d on %s: %w", ns, k, c.Names[o], err)
+	}
+	return nil
+}
+
+// MoveChunk moves the documents of ns with keys in [lo, hi) to shard to,
+// as the balancer does, and returns how many moved. Writes wait meanwhile.
+// Documents move in batches of at most migrationBatch, each within its
+// own second (see unlogged).
+func (c *Cluster) MoveChunk(ctx context.Context, ns string, lo, hi int64, to int) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	filter := bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: lo}, {Key: "$lt", Value: hi}}}}
+	moved := 0
+	// Every owner of a key in the range donates its documents in it.
+	for from := range c.clients {
+		if from == to {
+			continue
+		}
+		cur, err := c.coll(c.clients[from], ns).Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+		if err != nil {
+			return moved, err
+		}
+		var docs []bson.D
+		if err := cur.All(ctx, &docs); err != nil {
+			return moved, err
+		}
+		for len(docs) > 0 {
+			n := min(len(docs), migrationBatch)
+			if err := c.moveBatch(ctx, ns, from, to, docs[:n]); err != nil {
+				return moved, fmt.Errorf("move %s [%d,%d) from %s to %s: %w", ns, lo, hi, c.Names[from], c.Names[to], err)
+			}
+			moved += n
+			docs = docs[n:]
+		}
+	}
+	c.chunks[ns] = append(c.chunks[ns], Chunk{Min: lo, Max: hi, Shard: to})
+	nextSecond()
+	return moved, nil
+}
+
+// migrationBatch bounds the documents one migration step moves, so that a
+// step's writes and injected entries fit in about a second.
+const migrationBatch = 25
+
+// moveBatch moves docs from one shard to another in one second: the data
+// moves unlogged, then the oplogs get what a real migration logs, the
+// recipient's fromMigrate inserts before the donor's fromMigrate deletes.
+func (c *Cluster) moveBatch(ctx context.Context, ns string, from, to int, docs []bson.D) error {
+	sec := nextSecond()
+	ids := make(bson.A, len(docs))
+	anys := make([]any, len(docs))
+	for i, d := range docs {
+		ids[i], anys[i] = d[0].Value, d
+	}
+	err := c.unlogged(ctx, ns, ids, sec, []int{to, from}, func() error {
+		if _, err := c.coll(c.clients[to], ns).InsertMany(ctx, anys); err != nil {
+			return err
+		}
+		_, err := c.coll(c.clients[from], ns).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	ins := make([]bson.D, len(docs))
+	dels := make([]bson.D, len(docs))
+	for i, d := range docs {
+		ins[i] = bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: ns}, {Key: "o", Value: d}, {Key: "fromMigrate", Value: true}}
+		dels[i] = bson.D{{Key: "op", Value: "d"}, {Key: "ns", Value: ns}, {Key: "o", Value: bson.D{d[0]}}, {Key: "fromMigrate", Value: true}}
+	}
+	if err := c.inject(ctx, to, sec, ins); err != nil {
+		return err
+	}
+	if err := c.inject(ctx, from, sec, dels); err != nil {
+		return err
+	}
+	// The engine's tailer on FerretDB hands out an entry of second sec
+	// only once the clock reads sec+3 (entries younger than 2 whole
+	// seconds are held back): a step that ran longer may have let a
+	// plain entry be read before it was removed, or a reader pass the
+	// second before its fromMigrate entries were injected. Fail rather
+	// than mislead.
+	if late := time.Since(time.Unix(int64(sec), 0)); late > 2500*time.Millisecond {
+		return fmt.Errorf("a migration step of %d documents took until %s after its second began: the stand-in needs it under 2.5s; move smaller chunks or load the machine less", len(docs), late)
+	}
+	return nil
+}
+
+// unlogged runs fn, then deletes from the given shards' oplogs the entries
+// fn's writes made (FerretDB logs every write, cannot mark one
+// fromMigrate, and refuses to rename or restore its oplog). The entries
+// live for milliseconds within the migration's second; the engine's
+// tailer on FerretDB hands out no entry younger than 2 seconds (see
+// source.Tailer.Settle), so it never sees them.
+func (c *Cluster) unlogged(ctx context.Context, ns string, ids bson.A, sec uint32, shards []int, fn func() error) error {
+	if err := fn(); err != nil {
+		return err
+	}
+	filter := bson.D{
+		{Key: "ts", Value: bson.D{{Key: "$gte", Value: bson.Timestamp{T: sec}}}},
+		{Key: "ns", Value: ns},
+		{Key: "fromMigrate", Value: bson.D{{Key: "$exists", Value: false}}},
+		{Key: "o._id", Value: bson.D{{Key: "$in", Value: ids}}},
+	}
+	for _, i := range shards {
+		res, err := c.clients[i].Database("local").Collection("oplog.rs").DeleteMany(ctx, filter)
+		if err != nil {
+			return fmt.Errorf("unlog the moved documents on %s: %w", c.Names[i], err)
+		}
+		if res.DeletedCount != int64(len(ids)) {
+			return fmt.Errorf("unlog the moved documents on %s: %d oplog entries found, want %d", c.Names[i], res.DeletedCount, len(ids))
+		}
+	}
+	return nil
+}
+
+// inject writes entries into shard i's oplog at second sec, in order.
+func (c *Cluster) inject(ctx context.Context, i int, sec uint32, entries []bson.D) error {
+	docs := make([]any, len(entries))
+	for j, e := range entries {
+		c.injected++
+		ts := bson.Timestamp{T: sec, I: 1<<30 + c.injected}
+		docs[j] = append(bson.D{{Key: "ts", Value: ts}, {Key: "t", Value: int64(1)}}, e...)
+	}
+	if _, err := c.clients[i].Database("local").Collection("oplog.rs").InsertMany(ctx, docs); err != nil {
+		return fmt.Errorf("inject into the oplog of %s: %w", c.Names[i], err)
+	}
+	return nil
+}
+
+// nextSecond sleeps until the wall clock enters a new second and returns
+// it.
+func nextSecond() uint32 {
+	now := time.Now()
+	time.Sleep(now.Truncate(time.Second).Add(time.Second).Sub(now) + 5*time.Millisecond)
+	return uint32(time.Now().Unix())
+}

@@ -1,0 +1,599 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/conn"
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+	"github.com/mongoferry/mongoferry/pkg/engine/shard"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
+	"github.com/mongoferry/mongoferry/pkg/engine/topology"
+)
+
+// A sharded source (DESIGN.md section 5, "one subtask per shard"): the
+// full copy reads through mongos; replay runs one subtask per shard, each
+// tailing its shard's oplog from its own checkpoint and skipping chunk
+// migrations (fromMigrate). In `ferry run` every subtask runs in one
+// process; a worker started with Options.Shard runs one of them.
+
+// ErrUnknownShard means Options.Shard names no shard of the source.
+var ErrUnknownShard = errors.New("unknown shard")
+
+// openShards discovers a sharded source and connects to its shards. A
+// task that only copies (mode full) or reads a change stream through mongos
+// needs no shard connections.
+func (e *Engine) openShards(ctx context.Context) error {
+	sharded, shards, err := topology.Discover(ctx, e.source, e.task.Source)
+	if err != nil {
+		return err
+	}
+	if !sharded {
+		if e.opts.Shard != "" {
+			return fmt.Errorf("--shard %s: the source is not a sharded cluster (hello names no mongos and source.kind is %s): run without --shard", e.opts.Shard, e.task.Source.Kind)
+		}
+		return nil
+	}
+	if e.task.Mode == config.ModeFull || e.task.Incremental.Method == config.MethodChangeStream {
+		e.log.Info("sharded source: copied (and changes read) through mongos", "shards", len(shards))
+		return nil
+	}
+	if e.opts.Shard != "" && !slices.ContainsFunc(shards, func(s topology.Shard) bool { return s.Name == e.opts.Shard }) {
+		return fmt.Errorf("--shard %s: %w: config.shards lists %s", e.opts.Shard, ErrUnknownShard, shardNames(shards))
+	}
+	e.sharded = true
+	e.subtasks = map[string]*subtask{}
+	for _, s := range shards {
+		if err := e.addShard(ctx, s); err != nil {
+			return err
+		}
+	}
+	e.log.Info("sharded source: one replay subtask per shard", "shards", shardNames(shards), "shard", e.opts.Shard)
+	return nil
+}
+
+// addShard connects to a shard and registers its (not yet running)
+// subtask.
+func (e *Engine) addShard(ctx context.Context, s topology.Shard) error {
+	c, err := topology.Open(ctx, e.task.Source, s)
+	if err != nil {
+		return err
+	}
+	if err := checkNotTarget(ctx, c, e.target, s.Name); err != nil {
+		_ = c.Disconnect(context.Background())
+		return err
+	}
+	st := &subtask{shard: s, client: c, phase: SubtaskPending, since: time.Now()}
+	e.subMu.Lock()
+	e.subtasks[s.Name] = st
+	e.shardOrder = append(e.shardOrder, s.Name)
+	slices.Sort(e.shardOrder)
+	e.subMu.Unlock()
+	return nil
+}
+
+// copyLeader reports whether this process runs the full copy and records
+// the start positions: always in `ferry run`; in workers running one shard
+// each, the worker of the shard whose name sorts first.
+func (e *Engine) copyLeader() bool {
+	if e.opts.Shard == "" {
+		return true
+	}
+	e.subMu.Lock()
+	defer e.subMu.Unlock()
+	return len(e.shardOrder) > 0 && e.shardOrder[0] == e.opts.Shard
+}
+
+// mine reports whether this process runs the subtask of shard name.
+func (e *Engine) mine(name string) bool { return e.opts.Shard == "" || e.opts.Shard == name }
+
+func (e *Engine) subtaskList() []*subtask {
+	e.subMu.Lock()
+	defer e.subMu.Unlock()
+	out := make([]*subtask, 0, len(e.shardOrder))
+	for _, n := range e.shardOrder {
+		out = append(out, e.subtasks[n])
+	}
+	return out
+}
+
+// checkShardWindows fails with OplogWindowLost, naming the shard, when a
+// shard's oplog no longer holds its subtask's checkpoint.
+func (e *Engine) checkShardWindows(ctx context.Context, recs map[string]checkpoint.ShardRecord) error {
+	for _, st := range e.subtaskList() {
+		rec, ok := recs[st.shard.Name]
+		if !ok || rec.Retired || !e.mine(st.shard.Name) {
+			continue
+		}
+		if err := checkShardWindow(ctx, st, rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkShardWindow(ctx context.Context, st *subtask, rec checkpoint.ShardRecord) error {
+	from := rec.ResumeTS()
+	if from.IsZero() {
+		return nil // a shard added later: its whole oplog is read
+	}
+	if err := source.CheckWindow(ctx, st.client, from, false); err != nil {
+		return fmt.Errorf("shard %s: %w", st.shard.Name, err)
+	}
+	return nil
+}
+
+// shardPositions reads the newest oplog position of every shard: the
+// start positions, taken before anything is copied.
+func (e *Engine) shardPositions(ctx context.Context) (map[string]bson.Timestamp, error) {
+	out := map[string]bson.Timestamp{}
+	for _, st := range e.subtaskList() {
+		ts, err := source.NewestTS(ctx, st.client)
+		if err != nil {
+			return nil, fmt.Errorf("shard %s: %w", st.shard.Name, err)
+		}
+		out[st.shard.Name] = ts
+	}
+	return out, nil
+}
+
+// recordShardStarts stores the start positions (existing ones are kept)
+// and returns the lowest, the task's start.
+func (e *Engine) recordShardStarts(ctx context.Context, starts map[string]bson.Timestamp) (bson.Timestamp, error) {
+	var low bson.Timestamp
+	first := true
+	for _, name := range slices.Sorted(maps.Keys(starts)) {
+		rec, err := e.store.SetShardStart(ctx, name, starts[name])
+		if err != nil {
+			return low, err
+		}
+		e.log.Info("recorded the shard's replay start position", "shard", name, "ts", rec.StartTS)
+		if first || rec.StartTS.Compare(low) < 0 {
+			low, first = rec.StartTS, false
+		}
+	}
+	return low, nil
+}
+
+// recordShardCopyEnd stores every shard's newest position once the copy
+// is done.
+func (e *Engine) recordShardCopyEnd(ctx context.Context) (bson.Timestamp, error) {
+	ends, err := e.shardPositions(ctx)
+	if err != nil {
+		return bson.Timestamp{}, err
+	}
+	var high bson.Timestamp
+	for name, ts := range ends {
+		if err := e.store.SetShardCopyEnd(ctx, name, ts); err != nil {
+			return high, err
+		}
+		if ts.Compare(high) > 0 {
+			high = ts
+		}
+	}
+	return high, nil
+}
+
+// waitForLeader blocks a worker that does not run the copy until the
+// worker that does has recorded this shard's start position and, with a
+// full copy, finished it.
+func (e *Engine) waitForLeader(ctx context.Context) error {
+	for {
+		rec, err := e.store.Task(ctx)
+		// The leader records every shard's start before the copy (and
+		// the task's start after them): once the copy is done (or, with
+		// no copy, the task's start is recorded) a shard without a record
+		// joined later and starts at its first entry.
+		if err == nil && rec.CopyDone {
+			return nil
+		}
+		if err == nil && e.task.Mode == config.ModeIncremental {
+			// The task's start is zero when every shard's oplog was empty.
+			if _, serr := e.store.ShardRecord(ctx, e.opts.Shard); rec.HasStart() || serr == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// streamSharded runs the subtasks until ctx ends, one fails, or (with
+// UntilCaughtUp) every running subtask has applied its shard's oplog to
+// its end. It re-reads config.shards while running: a shard added gets a
+// subtask from the first entry of its oplog, a removed shard's subtask
+// reads its oplog to the end, then retires.
+func (e *Engine) streamSharded(ctx context.Context) error {
+	params, err := e.replayParams(ctx)
+	if err != nil {
+		return err
+	}
+	if e.board == nil {
+		e.board = shard.NewMemoryBoard() // every subtask in this process
+		if e.opts.Shard != "" {
+			// One subtask per process: the positions meet in the
+			// target's checkpoint database.
+			e.board = shard.NewTargetBoard(e.target, e.task.Checkpoint.Database, e.task.Name)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	failed := make(chan error, 1)
+	start := func(st *subtask) error {
+		rec, err := e.store.ShardRecord(ctx, st.shard.Name)
+		if errors.Is(err, checkpoint.ErrNotFound) {
+			// Joined the cluster after the start positions were taken
+			// (while the task was stopped, or before config.shards was
+			// re-read): everything it logged is new.
+			e.log.Info("a shard without a start position joined the cluster: its subtask replays its oplog from the first entry", "shard", st.shard.Name)
+			rec, err = e.store.SetShardStart(ctx, st.shard.Name, bson.Timestamp{})
+		}
+		if err != nil {
+			return err
+		}
+		if rec.Retired {
+			st.setPhase(SubtaskRetired, nil)
+			return nil
+		}
+		if err := checkShardWindow(ctx, st, rec); err != nil {
+			return err
+		}
+		if err := e.publishStarts(ctx); err != nil {
+			return err
+		}
+		sctx, scancel := context.WithCancel(ctx)
+		st.cancel, st.done = scancel, make(chan struct{})
+		r := replay.New(e.subtaskOptions(st, rec, params))
+		st.replayer.Store(r)
+		if st.retiring.Load() {
+			st.setPhase(SubtaskRetiring, nil)
+		} else {
+			st.setPhase(SubtaskStreaming, nil)
+		}
+		e.log.Info("shard subtask replaying its oplog", "shard", st.shard.Name, "from", rec.ResumeTS())
+		go func() {
+			defer close(st.done)
+			err := r.Run(sctx)
+			if err != nil && sctx.Err() == nil {
+				st.setPhase(SubtaskFailed, err)
+				select {
+				case failed <- fmt.Errorf("shard %s: %w", st.shard.Name, err):
+				default:
+				}
+			}
+		}()
+		return nil
+	}
+	if err := e.recoverRemoved(ctx); err != nil {
+		return err
+	}
+	for _, st := range e.subtaskList() {
+		if e.mine(st.shard.Name) {
+			if err := start(st); err != nil {
+				return err
+			}
+		}
+	}
+	defer func() {
+		cancel()
+		for _, st := range e.subtaskList() {
+			if st.done != nil {
+				<-st.done
+			}
+		}
+	}()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	lastTopology := time.Now()
+	streak := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-failed:
+			return err
+		case <-tick.C:
+		}
+		if time.Since(lastTopology) >= e.topologyInterval() {
+			lastTopology = time.Now()
+			if err := e.watchTopology(ctx, start); err != nil {
+				e.log.Warn("config.shards not re-read; trying again", "err", err)
+			}
+		}
+		if err := e.retireDrained(ctx); err != nil {
+			return err
+		}
+		if e.untilCaughtUp.Load() && e.allCaughtUp() {
+			streak++
+		} else {
+			streak = 0
+		}
+		if streak >= 3 {
+			e.log.Info("every shard caught up with its oplog")
+			return nil
+		}
+	}
+}
+
+func (e *Engine) topologyInterval() time.Duration {
+	if e.opts.TopologyInterval > 0 {
+		return e.opts.TopologyInterval
+	}
+	return 10 * time.Second
+}
+
+// replayParams are what every subtask's replayer shares.
+type replayParams struct {
+	unique map[string]bool
+}
+
+// subtaskOptions are the replay options of one shard's subtask.
+func (e *Engine) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, p replayParams) replay.Options {
+	from := rec.ResumeTS()
+	var reader source.OplogReader
+	if e.opts.ShardReader != nil {
+		reader = e.opts.ShardReader(st.shard.Name, from)
+	} else {
+		tailer := source.NewTailer(st.client, from)
+		tailer.SkipDatabases = []string{"local", "config", e.task.Checkpoint.Database}
+		// The shards run the software the router does (the source's
+		// profile).
+		if e.srcProfile.OplogHasHoles {
+			tailer.Settle = 2 * time.Second
+		}
+		reader = tailer
+	}
+	return replay.Options{
+		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader,
+		// Documents re-read for late entries come from mongos: a shard
+		// may no longer own them.
+		Source: e.source, Target: e.target, Store: e.store.ForShard(st.shard.Name),
+		Mapper: e.mapper, Log: e.log.With("shard", st.shard.Name), From: from, OverlapUntil: rec.CopyEndTS,
+		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: p.unique,
+		MaxWriteBatch: e.dstProfile.MaxWriteBatch,
+		Translator: oplog.Translator{
+			WholeDocumentUpdates: e.srcProfile.UpdateShape == conn.UpdatesAsWholeDocument,
+			PipelineUpdates:      e.dstProfile.PipelineUpdates,
+		},
+		// Chunk migrations (fromMigrate entries) are skipped, and writes
+		// after one wait on the board until the other subtasks have
+		// applied up to it (replay/shard.go).
+		ShardMember: true,
+		Shard:       st.shard.Name,
+		Board:       e.board,
+	}
+}
+
+// watchTopology re-reads config.shards: added shards get a subtask from
+// the first entry of their oplog, removed ones start retiring.
+func (e *Engine) watchTopology(ctx context.Context, start func(*subtask) error) error {
+	shards, err := topology.ReadShards(ctx, e.source, e.task.Source.Shards)
+	if err != nil {
+		return err
+	}
+	var known []topology.Shard
+	for _, st := range e.subtaskList() {
+		known = append(known, st.shard)
+	}
+	added, removed := topology.Diff(known, shards)
+	for _, s := range added {
+		e.log.Info("a shard joined the cluster: its subtask replays its oplog from the first entry", "shard", s.Name)
+		if err := e.addShard(ctx, s); err != nil {
+			return err
+		}
+		if !e.mine(s.Name) {
+			continue
+		}
+		if _, err := e.store.SetShardStart(ctx, s.Name, bson.Timestamp{}); err != nil {
+			return err
+		}
+		e.subMu.Lock()
+		st := e.subtasks[s.Name]
+		e.subMu.Unlock()
+		if err := start(st); err != nil {
+			return err
+		}
+	}
+	for _, s := range removed {
+		e.subMu.Lock()
+		st := e.subtasks[s.Name]
+		e.subMu.Unlock()
+		st.mu.Lock()
+		retired := st.phase == SubtaskRetired
+		st.mu.Unlock()
+		if st.retiring.CompareAndSwap(false, true) && e.mine(s.Name) && !retired {
+			e.log.Info("a shard left the cluster: its subtask reads its oplog to the end, then retires", "shard", s.Name)
+			st.setPhase(SubtaskRetiring, nil)
+		}
+	}
+	return nil
+}
+
+// retireDrained stops the subtasks of removed shards once they applied
+// their shard's oplog to its end, and records them as retired.
+func (e *Engine) retireDrained(ctx context.Context) error {
+	for _, st := range e.subtaskList() {
+		if !st.retiring.Load() || !e.mine(st.shard.Name) {
+			continue
+		}
+		st.mu.Lock()
+		phase := st.phase
+		st.mu.Unlock()
+		r := st.replayer.Load()
+		if phase != SubtaskRetiring || r == nil || !r.Status().CaughtUp() {
+			continue
+		}
+		st.cancel()
+		<-st.done
+		if err := e.store.RetireShard(ctx, st.shard.Name); err != nil {
+			return err
+		}
+		// Nobody waits for a retired shard any more: its oplog is applied
+		// to its end and the cluster writes nothing there.
+		rs := r.Status()
+		if err := e.board.Publish(ctx, shard.Position{Shard: st.shard.Name, Read: rs.ReadTS, Applied: rs.AppliedTS, Retired: true}); err != nil {
+			return err
+		}
+		st.setPhase(SubtaskRetired, nil)
+		e.log.Info("shard subtask retired: the removed shard's oplog is applied to its end", "shard", st.shard.Name, "ts", r.Status().AppliedTS)
+	}
+	return nil
+}
+
+// allCaughtUp reports whether every subtask of this process that still
+// streams has applied everything its shard logged.
+func (e *Engine) allCaughtUp() bool {
+	running := false
+	for _, st := range e.subtaskList() {
+		if !e.mine(st.shard.Name) {
+			continue
+		}
+		st.mu.Lock()
+		phase := st.phase
+		st.mu.Unlock()
+		if phase == SubtaskRetired {
+			continue
+		}
+		r := st.replayer.Load()
+		if r == nil || !r.Status().CaughtUp() {
+			return false
+		}
+		running = true
+	}
+	return running
+}
+
+// checkNotTarget refuses a shard that is the target deployment.
+func checkNotTarget(ctx context.Context, shard, target *mongo.Client, name string) error {
+	return wrapShard(name, conn.CheckDistinct(ctx, shard, target))
+}
+
+func wrapShard(name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("source.shards[%s]: %w", name, err)
+}
+
+func shardNames(shards []topology.Shard) string {
+	names := make([]string, len(shards))
+	for i, s := range shards {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// ShardStatuses returns a snapshot of every shard subtask, by shard name;
+// nil for a source that is not read shard by shard.
+func (e *Engine) ShardStatuses() []ShardStatus {
+	if !e.sharded {
+		return nil
+	}
+	var out []ShardStatus
+	for _, st := range e.subtaskList() {
+		s := st.status()
+		s.Address = config.Redact(st.shard.URI)
+		if !e.mine(st.shard.Name) {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// runShardWorker runs one shard's subtask in a worker that does not run
+// the copy: it waits for the worker that does, then streams.
+func (e *Engine) runShardWorker(ctx context.Context) error {
+	e.setPhase(PhasePending)
+	e.log.Info("waiting for the worker that records the start positions and runs the full copy", "shard", e.opts.Shard)
+	if err := e.waitForLeader(ctx); err != nil {
+		return err
+	}
+	e.setPhase(PhaseStreaming)
+	if err := e.streamSharded(ctx); err != nil {
+		return err
+	}
+	e.setPhase(PhaseCompleted)
+	return nil
+}
+
+// recoverRemoved finds shards that left the cluster while the task was
+// stopped, before their subtask retired: their oplog may hold writes not
+// applied yet. A shard named in source.shards[] is read to its end and
+// retired; without an address the task stops rather than lose them.
+func (e *Engine) recoverRemoved(ctx context.Context) error {
+	if !e.copyLeader() {
+		return nil // the worker of the first shard does it
+	}
+	recs, err := e.store.Shards(ctx)
+	if err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(recs)) {
+		rec := recs[name]
+		e.subMu.Lock()
+		_, known := e.subtasks[name]
+		e.subMu.Unlock()
+		if known || rec.Retired {
+			continue
+		}
+		i := slices.IndexFunc(e.task.Source.Shards, func(s config.Shard) bool { return s.Name == name })
+		if e.opts.Shard != "" {
+			return fmt.Errorf("shard %s left the cluster while the task was stopped, and its oplog may hold writes after the checkpoint %d,%d that are not applied yet: "+
+				"run the task once without --shard (with the shard's address in source.shards[]) so that it is read to its end, or resync the task", name, rec.ResumeTS().T, rec.ResumeTS().I)
+		}
+		if i < 0 {
+			return fmt.Errorf("shard %s left the cluster while the task was stopped, and its oplog may hold writes after the checkpoint %d,%d that are not applied yet: "+
+				"give its address in source.shards[] (name: %s) so that it is read to its end, or resync the task", name, rec.ResumeTS().T, rec.ResumeTS().I, name)
+		}
+		if err := e.addShard(ctx, topology.Shard{Name: name, URI: e.task.Source.Shards[i].URI, Overridden: true}); err != nil {
+			return err
+		}
+		e.subMu.Lock()
+		st := e.subtasks[name]
+		e.subMu.Unlock()
+		st.retiring.Store(true)
+		e.log.Info("a shard left the cluster while the task was stopped: its subtask reads its oplog to the end, then retires", "shard", name)
+	}
+	return nil
+}
+
+// publishStarts puts the saved position of every shard that has none on
+// the board yet, before a subtask starts: a shard that has not published
+// holds nobody back, so a subtask must not run while another shard's
+// position is missing (its worker not started yet, or a shard just added).
+// A position already published is left alone: it is at least as new.
+func (e *Engine) publishStarts(ctx context.Context) error {
+	known, err := e.board.Positions(ctx)
+	if err != nil {
+		return err
+	}
+	recs, err := e.store.Shards(ctx)
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		if slices.ContainsFunc(known, func(p shard.Position) bool { return p.Shard == rec.Shard }) {
+			continue
+		}
+		p := shard.Position{Shard: rec.Shard, Read: rec.ResumeTS(), Applied: rec.ResumeTS(), Retired: rec.Retired}
+		if err := e.board.Publish(ctx, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,55 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+)
+
+// TestShardMetrics checks the per-shard series of a sharded source.
+func TestShardMetrics(t *testing.T) {
+	status := engine.Status{Task: "t1", Phase: engine.PhaseStreaming, Shards: []engine.ShardStatus{
+		{Shard: "rs0", Phase: engine.SubtaskStreaming, Replay: &replay.Status{
+			AppliedTS: bson.Timestamp{T: 1700000000}, ReadTS: bson.Timestamp{T: 1700000003}, LagSeconds: 4, OpsPerSecond: 12,
+			Applied: map[string]int64{"update": 7}, Skipped: map[string]int64{"fromMigrate": 3}}},
+		{Shard: "rs1", Phase: engine.SubtaskPending},
+	}}
+	c := NewCollector(func() engine.Status { return status })
+	want := `
+# HELP mongoferry_shard_replay_lag_seconds Seconds between a shard's newest oplog entry and its subtask's applied checkpoint.
+# TYPE mongoferry_shard_replay_lag_seconds gauge
+mongoferry_shard_replay_lag_seconds{shard="rs0",task="t1"} 4
+# HELP mongoferry_shard_replay_skipped_entries_total Oplog entries a shard subtask skipped, by reason (fromMigrate: chunk migrations).
+# TYPE mongoferry_shard_replay_skipped_entries_total counter
+mongoferry_shard_replay_skipped_entries_total{reason="fromMigrate",shard="rs0",task="t1"} 3
+# HELP mongoferry_shard_replay_checkpoint_timestamp_seconds Source time (Unix seconds) of a shard subtask's applied checkpoint.
+# TYPE mongoferry_shard_replay_checkpoint_timestamp_seconds gauge
+mongoferry_shard_replay_checkpoint_timestamp_seconds{shard="rs0",task="t1"} 1.7e+09
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		"mongoferry_shard_replay_lag_seconds", "mongoferry_shard_replay_skipped_entries_total", "mongoferry_shard_replay_checkpoint_timestamp_seconds"); err != nil {
+		t.Error(err)
+	}
+	phases := `
+# HELP mongoferry_shard_phase 1 for a shard subtask's current phase (Pending, Streaming, Retiring, Retired, Failed), 0 for the others.
+# TYPE mongoferry_shard_phase gauge
+mongoferry_shard_phase{phase="Failed",shard="rs0",task="t1"} 0
+mongoferry_shard_phase{phase="Failed",shard="rs1",task="t1"} 0
+mongoferry_shard_phase{phase="Pending",shard="rs0",task="t1"} 0
+mongoferry_shard_phase{phase="Pending",shard="rs1",task="t1"} 1
+mongoferry_shard_phase{phase="Retired",shard="rs0",task="t1"} 0
+mongoferry_shard_phase{phase="Retired",shard="rs1",task="t1"} 0
+mongoferry_shard_phase{phase="Retiring",shard="rs0",task="t1"} 0
+mongoferry_shard_phase{phase="Retiring",shard="rs1",task="t1"} 0
+mongoferry_shard_phase{phase="Streaming",shard="rs0",task="t1"} 1
+mongoferry_shard_phase{phase="Streaming",shard="rs1",task="t1"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(phases), "mongoferry_shard_phase"); err != nil {
+		t.Error(err)
+	}
+}
