@@ -402,6 +402,18 @@ func (c *Cluster) moveBatch(ctx context.Context, ns string, from, to int, docs [
 	if err := c.inject(ctx, from, sec, dels); err != nil {
 		return err
 	}
+	// Removing the plain entries logged deletes of local.oplog.rs
+	// documents, possibly a second or two after sec; readers never see
+	// entries of local, so a shard whose last entry is one of them would
+	// look forever unread. A no-op after them (MongoDB writes one every
+	// 10 seconds on an idle shard) is the newest entry instead.
+	noop := []bson.D{{{Key: "op", Value: "n"}, {Key: "ns", Value: ""}, {Key: "o", Value: bson.D{{Key: "msg", Value: "periodic noop"}}}}}
+	now := uint32(time.Now().Unix())
+	for _, i := range []int{to, from} {
+		if err := c.inject(ctx, i, now, noop); err != nil {
+			return err
+		}
+	}
 	// The engine's tailer on FerretDB hands out an entry of second sec
 	// only once the clock reads sec+3 (entries younger than 2 whole
 	// seconds are held back): a step that ran longer may have let a
