@@ -28,9 +28,9 @@ import (
 //   - the cluster's routing table is Cluster's chunk table: a document's
 //     shard key is its integer _id, owned by the chunk holding it; Insert,
 //     Update and Delete write to the router server, then to the owning
-//     shard's server (so the router never shows an older state than a
-//     shard's oplog: the engine re-reads the documents of late oplog
-//     entries through mongos);
+//     shard's server, uninterrupted once begun (so the router never shows
+//     an older state than a shard's oplog: the engine re-reads the
+//     documents of late oplog entries through mongos);
 //   - the balancer is MoveChunk: it moves a chunk's documents to another
 //     shard with their plain oplog entries removed (FerretDB cannot
 //     mark writes fromMigrate), then injects the entries a real migration logs: the
@@ -317,9 +317,12 @@ func keyOf(doc bson.D) (int64, error) {
 }
 
 // Insert writes documents to their owning shards and to the router.
+// Like the other writes, once begun it is not interrupted by ctx: the
+// router and the shard must not end up disagreeing.
 func (c *Cluster) Insert(ctx context.Context, ns string, docs ...bson.D) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	ctx = context.WithoutCancel(ctx)
 	byShard := map[int][]any{}
 	all := make([]any, 0, len(docs))
 	for _, d := range docs {
@@ -346,6 +349,7 @@ func (c *Cluster) Insert(ctx context.Context, ns string, docs ...bson.D) error {
 func (c *Cluster) Update(ctx context.Context, ns string, k int64, set bson.D) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	ctx = context.WithoutCancel(ctx)
 	o := c.owner(ns, k)
 	u := bson.D{{Key: "$set", Value: set}}
 	if _, err := c.coll(c.router, ns).UpdateOne(ctx, bson.D{{Key: "_id", Value: k}}, u); err != nil {
@@ -361,6 +365,7 @@ func (c *Cluster) Update(ctx context.Context, ns string, k int64, set bson.D) er
 func (c *Cluster) Delete(ctx context.Context, ns string, k int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	ctx = context.WithoutCancel(ctx)
 	o := c.owner(ns, k)
 	if _, err := c.coll(c.router, ns).DeleteOne(ctx, bson.D{{Key: "_id", Value: k}}); err != nil {
 		return fmt.Errorf("delete %s %d on the router: %w", ns, k, err)
@@ -378,6 +383,7 @@ func (c *Cluster) Delete(ctx context.Context, ns string, k int64) error {
 func (c *Cluster) MoveChunk(ctx context.Context, ns string, lo, hi int64, to int) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	ctx = context.WithoutCancel(ctx) // a half-done move would leave the shards disagreeing
 	filter := bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: lo}, {Key: "$lt", Value: hi}}}}
 	moved := 0
 	// Every owner of a key in the range donates its documents in it.
@@ -442,6 +448,18 @@ func (c *Cluster) moveBatch(ctx context.Context, ns string, from, to int, docs [
 	}
 	if err := c.inject(ctx, from, sec, dels); err != nil {
 		return err
+	}
+	// Removing the plain entries logged deletes of local.oplog.rs
+	// documents, possibly a second or two after sec; readers never see
+	// entries of local, so a shard whose last entry is one of them would
+	// look forever unread. A no-op after them (MongoDB writes one every
+	// 10 seconds on an idle shard) is the newest entry instead.
+	noop := []bson.D{{{Key: "op", Value: "n"}, {Key: "ns", Value: ""}, {Key: "o", Value: bson.D{{Key: "msg", Value: "periodic noop"}}}}}
+	now := uint32(time.Now().Unix())
+	for _, i := range []int{to, from} {
+		if err := c.inject(ctx, i, now, noop); err != nil {
+			return err
+		}
 	}
 	// The engine's tailer on FerretDB hands out an entry of second sec
 	// only once the clock reads sec+3 (entries younger than 2 whole

@@ -213,6 +213,13 @@ func TestParseErrors(t *testing.T) {
 		{"shard URI", endpointsYAML(`uri: "mongodb://10.0.0.1/", shards: [{name: rs0, uri: "mongodb://ferry:p@ss@10.0.0.5/"}, {uri: "mongodb://10.0.0.6/"}]`, `uri: "mongodb://10.0.0.2/"`, ""),
 			"source.shards[0].uri: is not a valid MongoDB URI: error parsing uri: unescaped @ sign in user info\n" +
 				"source.shards[1].name: is required: use the shard's _id from config.shards"},
+		{"shard URI with credentials, a shard twice", endpointsYAML(`uri: "mongodb://10.0.0.1/", shards: [{name: rs0, uri: "mongodb://ferry:pw@10.0.0.5/"}, {name: rs0, uri: "mongodb://10.0.0.6/"}]`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.shards[0].uri: contains credentials: shards are reached with source.username and its password (or source.credentialsSecret); remove them from the URI\n" +
+				`source.shards[1].name: "rs0" is listed twice (also source.shards[0]): keep one address per shard`},
+		{"shards of a replica set", endpointsYAML(`uri: "mongodb://10.0.0.1/", kind: replicaSet, shards: [{name: rs0, uri: "mongodb://10.0.0.5/"}]`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.shards: lists the shards of a sharded source: remove it, or set source.kind to sharded (or auto)"},
+		{"shards on the target", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", shards: [{name: rs0, uri: "mongodb://10.0.0.5/"}]`, ""),
+			"target.shards: lists shard addresses, which only a sharded source reads: remove it (a sharded target is written through mongos)"},
 
 		// Source and target the same.
 		{"same URI", endpointsYAML(`uri: "mongodb://10.0.0.1:27017/"`, `uri: "mongodb://10.0.0.1:27017/"`, ""),

@@ -140,13 +140,26 @@ func validateEndpoint(add func(string, string, ...any), name string, e *Endpoint
 	if (e.PasswordFile != "" || e.PasswordEnv != "") && e.Username == "" {
 		add(name+".username", "is required when a password is given")
 	}
+	if len(e.Shards) > 0 && name != "source" {
+		add(name+".shards", "lists shard addresses, which only a sharded source reads: remove it (a sharded target is written through mongos)")
+	}
+	if len(e.Shards) > 0 && e.Kind == KindReplicaSet {
+		add(name+".shards", "lists the shards of a sharded source: remove it, or set %s.kind to sharded (or auto)", name)
+	}
+	seen := map[string]int{}
 	for i, sh := range e.Shards {
 		f := fmt.Sprintf("%s.shards[%d]", name, i)
 		if sh.Name == "" {
 			add(f+".name", "is required: use the shard's _id from config.shards")
+		} else if j, dup := seen[sh.Name]; dup {
+			add(f+".name", "%q is listed twice (also %s.shards[%d]): keep one address per shard", sh.Name, name, j)
+		} else {
+			seen[sh.Name] = i
 		}
 		if _, err := connstring.ParseAndValidate(sh.URI); err != nil {
 			add(f+".uri", "is not a valid MongoDB URI: %s", RedactError(err, sh.URI))
+		} else if HasCredentials(sh.URI) {
+			add(f+".uri", "contains credentials: shards are reached with %s.username and its password (or %s.credentialsSecret); remove them from the URI", name, name)
 		}
 	}
 	if strings.TrimSpace(e.URI) == "" {
