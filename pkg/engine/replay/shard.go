@@ -43,6 +43,15 @@ import (
 // Durable positions. Applied, as published, is the checkpoint as saved.
 // A subtask's checkpoint reaches Prev(h) when h is the first entry it read
 // and has not applied (a held write): nothing lies between.
+//
+// Known limit: a chunk migration into a third shard between the prepare
+// and the commit of a shard-key change stalls: the insert's part waits for
+// the third subtask, which holds the migrated namespace until the waiting
+// subtask's saved position passes the migration, and that position stays
+// below the prepare until the part is applied. Nothing is applied out of
+// order; held writes and commit waits grow (see
+// shardsim.TestKnownStallMigrationDuringShardKeyChange). Saving the open
+// transactions with each checkpoint would end it.
 
 // errRetired ends a retired subtask's dispatch.
 var errRetired = errors.New("shard retired")
