@@ -64,15 +64,6 @@ func (f *feed) done() bool {
 	return f.visible == len(f.log)
 }
 
-func (f *feed) nextTS() (bson.Timestamp, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.visible == len(f.log) {
-		return bson.Timestamp{}, false
-	}
-	return tsOf(f.log[f.visible]), true
-}
-
 func tsOf(raw bson.Raw) bson.Timestamp {
 	t, i := raw.Lookup("ts").Timestamp()
 	return bson.Timestamp{T: t, I: i}
@@ -142,14 +133,13 @@ func (f *fence) close() {
 
 // subtask is one running Replayer.
 type subtask struct {
-	name    string
-	inst    int
-	r       *replay.Replayer
-	fence   *fence
-	killed  *atomic.Bool
-	cancel  context.CancelFunc
-	done    chan error
-	retired bool
+	name   string
+	inst   int
+	r      *replay.Replayer
+	fence  *fence
+	killed *atomic.Bool
+	cancel context.CancelFunc
+	done   chan error
 }
 
 // runner runs one schedule.
