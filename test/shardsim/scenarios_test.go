@@ -2,7 +2,6 @@ package shardsim
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -186,23 +185,20 @@ func TestScenario10ShardKeyChange(t *testing.T) {
 	}
 }
 
-// TestKnownStallMigrationDuringShardKeyChange documents a schedule the
-// rule does not finish: a shard-key change moves X from s0 to s1 and,
-// between its prepares and its commits, a chunk migrates into s2. s1's part
-// inserts X, so it waits for s2 to reach the commit; s2 holds the migrated
-// namespace until s1 reaches the migration, and s1's saved position stays
-// below its prepare until its part is applied. Nothing is applied out of
-// order; replay stalls (held writes and commit waits show it). Saving the
-// buffered transactions with each subtask's checkpoint (oplog.Assembler's
-// Checkpoint and Recover) would let s1's position pass its prepare and end
-// the cycle.
-func TestKnownStallMigrationDuringShardKeyChange(t *testing.T) {
-	if os.Getenv("SHARDSIM_KNOWN_STALL") == "" {
-		t.Skip("a known stall; set SHARDSIM_KNOWN_STALL=1 to run it")
+// TestScenarioMigrationDuringShardKeyChange: a shard-key change moves X
+// from s0 to s1 and, between its prepares and its commits, a chunk
+// migrates into s2. s1's part inserts X, so it waits for s2 to reach the
+// commit; s2 holds the migrated namespace until s1 reaches the migration.
+// s1's checkpoint passes its prepare while it waits (the part's entries
+// are saved with it), so both go on; with kills, restarts recover the
+// saved part.
+func TestScenarioMigrationDuringShardKeyChange(t *testing.T) {
+	for _, kills := range []int{0, 3} {
+		m := NewModel(11, "app.users", 3, false)
+		x, y := m.Insert(1), m.Insert(3)
+		m.ChangeKey(x.ID, 15, func() { m.Migrate(0, m.Owner(2), 0, false); m.Update(y.ID) })
+		m.Update(y.ID)
+		m.Finish()
+		mustRun(t, Schedule{Seed: 11, Model: m}, Config{Seed: 11, Kills: kills, Speeds: map[string]int{"s0": 1000, "s1": 1000, "s2": 1000}})
 	}
-	m := NewModel(11, "app.users", 3, false)
-	x, y := m.Insert(1), m.Insert(3)
-	m.ChangeKey(x.ID, 15, func() { m.Migrate(0, m.Owner(2), 0, false); m.Update(y.ID) })
-	m.Finish()
-	mustRun(t, Schedule{Seed: 11, Model: m}, Config{Seed: 11, Speeds: map[string]int{"s0": 1000, "s1": 1000, "s2": 1000}})
 }
