@@ -16,6 +16,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 )
@@ -62,15 +63,6 @@ func (f *feed) done() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.visible == len(f.log)
-}
-
-func (f *feed) nextTS() (bson.Timestamp, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.visible == len(f.log) {
-		return bson.Timestamp{}, false
-	}
-	return tsOf(f.log[f.visible]), true
 }
 
 func tsOf(raw bson.Raw) bson.Timestamp {
@@ -142,14 +134,13 @@ func (f *fence) close() {
 
 // subtask is one running Replayer.
 type subtask struct {
-	name    string
-	inst    int
-	r       *replay.Replayer
-	fence   *fence
-	killed  *atomic.Bool
-	cancel  context.CancelFunc
-	done    chan error
-	retired bool
+	name   string
+	inst   int
+	r      *replay.Replayer
+	fence  *fence
+	killed *atomic.Bool
+	cancel context.CancelFunc
+	done   chan error
 }
 
 // runner runs one schedule.
@@ -166,7 +157,14 @@ type runner struct {
 	failed atomic.Value // error: a subtask that stopped on its own
 	// saved are the subtasks' checkpoints as saved (what a restart reads).
 	mu    sync.Mutex
-	saved map[string]bson.Timestamp
+	saved map[string]saved
+}
+
+// saved is a subtask's checkpoint as saved: the position and the
+// transactions to recover with it.
+type saved struct {
+	ts   bson.Timestamp
+	txns oplog.AssemblerState
 }
 
 // Result is what a run found.
@@ -238,7 +236,7 @@ func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
 	}
 	for _, s := range sc.Model.Shards {
 		if s.Added.IsZero() {
-			rn.start(ctx, s.Name, bson.Timestamp{})
+			rn.start(ctx, s.Name, saved{})
 		}
 	}
 	defer rn.stopAll()
@@ -319,7 +317,7 @@ func (rn *runner) deliver(ctx context.Context, s *Shard, n int) {
 		f.mu.Unlock()
 		if ts.After(a.Added) {
 			_ = rn.board.Publish(ctx, shard.Position{Shard: a.Name})
-			rn.start(ctx, a.Name, bson.Timestamp{})
+			rn.start(ctx, a.Name, saved{})
 		}
 	}
 	if s.Added.IsZero() || rn.subs[s.Name] != nil {
@@ -328,27 +326,28 @@ func (rn *runner) deliver(ctx context.Context, s *Shard, n int) {
 }
 
 // start runs a new instance of shard name's subtask after from.
-func (rn *runner) start(ctx context.Context, name string, from bson.Timestamp) {
+func (rn *runner) start(ctx context.Context, name string, from saved) {
 	rn.insts++
 	inst := rn.insts
 	killed := &atomic.Bool{}
 	fc := &fence{board: rn.board}
-	rn.rec.Started(name, inst, from)
+	rn.rec.Started(name, inst, from.ts)
 	target := rn.cfg.Target
 	r := replay.New(replay.Options{
-		Task: "sim", Spec: &rn.spec, Reader: &reader{f: rn.feeds[name], from: from}, Mapper: rn.mapper, From: from,
+		Task: "sim", Spec: &rn.spec, Reader: &reader{f: rn.feeds[name], from: from.ts}, Mapper: rn.mapper, From: from.ts,
 		ShardMember: true, Shard: name, Board: fc, CheckpointInterval: 2 * time.Millisecond, HoldPoll: time.Millisecond,
 		WriteTimeout: 20 * time.Second,
-		SaveApplied: func(_ context.Context, ts bson.Timestamp) error {
+		Recover:      from.txns,
+		SaveState: func(_ context.Context, ts bson.Timestamp, txns oplog.AssemblerState) error {
 			if killed.Load() {
 				return nil // a killed process saves nothing more
 			}
 			rn.mu.Lock()
 			defer rn.mu.Unlock()
 			if rn.saved == nil {
-				rn.saved = map[string]bson.Timestamp{}
+				rn.saved = map[string]saved{}
 			}
-			rn.saved[name] = ts
+			rn.saved[name] = saved{ts: ts, txns: txns}
 			return nil
 		},
 		ApplyAt: func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel, ts []bson.Timestamp) error {
@@ -376,7 +375,7 @@ func (rn *runner) start(ctx context.Context, name string, from bson.Timestamp) {
 }
 
 // kill SIGKILLs a random running subtask and restarts it from its last
-// saved checkpoint.
+// saved checkpoint and the transactions saved with it.
 func (rn *runner) kill(ctx context.Context, rng *rand.Rand) {
 	var names []string
 	for _, s := range rn.sc.Model.Shards {

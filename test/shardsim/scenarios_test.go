@@ -184,3 +184,21 @@ func TestScenario10ShardKeyChange(t *testing.T) {
 		})
 	}
 }
+
+// TestScenarioMigrationDuringShardKeyChange: a shard-key change moves X
+// from s0 to s1 and, between its prepares and its commits, a chunk
+// migrates into s2. s1's part inserts X, so it waits for s2 to reach the
+// commit; s2 holds the migrated namespace until s1 reaches the migration.
+// s1's checkpoint passes its prepare while it waits (the part's entries
+// are saved with it), so both go on; with kills, restarts recover the
+// saved part.
+func TestScenarioMigrationDuringShardKeyChange(t *testing.T) {
+	for _, kills := range []int{0, 3} {
+		m := NewModel(11, "app.users", 3, false)
+		x, y := m.Insert(1), m.Insert(3)
+		m.ChangeKey(x.ID, 15, func() { m.Migrate(0, m.Owner(2), 0, false); m.Update(y.ID) })
+		m.Update(y.ID)
+		m.Finish()
+		mustRun(t, Schedule{Seed: 11, Model: m}, Config{Seed: 11, Kills: kills, Speeds: map[string]int{"s0": 1000, "s1": 1000, "s2": 1000}})
+	}
+}

@@ -88,15 +88,26 @@ func (m *Model) randomEvent(rng *rand.Rand) {
 		}
 	case p < 84:
 		id := ids[rng.IntN(len(ids))]
+		sk := int64(rng.IntN(chunkCount * chunkWidth))
 		var between func()
-		if rng.IntN(2) == 0 {
+		switch rng.IntN(3) {
+		case 0:
 			between = func() {
 				if other := ids[rng.IntN(len(ids))]; other != id {
 					m.Update(other)
 				}
 			}
+		case 1:
+			// A migration of another chunk while the transaction is
+			// prepared (a chunk with prepared writes does not move).
+			between = func() {
+				c := rng.IntN(chunkCount)
+				if c != int(m.Docs[id].SK/chunkWidth) && c != int(sk/chunkWidth) {
+					m.Migrate(c, act[rng.IntN(len(act))], rng.IntN(2), false)
+				}
+			}
 		}
-		m.ChangeKey(id, int64(rng.IntN(chunkCount*chunkWidth)), between)
+		m.ChangeKey(id, sk, between)
 	case p < 92:
 		if len(act) >= 2 {
 			i := rng.IntN(len(act))

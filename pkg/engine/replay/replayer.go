@@ -40,8 +40,17 @@ type Options struct {
 	// Store.SaveApplied: a shard's subtask saves its own position (the
 	// position it publishes on Board is the one saved here).
 	SaveApplied func(ctx context.Context, ts bson.Timestamp) error
-	Mapper      *catalog.Mapper
-	Log         *slog.Logger
+	// SaveState, when set, saves the checkpoint together with the
+	// transactions it must recover (oplog.AssemblerState), instead of
+	// SaveApplied or Store. A shard's subtask sets it: while its part of
+	// a multi-shard transaction waits for the other subtasks, its
+	// checkpoint may then pass the part's prepare entry (saved with it),
+	// so a subtask that waits for this one can go on. Pass the state
+	// saved with From as Recover.
+	SaveState func(ctx context.Context, ts bson.Timestamp, txns oplog.AssemblerState) error
+	Recover   oplog.AssemblerState
+	Mapper    *catalog.Mapper
+	Log       *slog.Logger
 	// From is the position replay starts after.
 	From bson.Timestamp
 	// OverlapUntil is the newest position the full copy may already
@@ -112,7 +121,9 @@ type Replayer struct {
 	hold            *bson.Timestamp // the checkpoint stays below this while set
 	oldestOpen      *bson.Timestamp // first entry of the oldest open transaction
 	readTS          bson.Timestamp
-	seen            bson.Timestamp // the last entry dispatched or buffered (Options.Board)
+	seen            bson.Timestamp       // the last entry dispatched or buffered (Options.Board)
+	txns            oplog.AssemblerState // what SaveState saves with the checkpoint
+	recoverErr      error
 	lastRaw         bson.Raw       // the last entry read (dispatch goroutine only)
 	lastTS          bson.Timestamp // its ts
 	newestTS        bson.Timestamp
@@ -160,12 +171,20 @@ func New(o Options) *Replayer {
 		r.unique[catalog.ParseNamespace(ns)] = u
 	}
 	r.applied.Store(&o.From)
+	if len(o.Recover.Entries) > 0 {
+		if err := r.asm.Recover(o.Recover); err != nil {
+			r.recoverErr = fmt.Errorf("replay: %w", err)
+		}
+	}
 	return r
 }
 
 // Run replays until ctx ends or a fatal error. On a clean stop it waits
 // for the writes in flight and saves a last checkpoint.
 func (r *Replayer) Run(ctx context.Context) error {
+	if r.recoverErr != nil {
+		return r.recoverErr
+	}
 	writers := r.o.Spec.Threads.Writers
 	depth := r.o.Spec.Cache.BucketSize * r.o.Spec.Cache.BatchSize
 	r.queues = make([]chan item, writers)
@@ -292,6 +311,10 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 		r.wm.Dispatch(e.TS(), 0)
 		return nil
 	}
+	var ending oplog.AssemblerState
+	if r.o.SaveState != nil && e.Command() == oplog.CmdCommitTransaction {
+		ending = r.asm.Checkpoint() // with the transaction this commit ends
+	}
 	unit, ok, err := r.asm.Add(e)
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
@@ -316,7 +339,7 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 		return nil // buffered: a transaction still open
 	}
 	if r.o.Board != nil && e.Command() == oplog.CmdCommitTransaction && insertsDocuments(unit) {
-		if err := r.waitCommit(ctx, wctx, unit, commitTS(e)); err != nil {
+		if err := r.waitCommit(ctx, wctx, unit, commitTS(e), ending); err != nil {
 			return err
 		}
 	}
@@ -484,6 +507,7 @@ func (r *Replayer) applyBarrier(ctx, wctx context.Context, unit oplog.Unit) erro
 	defer func() {
 		r.mu.Lock()
 		r.hold = nil
+		r.txns = oplog.AssemblerState{}
 		r.mu.Unlock()
 	}()
 	for _, op := range unit.Ops {
@@ -754,42 +778,52 @@ func (r *Replayer) checkpointLoop(ctx context.Context) error {
 // Checkpoint returns the position at or below which everything is on the
 // target and no open or in-flight transaction begins.
 func (r *Replayer) Checkpoint() bson.Timestamp {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.checkpointLocked()
+}
+
+// checkpointLocked is Checkpoint with r.mu held: the dispatcher changes
+// what it reads (seen, hold, open transactions, txns) under r.mu, so a
+// position and the transactions saved with it agree.
+func (r *Replayer) checkpointLocked() bson.Timestamp {
 	ts := r.wm.Applied()
 	if r.o.Board != nil {
 		// A subtask publishes its checkpoint for the others: up to just
 		// below its first write not yet applied (a held one), and below
-		// the migrations it holds writes for.
-		// seen first: once nothing is in flight, everything up to it
-		// is applied, or held back below by a cap (open transactions).
-		r.mu.Lock()
+		// the migrations it holds writes for. seen is read first: once
+		// nothing is in flight, everything up to it is applied, or held
+		// back below by a cap (open transactions).
 		seen := r.seen
-		r.mu.Unlock()
 		ts = r.wm.Frontier()
 		if r.wm.InFlight() == 0 {
 			ts = maxTS(ts, seen)
 		}
 		ts = r.hs.cap(ts)
 	}
-	r.mu.Lock()
 	if r.oldestOpen != nil {
 		ts = minTS(ts, before(*r.oldestOpen))
 	}
 	if r.hold != nil {
 		ts = minTS(ts, before(*r.hold))
 	}
-	r.mu.Unlock()
 	return ts
 }
 
 func (r *Replayer) saveCheckpoint(ctx context.Context) error {
-	ts := r.Checkpoint()
 	r.mu.Lock()
+	ts := r.checkpointLocked()
+	txns := r.txns
 	unchanged := ts.Compare(r.savedTS) <= 0
 	r.mu.Unlock()
 	if unchanged {
 		return nil
 	}
 	switch {
+	case r.o.SaveState != nil:
+		if err := r.o.SaveState(ctx, ts, txns); err != nil {
+			return err
+		}
 	case r.o.SaveApplied != nil:
 		if err := r.o.SaveApplied(ctx, ts); err != nil {
 			return err

@@ -43,6 +43,15 @@ import (
 // Durable positions. Applied, as published, is the checkpoint as saved.
 // A subtask's checkpoint reaches Prev(h) when h is the first entry it read
 // and has not applied (a held write): nothing lies between.
+//
+// A chunk migration into a third shard between the prepare and the commit
+// of a shard-key change would stall without Options.SaveState: the
+// insert's part waits for the third subtask, which holds the migrated
+// namespace until the waiting subtask's saved position passes the
+// migration, and that position stays below the prepare until the part is
+// applied. With SaveState, a waiting part's entries are saved with the
+// checkpoint, which then reaches its commit entry
+// (shardsim.TestScenarioMigrationDuringShardKeyChange).
 
 // errRetired ends a retired subtask's dispatch.
 var errRetired = errors.New("shard retired")
@@ -296,10 +305,19 @@ func commitTS(e oplog.Entry) bson.Timestamp {
 // waitCommit holds a multi-shard transaction's part that inserts
 // documents until every other subtask has applied what precedes its
 // commit timestamp cts, or waits on the same commit.
-func (r *Replayer) waitCommit(ctx, wctx context.Context, u oplog.Unit, cts bson.Timestamp) error {
+func (r *Replayer) waitCommit(ctx, wctx context.Context, u oplog.Unit, cts bson.Timestamp, open oplog.AssemblerState) error {
 	first := u.FirstTS
 	r.mu.Lock()
 	r.hold = &first
+	if r.o.SaveState != nil {
+		// The part's entries are saved with the checkpoint, which may
+		// then reach the commit entry: a restart reads it again and
+		// completes the part from what was saved. Every entry read
+		// before the commit is dispatched or buffered.
+		first = u.TS
+		r.hold, r.txns = &first, open
+		r.seen = maxTS(r.seen, before(u.TS))
+	}
 	r.mu.Unlock()
 	r.hs.mu.Lock()
 	r.hs.waiting, r.hs.first = cts, first
@@ -311,6 +329,12 @@ func (r *Replayer) waitCommit(ctx, wctx context.Context, u oplog.Unit, cts bson.
 		r.hs.waiting, r.hs.first = bson.Timestamp{}, bson.Timestamp{}
 		r.hs.waitTime += time.Since(started)
 		r.hs.mu.Unlock()
+		// Applied next (applyBarrier): below its first entry again; the
+		// checkpoint saved meanwhile stays valid with the state saved.
+		r.mu.Lock()
+		back := u.FirstTS
+		r.hold = &back
+		r.mu.Unlock()
 	}()
 	for {
 		ps, err := r.o.Board.Positions(ctx)
