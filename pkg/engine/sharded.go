@@ -357,11 +357,18 @@ func (e *Engine) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, p repla
 		}
 		reader = tailer
 	}
+	store := e.store.ForShard(st.shard.Name)
 	return replay.Options{
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader,
 		// Documents re-read for late entries come from mongos: a shard
 		// may no longer own them.
-		Source: e.source, Target: e.target, Store: e.store.ForShard(st.shard.Name),
+		Source: e.source, Target: e.target, Store: store,
+		// A multi-shard transaction part waiting for the others is saved
+		// with the checkpoint, and recovered with it.
+		Recover: oplog.AssemblerState{Entries: rec.Txns},
+		SaveState: func(ctx context.Context, ts bson.Timestamp, txns oplog.AssemblerState) error {
+			return store.SaveShardState(ctx, ts, txns.Entries)
+		},
 		Mapper: e.mapper, Log: e.log.With("shard", st.shard.Name), From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: p.unique,
 		MaxWriteBatch: e.dstProfile.MaxWriteBatch,

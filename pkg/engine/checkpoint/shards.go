@@ -29,6 +29,10 @@ type ShardRecord struct {
 	// CopyEndTS is the shard's newest oplog position when the full copy
 	// finished (see TaskRecord.CopyEndTS).
 	CopyEndTS bson.Timestamp `bson:"copyEndTS,omitempty"`
+	// Txns are the oplog entries of a multi-shard transaction part the
+	// subtask had read, and was waiting to apply, when it saved AppliedTS
+	// (replay.Options.SaveState): a restart recovers them with it.
+	Txns []bson.Raw `bson:"txns,omitempty"`
 	// Retired is set once a removed shard's oplog was applied to its end.
 	Retired      bool      `bson:"retired,omitempty"`
 	CheckpointAt time.Time `bson:"checkpointAt,omitempty"`
@@ -124,8 +128,21 @@ func (s *Store) RetireShard(ctx context.Context, shard string) error {
 
 // saveShardApplied records one shard's checkpoint, then the task's.
 func (s *Store) saveShardApplied(ctx context.Context, ts bson.Timestamp) error {
+	return s.SaveShardState(ctx, ts, nil)
+}
+
+// SaveShardState records the checkpoint of the store's shard (a store
+// from ForShard) together with the transaction entries it holds (see
+// ShardRecord.Txns), in one write, then the task's checkpoint.
+func (s *Store) SaveShardState(ctx context.Context, ts bson.Timestamp, txns []bson.Raw) error {
+	if s.shard == "" {
+		return fmt.Errorf("checkpoint: SaveShardState needs a shard's store (ForShard)")
+	}
+	if txns == nil {
+		txns = []bson.Raw{}
+	}
 	_, err := s.db.Collection(ShardsCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: s.shardID(s.shard)}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "appliedTS", Value: ts}, {Key: "checkpointAt", Value: time.Now().UTC()}}}})
+		bson.D{{Key: "$set", Value: bson.D{{Key: "appliedTS", Value: ts}, {Key: "txns", Value: txns}, {Key: "checkpointAt", Value: time.Now().UTC()}}}})
 	if err != nil {
 		return fmt.Errorf("checkpoint: save shard %s at %d,%d: %w", s.shard, ts.T, ts.I, err)
 	}
