@@ -169,7 +169,7 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 		return nil, fmt.Errorf("render task file: %w", err)
 	}
 	out.task = data
-	out.source = t.Spec.Source
+	out.source = t.Source
 
 	field(data)
 	for _, f := range secretFields {

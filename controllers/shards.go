@@ -239,7 +239,7 @@ func (p shardPlan) replicas(prev []syncv1alpha1.ShardStatus) int32 {
 	}
 	n := int32(0)
 	for _, e := range p.entries {
-		if !(e.removed && retired[e.name]) {
+		if !e.removed || !retired[e.name] {
 			n = max(n, e.ordinal+1)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -51,32 +52,48 @@ func docsByID(t *testing.T, c *mongo.Client, db, name string) map[string]bson.Ra
 // source collection's documents, byte for byte.
 func assertSameDocs(t *testing.T, src *mongo.Client, srcNS string, dst *mongo.Client, dstNS string) {
 	t.Helper()
+	if diff := docsDiff(t, src, srcNS, dst, dstNS); diff != "" {
+		t.Fatal(diff)
+	}
+}
+
+// docsDiff compares a source collection with a target one: "" when they
+// hold the same documents byte for byte, else the counts of missing,
+// changed and extra documents with a few of their _ids.
+func docsDiff(t *testing.T, src *mongo.Client, srcNS string, dst *mongo.Client, dstNS string) string {
+	t.Helper()
 	sdb, srcColl := split(srcNS)
 	ddb, dstColl := split(dstNS)
 	want := docsByID(t, src, sdb, srcColl)
 	got := docsByID(t, dst, ddb, dstColl)
 	var missing, changed, extra int
-	var example string
+	var examples []string
+	note := func(what string, d bson.Raw) {
+		if len(examples) < 5 {
+			examples = append(examples, what+" "+d.Lookup("_id").String())
+		}
+	}
 	for k, w := range want {
 		g, ok := got[k]
 		switch {
 		case !ok:
 			missing++
-			example = w.Lookup("_id").String()
+			note("missing", w)
 		case !bytes.Equal(g, w):
 			changed++
-			example = fmt.Sprintf("%s: got %s want %s", w.Lookup("_id"), g, w)
+			note(fmt.Sprintf("changed: got %s want", g), w)
 		}
 	}
 	for k, g := range got {
 		if _, ok := want[k]; !ok {
 			extra++
-			example = g.Lookup("_id").String()
+			note("extra", g)
 		}
 	}
-	if missing+changed+extra > 0 {
-		t.Fatalf("%s -> %s: %d missing, %d changed, %d extra of %d (e.g. %s)", srcNS, dstNS, missing, changed, extra, len(want), example)
+	if missing+changed+extra == 0 {
+		return ""
 	}
+	return fmt.Sprintf("%s -> %s: %d missing, %d changed, %d extra of %d (e.g. %s)", srcNS, dstNS, missing, changed, extra, len(want), strings.Join(examples, "; "))
 }
 
 func split(ns string) (string, string) {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -187,7 +186,7 @@ func TestOperatorShardedSource(t *testing.T) {
 	// The target converges to the union of the shards (mongos's view).
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
-		diff := docsDiff(t, c.RouterClient(), dst.MustClient(t), coll)
+		diff := docsDiff(t, c.RouterClient(), coll, dst.MustClient(t), coll)
 		if diff == "" {
 			break
 		}
@@ -236,41 +235,4 @@ func killWorker(t *testing.T, pod string) {
 		return
 	}
 	t.Fatalf("no process of pod %s found", pod)
-}
-
-// docsDiff compares a collection on two servers: "" when equal, else the
-// counts of missing, changed and extra documents.
-func docsDiff(t *testing.T, src, dst *mongo.Client, ns string) string {
-	t.Helper()
-	db, coll := split(ns)
-	want := docsByID(t, src, db, coll)
-	got := docsByID(t, dst, db, coll)
-	var missing, changed, extra int
-	var examples []string
-	note := func(what string, d bson.Raw) {
-		if len(examples) < 5 {
-			examples = append(examples, what+" "+d.Lookup("_id").String())
-		}
-	}
-	for k, w := range want {
-		g, ok := got[k]
-		switch {
-		case !ok:
-			missing++
-			note("missing", w)
-		case !bytes.Equal(g, w):
-			changed++
-			note("changed", w)
-		}
-	}
-	for k, g := range got {
-		if _, ok := want[k]; !ok {
-			extra++
-			note("extra", g)
-		}
-	}
-	if missing+changed+extra == 0 {
-		return ""
-	}
-	return fmt.Sprintf("%s: %d missing, %d changed, %d extra of %d (%s)", ns, missing, changed, extra, len(want), strings.Join(examples, ", "))
 }
