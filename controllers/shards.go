@@ -31,11 +31,13 @@ import (
 // discovery, then to added shards in turn; they never change, so a
 // reordered config.shards never hands a shard's checkpoint to another
 // worker. A removed shard keeps its ordinal (its worker reads the shard's
-// oplog to the end, then reports Retired); the StatefulSet shrinks only
-// past retired shards at the end of the list.
+// oplog to the end, then reports Retired; marked retired in the mapping, a
+// restarted worker of it idles); the StatefulSet shrinks only past retired
+// shards at the end of the list.
 //
 // The mapping reaches the workers through the worker Secret (key shards, a
-// JSON list of shard names by ordinal) in MONGOFERRY_SHARD_MAP, and the
+// JSON list by ordinal of {"name": shard, "retired": bool}) in
+// MONGOFERRY_SHARD_MAP, and the
 // pod's own name in MONGOFERRY_POD_NAME (downward API): `ferry run` picks
 // the entry of its ordinal. Because the mapping is read through a
 // secretKeyRef at container start rather than written into the pod
@@ -246,20 +248,33 @@ func (p shardPlan) replicas(prev []syncv1alpha1.ShardStatus) int32 {
 	return n
 }
 
-// shardMap is the mapping the workers read: shard names by ordinal.
-func (p shardPlan) shardMap() []byte {
+// shardSlot is one entry of the mapping the workers read (`ferry run`
+// parses the same shape).
+type shardSlot struct {
+	Name string `json:"name"`
+	// Retired: the shard left the cluster and its worker applied its oplog
+	// to the end; a worker restarted on this slot idles.
+	Retired bool `json:"retired,omitempty"`
+}
+
+// shardMap is the mapping the workers read: shards by ordinal.
+func (p shardPlan) shardMap(prev []syncv1alpha1.ShardStatus) []byte {
 	if p.entries == nil {
 		return nil
+	}
+	retired := map[string]bool{}
+	for _, s := range prev {
+		retired[s.Name] = s.Phase == syncv1alpha1.PhaseRetired
 	}
 	n := int32(0)
 	for _, e := range p.entries {
 		n = max(n, e.ordinal+1)
 	}
-	names := make([]string, n)
+	slots := make([]shardSlot, n)
 	for _, e := range p.entries {
-		names[e.ordinal] = e.name
+		slots[e.ordinal] = shardSlot{Name: e.name, Retired: e.removed && retired[e.name]}
 	}
-	b, _ := json.Marshal(names) // strings always marshal
+	b, _ := json.Marshal(slots) // strings and booleans always marshal
 	return b
 }
 

@@ -275,4 +275,10 @@ func TestPlanShards(t *testing.T) {
 			}
 		})
 	}
+	// The workers' mapping marks a removed shard whose worker retired: a
+	// restart of that worker idles.
+	p := planShards(task, prev, discovery{sharded: true, names: []string{"b"}})
+	if got, want := string(p.shardMap(prev)), `[{"name":"b"},{"name":"a","retired":true}]`; got != want {
+		t.Errorf("shard map %s, want %s", got, want)
+	}
 }

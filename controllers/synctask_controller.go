@@ -135,7 +135,7 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		replicas = 0
 	}
 	if o.blocked == nil {
-		if err := r.ensureSecret(ctx, &task, rnd, o.plan); err != nil {
+		if err := r.ensureSecret(ctx, &task, rnd, o.plan.shardMap(orig.Status.Shards)); err != nil {
 			return ctrl.Result{}, err
 		}
 		before, err := r.ensureStatefulSet(ctx, &task, rnd, image, replicas, o.plan.entries != nil)

@@ -479,12 +479,12 @@ func TestShardedSource(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("%s: status.shards %+v, want %+v", step, got, want)
 		}
-		var names []string
+		var slots []shardSlot
 		for _, m := range want {
-			names = append(names, m.name)
+			slots = append(slots, shardSlot{Name: m.name})
 		}
 		sec := get(t, ns, "sharded-worker", &corev1.Secret{})
-		if b, _ := json.Marshal(names); string(sec.Data[ShardMapKey]) != string(b) {
+		if b, _ := json.Marshal(slots); string(sec.Data[ShardMapKey]) != string(b) {
 			t.Errorf("%s: worker Secret %s = %s, want %s", step, ShardMapKey, sec.Data[ShardMapKey], b)
 		}
 		return sts

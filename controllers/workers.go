@@ -89,9 +89,9 @@ func metricsPort(task *syncv1alpha1.SyncTask) int32 {
 
 // ensureSecret applies the worker Secret: the rendered task file and, for
 // workers running one shard each, the shard mapping. It holds no password.
-func (r *SyncTaskReconciler) ensureSecret(ctx context.Context, task *syncv1alpha1.SyncTask, rnd *rendered, plan shardPlan) error {
+func (r *SyncTaskReconciler) ensureSecret(ctx context.Context, task *syncv1alpha1.SyncTask, rnd *rendered, shardMap []byte) error {
 	data := map[string][]byte{TaskKey: rnd.task}
-	if m := plan.shardMap(); m != nil {
+	if m := shardMap; m != nil {
 		data[ShardMapKey] = m
 	}
 	s := corev1ac.Secret(WorkerName(task.Name), task.Namespace).

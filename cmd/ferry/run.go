@@ -150,9 +150,14 @@ func runTask(ctx context.Context, f runFlags) error {
 		return err
 	}
 	limitMemory(&task.Spec, log)
-	if f.shard, err = workerShard(f.shard, os.Getenv, osHostname); err != nil {
+	slot, err := workerShard(f.shard, os.Getenv, osHostname)
+	if err != nil {
 		return err
 	}
+	if slot.Retired {
+		return idleRetired(ctx, task, slot.Name, f.listen, log)
+	}
+	f.shard = slot.Name
 	latency := metrics.WriteLatency(task.Name)
 	insertLatency := latency.WithLabelValues("insert")
 	eng, err := engine.Open(ctx, task, engine.Options{Log: log, UntilCaughtUp: f.untilCaughtUp, Shard: f.shard,

@@ -9,14 +9,16 @@ import (
 func TestWorkerShard(t *testing.T) {
 	tests := []struct {
 		name, flag, shardMap, pod, host, want, err string
+		retired                                    bool
 	}{
-		{name: "flag wins", flag: "rs9", shardMap: `["rs0"]`, pod: "t-worker-0", want: "rs9"},
+		{name: "flag wins", flag: "rs9", shardMap: `[{"name":"rs0"}]`, pod: "t-worker-0", want: "rs9"},
 		{name: "no mapping: every shard", pod: "t-worker-0", want: ""},
-		{name: "ordinal picks", shardMap: `["rs0","rs1","rs2"]`, pod: "orders-worker-2", want: "rs2"},
-		{name: "hostname when no pod name", shardMap: `["b","a"]`, host: "orders-worker-1", want: "a"},
-		{name: "ordinal not mapped yet", shardMap: `["rs0"]`, pod: "orders-worker-1", err: "no shard is mapped to ordinal 1"},
+		{name: "ordinal picks", shardMap: `[{"name":"rs0"},{"name":"rs1"},{"name":"rs2"}]`, pod: "orders-worker-2", want: "rs2"},
+		{name: "retired", shardMap: `[{"name":"rs0"},{"name":"rs1","retired":true}]`, pod: "orders-worker-1", want: "rs1", retired: true},
+		{name: "hostname when no pod name", shardMap: `[{"name":"b"},{"name":"a"}]`, host: "orders-worker-1", want: "a"},
+		{name: "ordinal not mapped yet", shardMap: `[{"name":"rs0"}]`, pod: "orders-worker-1", err: "no shard is mapped to ordinal 1"},
 		{name: "not a list", shardMap: `{"0":"rs0"}`, pod: "orders-worker-0", err: "not a JSON list"},
-		{name: "no ordinal", shardMap: `["rs0"]`, pod: "worker", err: "does not end in a StatefulSet ordinal"},
+		{name: "no ordinal", shardMap: `[{"name":"rs0"}]`, pod: "worker", err: "does not end in a StatefulSet ordinal"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -33,8 +35,8 @@ func TestWorkerShard(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, tt.err)
 			case tt.err == "" && err != nil:
 				t.Fatal(err)
-			case got != tt.want:
-				t.Fatalf("shard %q, want %q", got, tt.want)
+			case got.Name != tt.want || got.Retired != tt.retired:
+				t.Fatalf("shard %+v, want %q (retired %v)", got, tt.want, tt.retired)
 			}
 		})
 	}

@@ -59,18 +59,21 @@ func assertSameDocs(t *testing.T, src *mongo.Client, srcNS string, dst *mongo.Cl
 
 // docsDiff compares a source collection with a target one: "" when they
 // hold the same documents byte for byte, else the counts of missing,
-// changed and extra documents with a few of their _ids.
+// changed and extra documents with a few of them.
 func docsDiff(t *testing.T, src *mongo.Client, srcNS string, dst *mongo.Client, dstNS string) string {
 	t.Helper()
 	sdb, srcColl := split(srcNS)
 	ddb, dstColl := split(dstNS)
-	want := docsByID(t, src, sdb, srcColl)
-	got := docsByID(t, dst, ddb, dstColl)
+	return diffDocs(docsByID(t, src, sdb, srcColl), docsByID(t, dst, ddb, dstColl), srcNS+" -> "+dstNS)
+}
+
+// diffDocs compares documents by _id (as docsByID returns them).
+func diffDocs(want, got map[string]bson.Raw, what string) string {
 	var missing, changed, extra int
 	var examples []string
-	note := func(what string, d bson.Raw) {
+	note := func(s string) {
 		if len(examples) < 5 {
-			examples = append(examples, what+" "+d.Lookup("_id").String())
+			examples = append(examples, s)
 		}
 	}
 	for k, w := range want {
@@ -78,22 +81,22 @@ func docsDiff(t *testing.T, src *mongo.Client, srcNS string, dst *mongo.Client, 
 		switch {
 		case !ok:
 			missing++
-			note("missing", w)
+			note("missing " + w.String())
 		case !bytes.Equal(g, w):
 			changed++
-			note(fmt.Sprintf("changed: got %s want", g), w)
+			note(fmt.Sprintf("changed: got %s want %s", g, w))
 		}
 	}
 	for k, g := range got {
 		if _, ok := want[k]; !ok {
 			extra++
-			note("extra", g)
+			note("extra " + g.String())
 		}
 	}
 	if missing+changed+extra == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s -> %s: %d missing, %d changed, %d extra of %d (e.g. %s)", srcNS, dstNS, missing, changed, extra, len(want), strings.Join(examples, "; "))
+	return fmt.Sprintf("%s: %d missing, %d changed, %d extra of %d (e.g. %s)", what, missing, changed, extra, len(want), strings.Join(examples, "; "))
 }
 
 func split(ns string) (string, string) {
