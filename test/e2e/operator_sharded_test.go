@@ -39,7 +39,8 @@ import (
 // the router, with a chunk migration, one worker is killed (SIGKILL) and
 // restarts from its shard's checkpoint; a fourth shard joins the cluster
 // and gets a fourth pod, which replays the chunk moved to it. The target
-// ends equal to the union of the shards, document by document.
+// ends equal to the union of the shards, document by document. The fourth
+// shard then leaves: its entry is marked removed, its ordinal kept.
 func TestOperatorShardedSource(t *testing.T) {
 	ferry := ferryBinary(t)
 	env := envtestutil.Start(t)
@@ -179,6 +180,23 @@ func TestOperatorShardedSource(t *testing.T) {
 	}
 	time.Sleep(5 * time.Second)
 
+	// The fourth shard gives its chunk back and leaves: its entry and its
+	// pod stay while its worker reads the shard's oplog to the end (the pod
+	// goes once that worker reports Retired, being the last ordinal:
+	// TestPlanShards), and the others keep streaming.
+	move(2000, 2500, 2)
+	if err := c.RemoveShard(ctx, extra); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the removed shard marked removed", time.Minute, func() bool {
+		st := get()
+		last := st.Status.Shards[len(st.Status.Shards)-1]
+		return last.Name == "shard3" && last.Removed && hasReason(taskEvents(t, env.Client, ns, name), controllers.ReasonShardRemoved)
+	})
+	if got, want := mapping(get()), "shard0:0 shard1:1 shard2:2 shard3:3"; got != want {
+		t.Errorf("status.shards %q after the removal, want %q", got, want)
+	}
+
 	stopLoad()
 	if err := <-loadErr; err != nil {
 		t.Fatalf("load: %v", err)
@@ -210,12 +228,12 @@ func TestOperatorShardedSource(t *testing.T) {
 		time.Sleep(2 * time.Second)
 	}
 	st := get()
-	t.Logf("kubectl get synctasks (4 shards):\n%s", syncTaskTable(t, env.Config, ns, false))
+	t.Logf("kubectl get synctasks (a 4th shard joined, then left):\n%s", syncTaskTable(t, env.Config, ns, false))
 	for _, s := range st.Status.Shards {
 		t.Logf("shard %s: pod %s-worker-%d, %s, lag %ds, applied %s, held %d", s.Name, name, s.Ordinal, s.Phase, s.LagSeconds, s.AppliedTimestamp, s.HeldWrites)
 	}
 	evs := taskEvents(t, env.Client, ns, name)
-	for _, r := range []string{controllers.ReasonShardsDiscovered, controllers.ReasonShardAdded} {
+	for _, r := range []string{controllers.ReasonShardsDiscovered, controllers.ReasonShardAdded, controllers.ReasonShardRemoved} {
 		if !hasReason(evs, r) {
 			t.Errorf("no %s event", r)
 		}
