@@ -327,10 +327,19 @@ func (p shardPlan) ordinalOf(name string) int32 {
 	return -1
 }
 
-// shardSummary reads like "3/3 streaming": shards whose workers stream,
-// out of those not retired.
+// summaryWords name the phases in the shard summary.
+var summaryWords = map[syncv1alpha1.Phase]string{
+	syncv1alpha1.PhasePending: "pending", syncv1alpha1.PhaseFullSync: "copying", syncv1alpha1.PhaseStreaming: "streaming",
+	syncv1alpha1.PhasePaused: "paused", syncv1alpha1.PhaseVerifying: "verifying", syncv1alpha1.PhaseCompleted: "completed",
+	syncv1alpha1.PhaseFailed: "failed",
+}
+
+// shardSummary reads like "3/3 streaming": the shards whose workers
+// stream, out of those not retired; when every shard is in one other
+// phase, that phase ("3/3 paused", "1/1 completed").
 func shardSummary(shards []syncv1alpha1.ShardStatus) string {
 	total, streaming := 0, 0
+	same := syncv1alpha1.Phase("")
 	for _, s := range shards {
 		if s.Phase == syncv1alpha1.PhaseRetired {
 			continue
@@ -339,9 +348,17 @@ func shardSummary(shards []syncv1alpha1.ShardStatus) string {
 		if s.Phase == syncv1alpha1.PhaseStreaming {
 			streaming++
 		}
+		if total == 1 || same == s.Phase {
+			same = s.Phase
+		} else {
+			same = "mixed"
+		}
 	}
 	if total == 0 {
 		return ""
+	}
+	if w, ok := summaryWords[same]; ok && same != syncv1alpha1.PhaseStreaming {
+		return fmt.Sprintf("%d/%d %s", total, total, w)
 	}
 	return fmt.Sprintf("%d/%d streaming", streaming, total)
 }

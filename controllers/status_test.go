@@ -237,6 +237,32 @@ func TestShardedStatus(t *testing.T) {
 	}
 }
 
+func TestShardSummary(t *testing.T) {
+	sh := func(phases ...syncv1alpha1.Phase) []syncv1alpha1.ShardStatus {
+		var out []syncv1alpha1.ShardStatus
+		for _, p := range phases {
+			out = append(out, syncv1alpha1.ShardStatus{Phase: p})
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		shards []syncv1alpha1.ShardStatus
+		want   string
+	}{
+		{nil, ""},
+		{sh("Streaming", "Streaming", "Streaming"), "3/3 streaming"},
+		{sh("FullSync", "Pending", "Pending"), "0/3 streaming"},
+		{sh("Retired", "Streaming", "Pending"), "1/2 streaming"},
+		{sh("Retired", "Paused", "Paused"), "2/2 paused"},
+		{sh("Completed"), "1/1 completed"},
+		{sh("FullSync"), "1/1 copying"},
+	} {
+		if got := shardSummary(tt.shards); got != tt.want {
+			t.Errorf("%v: %q, want %q", tt.shards, got, tt.want)
+		}
+	}
+}
+
 func TestPlanShards(t *testing.T) {
 	task := &syncv1alpha1.SyncTask{ObjectMeta: metav1.ObjectMeta{Name: "orders"}}
 	prev := []syncv1alpha1.ShardStatus{{Name: "b", Ordinal: 0}, {Name: "a", Ordinal: 1, Removed: true, Phase: syncv1alpha1.PhaseRetired}}

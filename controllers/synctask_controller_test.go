@@ -508,8 +508,8 @@ func TestShardedSource(t *testing.T) {
 		t.Errorf("template annotations %v, policy %s", sts.Spec.Template.Annotations, sts.Spec.PodManagementPolicy)
 	}
 	task := getTask(t, ns, "sharded")
-	if task.Status.ShardSummary != "0/3 streaming" {
-		t.Errorf("shardSummary %q, want 0/3 streaming", task.Status.ShardSummary)
+	if task.Status.ShardSummary != "3/3 pending" {
+		t.Errorf("shardSummary %q, want 3/3 pending", task.Status.ShardSummary)
 	}
 	if c := meta.FindStatusCondition(task.Status.Conditions, syncv1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Degraded = %+v, want False", c)
