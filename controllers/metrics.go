@@ -52,7 +52,7 @@ var (
 	stInfoDesc       = syncTaskDesc("info", "Always 1; the SyncTask's mode and source kind (spec.mode, spec.source.kind) as labels.", "mode", "source_kind")
 	stCopyDocsDesc   = syncTaskDesc("copy_documents_total", "Documents the full copy has written to the target, summed over shards (status.progress.documents).")
 	stShardLagDesc   = syncTaskDesc("shard_lag_seconds", "Seconds one shard's applied changes are behind its source (status.shards[].lagSeconds).", "shard")
-	stShardHeldDesc  = syncTaskDesc("shard_held_writes", "Writes one shard's worker holds back after chunk migrations (status.shards[].heldWrites).", "shard")
+	stShardHeldDesc  = syncTaskDesc("shard_held_writes", "Writes one shard's worker has held back after chunk migrations (status.shards[].heldWrites).", "shard")
 	stConditionDesc  = syncTaskDesc("condition", "Always 1; one series per status condition, with its type, status and reason as labels.", "type", "status", "reason")
 	stRestartsDesc   = syncTaskDesc("worker_restarts_total", "Restarts of the worker container of one worker pod (the pod's status.containerStatuses[].restartCount).", "pod")
 	stListErrorsDesc = prometheus.NewDesc("mongoferry_synctask_list_errors_total",

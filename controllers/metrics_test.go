@@ -341,7 +341,7 @@ mongoferry_synctask_shards{namespace="NS",synctask="users"} 2
 mongoferry_synctask_shard_lag_seconds{namespace="NS",shard="rs0",synctask="orders"} 0
 mongoferry_synctask_shard_lag_seconds{namespace="NS",shard="shard0",synctask="users"} 3
 mongoferry_synctask_shard_lag_seconds{namespace="NS",shard="shard1",synctask="users"} 1
-# HELP mongoferry_synctask_shard_held_writes Writes one shard's worker holds back after chunk migrations (status.shards[].heldWrites).
+# HELP mongoferry_synctask_shard_held_writes Writes one shard's worker has held back after chunk migrations (status.shards[].heldWrites).
 # TYPE mongoferry_synctask_shard_held_writes gauge
 mongoferry_synctask_shard_held_writes{namespace="NS",shard="rs0",synctask="orders"} 0
 mongoferry_synctask_shard_held_writes{namespace="NS",shard="shard0",synctask="users"} 0

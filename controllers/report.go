@@ -143,24 +143,36 @@ func podOrdinal(name string) int {
 	return n
 }
 
-// heldReport is the part of a worker's /status that tells the writes held
-// after chunk migrations, in its shard's entry or that entry's replay
-// snapshot; absent (0) from workers that hold none.
+// heldReport is the part of a worker's /status that counts the writes
+// held after chunk migrations: holds.heldWrites in the replay snapshot of
+// each shard subtask (or of the worker, when it lists no shards); absent
+// (0) from workers that hold none.
 type heldReport struct {
-	Shards []struct {
+	Replay *replayHolds `json:"replay"`
+	Shards []shardHolds `json:"shards"`
+}
+
+type shardHolds struct {
+	Replay *replayHolds `json:"replay"`
+}
+
+type replayHolds struct {
+	Holds struct {
 		HeldWrites int64 `json:"heldWrites"`
-		Replay     *struct {
-			HeldWrites int64 `json:"heldWrites"`
-		} `json:"replay"`
-	} `json:"shards"`
+	} `json:"holds"`
 }
 
 func (h heldReport) total() int64 {
+	if len(h.Shards) == 0 {
+		if h.Replay == nil {
+			return 0
+		}
+		return h.Replay.Holds.HeldWrites
+	}
 	var n int64
 	for _, s := range h.Shards {
-		n += s.HeldWrites
 		if s.Replay != nil {
-			n += s.Replay.HeldWrites
+			n += s.Replay.Holds.HeldWrites
 		}
 	}
 	return n

@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -234,6 +235,27 @@ func TestShardedStatus(t *testing.T) {
 	st = computeStatus(&st, o)
 	if st.ShardSummary != "3/3 streaming" || st.Phase != syncv1alpha1.PhaseStreaming || st.CheckpointTime == nil {
 		t.Errorf("summary %q, phase %s, checkpoint %v; want 3/3 streaming, Streaming and a checkpoint", st.ShardSummary, st.Phase, st.CheckpointTime)
+	}
+}
+
+// TestHeldReport reads the writes held after migrations from a worker's
+// /status: per shard subtask, else the worker's replay; 0 when absent.
+func TestHeldReport(t *testing.T) {
+	for _, tt := range []struct {
+		body string
+		want int64
+	}{
+		{`{"phase":"Streaming","replay":{"lagSeconds":1}}`, 0},
+		{`{"replay":{"holds":{"heldWrites":5,"heldNow":2}}}`, 5},
+		{`{"replay":{"holds":{"heldWrites":9}},"shards":[{"shard":"rs1","replay":{"holds":{"heldWrites":3}}},{"shard":"rs2"}]}`, 3},
+	} {
+		var h heldReport
+		if err := json.Unmarshal([]byte(tt.body), &h); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.total(); got != tt.want {
+			t.Errorf("%s: %d held, want %d", tt.body, got, tt.want)
+		}
 	}
 }
 

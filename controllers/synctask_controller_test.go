@@ -604,7 +604,7 @@ func TestStatusFromWorker(t *testing.T) {
 	body := `{"task":"orders","mode":"fullAndIncremental","phase":"Streaming",
 	  "copy":{"stage":"done","estimatedDocuments":1000,"documents":1000,"bytes":51200,"ranges":2,"rangesDone":2,"percent":100},
 	  "replay":{"appliedTS":{"T":1700000000,"I":3},"appliedTime":"2023-11-14T22:13:20Z","newestTS":{"T":1700000002,"I":1},
-	            "lagSeconds":2,"opsPerSecond":21.4,"inFlight":0},
+	            "lagSeconds":2,"opsPerSecond":21.4,"inFlight":0,"holds":{"heldWrites":4,"heldNow":1}},
 	  "startedAt":"2023-11-14T22:00:00Z"}`
 	var hits int
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -644,7 +644,7 @@ func TestStatusFromWorker(t *testing.T) {
 		st.Progress == nil || st.Progress.Percent != "100%" || st.Progress.Documents != 1000 {
 		t.Errorf("status %+v", st)
 	}
-	if len(st.Shards) != 1 || st.Shards[0].Name != "orders-worker-0" || st.Shards[0].AppliedTimestamp != "1700000000:3" ||
+	if len(st.Shards) != 1 || st.Shards[0].Name != "orders-worker-0" || st.Shards[0].AppliedTimestamp != "1700000000:3" || st.Shards[0].HeldWrites != 4 ||
 		st.CheckpointTime == nil || !st.CheckpointTime.Equal(&metav1.Time{Time: time.Unix(1700000000, 0)}) {
 		t.Errorf("shards %+v, checkpoint %v", st.Shards, st.CheckpointTime)
 	}

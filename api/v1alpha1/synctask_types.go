@@ -183,10 +183,11 @@ type ShardStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	OpsPerSecond int64 `json:"opsPerSecond"`
-	// HeldWrites is the number of this shard's writes held back after chunk
-	// migrations, until the other shards' workers applied everything up to
-	// the migration (so that no older version of a moved document lands
-	// after a newer one). 0 outside migrations.
+	// HeldWrites counts this shard's writes held back after chunk
+	// migrations so far (holds.heldWrites in the worker's /status): each
+	// waited until the other shards' workers had applied everything up to
+	// the migration, so that no older version of a moved document lands
+	// after a newer one. 0 from workers that hold none.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	HeldWrites int64 `json:"heldWrites"`
