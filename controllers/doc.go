@@ -7,8 +7,11 @@
 // workers (render.go); the worker StatefulSet, headless Service and
 // PodMonitor (workers.go); reading each worker's /status and aggregating
 // it into status, conditions and events (report.go, status.go); the
-// finalizer that removes the checkpoints on deletion (cleanup.go).
+// finalizer that removes the checkpoints on deletion (cleanup.go); one
+// worker per shard of a sharded source, its shard discovery and the pod
+// ordinal of each shard (shards.go).
 //
-// The controller never moves data: it connects to MongoDB only to remove
-// a deleted task's checkpoints when spec.deletePolicy is Delete.
+// The controller never moves data: it connects to MongoDB only to list a
+// sharded source's shards and to remove a deleted task's checkpoints when
+// spec.deletePolicy is Delete.
 package controllers

@@ -52,6 +52,7 @@ var (
 	stInfoDesc       = syncTaskDesc("info", "Always 1; the SyncTask's mode and source kind (spec.mode, spec.source.kind) as labels.", "mode", "source_kind")
 	stCopyDocsDesc   = syncTaskDesc("copy_documents_total", "Documents the full copy has written to the target, summed over shards (status.progress.documents).")
 	stShardLagDesc   = syncTaskDesc("shard_lag_seconds", "Seconds one shard's applied changes are behind its source (status.shards[].lagSeconds).", "shard")
+	stShardHeldDesc  = syncTaskDesc("shard_held_writes", "Writes one shard's worker has held back after chunk migrations (status.shards[].heldWrites).", "shard")
 	stConditionDesc  = syncTaskDesc("condition", "Always 1; one series per status condition, with its type, status and reason as labels.", "type", "status", "reason")
 	stRestartsDesc   = syncTaskDesc("worker_restarts_total", "Restarts of the worker container of one worker pod (the pod's status.containerStatuses[].restartCount).", "pod")
 	stListErrorsDesc = prometheus.NewDesc("mongoferry_synctask_list_errors_total",
@@ -93,7 +94,7 @@ func RegisterSyncTaskCollector(c *SyncTaskCollector) error {
 // Describe implements prometheus.Collector.
 func (c *SyncTaskCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{stPhaseDesc, stLagDesc, stProgressDesc, stOpsDesc, stBytesDesc,
-		stReadyDesc, stShardsDesc, stCheckpointDesc, stInfoDesc, stCopyDocsDesc, stShardLagDesc, stConditionDesc,
+		stReadyDesc, stShardsDesc, stCheckpointDesc, stInfoDesc, stCopyDocsDesc, stShardLagDesc, stShardHeldDesc, stConditionDesc,
 		stRestartsDesc, stListErrorsDesc} {
 		ch <- d
 	}
@@ -213,6 +214,7 @@ func collectSyncTask(ch chan<- prometheus.Metric, t *syncv1alpha1.SyncTask) {
 		if !seen[s.Name] {
 			seen[s.Name] = true
 			gauge(stShardLagDesc, float64(s.LagSeconds), s.Name)
+			gauge(stShardHeldDesc, float64(s.HeldWrites), s.Name)
 		}
 	}
 	for _, cnd := range st.Conditions {

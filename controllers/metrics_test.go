@@ -164,7 +164,7 @@ func TestMetricsCollector(t *testing.T) {
 		CheckpointTime:     &checkpoint,
 		Shards: []syncv1alpha1.ShardStatus{
 			{Name: "shard0", Phase: syncv1alpha1.PhaseStreaming, LagSeconds: 3, OpsPerSecond: 100},
-			{Name: "shard1", Phase: syncv1alpha1.PhaseStreaming, LagSeconds: 1, OpsPerSecond: 150},
+			{Name: "shard1", Phase: syncv1alpha1.PhaseStreaming, LagSeconds: 1, OpsPerSecond: 150, HeldWrites: 12},
 		},
 	}
 	meta.SetStatusCondition(&streaming.Status.Conditions, condition(syncv1alpha1.ConditionReady, metav1.ConditionFalse, "ShardRetrying"))
@@ -256,7 +256,7 @@ func metricsTestTask(ns, name string, src config.Endpoint) *syncv1alpha1.SyncTas
 }
 
 // metricsSeriesCount is the number of series in metricsExpected.
-const metricsSeriesCount = 3*14 + 2 + 1 + 3 + 4 + 1 + 1
+const metricsSeriesCount = 3*14 + 2 + 1 + 3 + 3 + 4 + 1 + 1
 
 // metricsExpected is what /metrics shows for the three tasks of
 // TestMetricsCollector.
@@ -341,6 +341,11 @@ mongoferry_synctask_shards{namespace="NS",synctask="users"} 2
 mongoferry_synctask_shard_lag_seconds{namespace="NS",shard="rs0",synctask="orders"} 0
 mongoferry_synctask_shard_lag_seconds{namespace="NS",shard="shard0",synctask="users"} 3
 mongoferry_synctask_shard_lag_seconds{namespace="NS",shard="shard1",synctask="users"} 1
+# HELP mongoferry_synctask_shard_held_writes Writes one shard's worker has held back after chunk migrations (status.shards[].heldWrites).
+# TYPE mongoferry_synctask_shard_held_writes gauge
+mongoferry_synctask_shard_held_writes{namespace="NS",shard="rs0",synctask="orders"} 0
+mongoferry_synctask_shard_held_writes{namespace="NS",shard="shard0",synctask="users"} 0
+mongoferry_synctask_shard_held_writes{namespace="NS",shard="shard1",synctask="users"} 12
 # HELP mongoferry_synctask_worker_restarts_total Restarts of the worker container of one worker pod (the pod's status.containerStatuses[].restartCount).
 # TYPE mongoferry_synctask_worker_restarts_total counter
 mongoferry_synctask_worker_restarts_total{namespace="NS",pod="users-worker-0",synctask="users"} 2

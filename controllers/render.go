@@ -75,6 +75,11 @@ type rendered struct {
 	hash string
 	// secrets maps role ("source", "target") to the credentials Secret.
 	secrets map[string]string
+	// source is the source endpoint as the workers see it, and
+	// sourcePassword its password from the credentials Secret: for shard
+	// discovery only, never written anywhere.
+	source         config.Endpoint
+	sourcePassword string
 }
 
 // endpointCredentials names an endpoint's credentials in the task file.
@@ -129,6 +134,9 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 				"%s.credentialsSecret: Secret %q must have the keys %s and %s (%s is empty or missing)",
 				ec.role, name, UsernameKey, PasswordKey, missingKey(okUser && len(user) > 0, okPass))}
 		}
+		if ec.role == "source" {
+			out.sourcePassword = string(s.Data[PasswordKey])
+		}
 		ec.endpoint.Username = string(user)
 		ec.endpoint.PasswordEnv = ec.env
 		ec.endpoint.CredentialsSecret = ""
@@ -161,6 +169,7 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 		return nil, fmt.Errorf("render task file: %w", err)
 	}
 	out.task = data
+	out.source = t.Source
 
 	field(data)
 	for _, f := range secretFields {

@@ -59,8 +59,8 @@ const maxStatusBytes = 1 << 20
 type workerObservation struct {
 	pod     string
 	ordinal int
-	// shard is the ShardStatus name: the shard's name from source.shards
-	// for a sharded source, else the pod's name.
+	// shard is the ShardStatus name: the name of the shard the pod's
+	// ordinal replays for a sharded source, else the pod's name.
 	shard string
 	// running: the pod has an address, its worker container runs, and it
 	// is not being deleted.
@@ -73,11 +73,14 @@ type workerObservation struct {
 	// (pollErr says why) or the pod was not running.
 	report  *engine.Status
 	pollErr error
+	// held is the writes the worker holds after chunk migrations, when its
+	// /status tells (heldWrites in its shard's entry or replay snapshot).
+	held int64
 }
 
 // observeWorkers lists a task's worker pods and reads the /status of each
 // running one, in parallel.
-func (r *SyncTaskReconciler) observeWorkers(ctx context.Context, task *syncv1alpha1.SyncTask) ([]workerObservation, error) {
+func (r *SyncTaskReconciler) observeWorkers(ctx context.Context, task *syncv1alpha1.SyncTask, plan shardPlan) ([]workerObservation, error) {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(task.Namespace), client.MatchingLabels(selectorLabels(task))); err != nil {
 		return nil, fmt.Errorf("list worker pods: %w", err)
@@ -90,8 +93,8 @@ func (r *SyncTaskReconciler) observeWorkers(ctx context.Context, task *syncv1alp
 		o.pod = p.Name
 		o.ordinal = podOrdinal(p.Name)
 		o.shard = p.Name
-		if shards := task.Spec.Source.Shards; o.ordinal >= 0 && o.ordinal < len(shards) {
-			o.shard = shards[o.ordinal].Name
+		if n := plan.nameOf(o.ordinal); n != "" {
+			o.shard = n
 		}
 		o.running = p.DeletionTimestamp == nil && p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning
 		for _, c := range p.Status.Conditions {
@@ -119,7 +122,7 @@ func (r *SyncTaskReconciler) observeWorkers(ctx context.Context, task *syncv1alp
 			continue
 		}
 		wg.Go(func() {
-			o.report, o.pollErr = r.pollStatus(ctx, p.Status.PodIP, metricsPort(task))
+			o.report, o.held, o.pollErr = r.pollStatus(ctx, p.Status.PodIP, metricsPort(task))
 		})
 	}
 	wg.Wait()
@@ -140,8 +143,43 @@ func podOrdinal(name string) int {
 	return n
 }
 
-// pollStatus reads a worker's /status.
-func (r *SyncTaskReconciler) pollStatus(ctx context.Context, ip string, port int32) (*engine.Status, error) {
+// heldReport is the part of a worker's /status that counts the writes
+// held after chunk migrations: holds.heldWrites in the replay snapshot of
+// each shard subtask (or of the worker, when it lists no shards); absent
+// (0) from workers that hold none.
+type heldReport struct {
+	Replay *replayHolds `json:"replay"`
+	Shards []shardHolds `json:"shards"`
+}
+
+type shardHolds struct {
+	Replay *replayHolds `json:"replay"`
+}
+
+type replayHolds struct {
+	Holds struct {
+		HeldWrites int64 `json:"heldWrites"`
+	} `json:"holds"`
+}
+
+func (h heldReport) total() int64 {
+	if len(h.Shards) == 0 {
+		if h.Replay == nil {
+			return 0
+		}
+		return h.Replay.Holds.HeldWrites
+	}
+	var n int64
+	for _, s := range h.Shards {
+		if s.Replay != nil {
+			n += s.Replay.Holds.HeldWrites
+		}
+	}
+	return n
+}
+
+// pollStatus reads a worker's /status and the writes it holds.
+func (r *SyncTaskReconciler) pollStatus(ctx context.Context, ip string, port int32) (*engine.Status, int64, error) {
 	hc := r.StatusClient
 	if hc == nil {
 		hc = defaultStatusClient
@@ -151,21 +189,27 @@ func (r *SyncTaskReconciler) pollStatus(ctx context.Context, ip string, port int
 	url := "http://" + net.JoinHostPort(ip, strconv.Itoa(int(port))) + "/status"
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", url, err)
+		return nil, 0, fmt.Errorf("GET %s: %w", url, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return nil, 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxStatusBytes))
+	if err != nil {
+		return nil, 0, fmt.Errorf("GET %s: %w", url, err)
 	}
 	var s engine.Status
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxStatusBytes)).Decode(&s); err != nil {
-		return nil, fmt.Errorf("GET %s: %w", url, err)
+	if err := json.Unmarshal(body, &s); err != nil {
+		return nil, 0, fmt.Errorf("GET %s: %w", url, err)
 	}
-	return &s, nil
+	var h heldReport
+	_ = json.Unmarshal(body, &h) // decoded above: the same JSON
+	return &s, h.total(), nil
 }
 
 var defaultStatusClient = &http.Client{Timeout: statusTimeout}

@@ -45,7 +45,6 @@ const (
 	ReasonWorkerRestarted    = "WorkerRestarted"
 	ReasonWorkerError        = "WorkerError"
 	ReasonStatusUnavailable  = "StatusUnavailable"
-	ReasonShardedUnsupported = "ShardedSourceNotSupported"
 )
 
 // waitingProblems are container waiting reasons that mean the worker
@@ -60,15 +59,17 @@ type observed struct {
 	mode       config.Mode
 	verifyMode config.VerifyMode
 	suspended  bool
-	sharded    bool
 	// blocked stops the task before any worker starts (a missing Secret,
 	// a spec the engine refuses).
 	blocked *blockedError
 	// shardNames are the names of the shard entries the task has (old
 	// entries of other names are dropped); nil keeps every old entry.
 	shardNames []string
-	workers    []workerObservation
-	now        time.Time
+	// plan is which worker replays which shard (no entries for one
+	// worker).
+	plan    shardPlan
+	workers []workerObservation
+	now     time.Time
 }
 
 // phaseOrder ranks phases from furthest behind to furthest ahead: the
@@ -95,8 +96,8 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 	var failure *shardFailure
 	var verifyExits []*corev1.ContainerStateTerminated
 	for _, w := range o.workers {
-		if seen[w.shard] {
-			continue // a pod being replaced next to its successor
+		if seen[w.shard] || (o.shardNames != nil && !slices.Contains(o.shardNames, w.shard)) {
+			continue // a pod being replaced next to its successor, or scaled away
 		}
 		seen[w.shard] = true
 		sh, ok := prev[w.shard]
@@ -104,6 +105,7 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 			sh = syncv1alpha1.ShardStatus{Name: w.shard, Phase: syncv1alpha1.PhasePending}
 		}
 		sh.OpsPerSecond = 0
+		sh.Ordinal = int32(max(w.ordinal, 0))
 		exitPhase, f := exitOutcome(w)
 		if f != nil && failure == nil {
 			failure = f
@@ -112,6 +114,7 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 		case r != nil:
 			reports = append(reports, r)
 			applyReport(&sh, r, o.now)
+			sh.HeldWrites = w.held
 			switch {
 			case sh.Phase == syncv1alpha1.PhasePending && exitPhase != "":
 				sh.Phase = exitPhase // failing again right after a restart
@@ -145,7 +148,11 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 		}
 		shards = append(shards, s)
 	}
+	if o.plan.entries != nil {
+		shards = mapShards(shards, o.plan)
+	}
 	st.Shards = shards
+	st.ShardSummary = shardSummary(st.Shards)
 
 	// Phase: Paused when suspended; Completed stays once reached; else the
 	// slowest shard's, Failed if any failed, Pending before any report.
@@ -184,6 +191,22 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 
 	setConditions(&st, o, failure)
 	return st
+}
+
+// mapShards orders the entries by the plan's ordinals, with an entry for
+// every shard of the plan (Pending before its worker reports).
+func mapShards(shards []syncv1alpha1.ShardStatus, p shardPlan) []syncv1alpha1.ShardStatus {
+	out := make([]syncv1alpha1.ShardStatus, 0, len(p.entries))
+	for _, e := range p.entries {
+		i := slices.IndexFunc(shards, func(s syncv1alpha1.ShardStatus) bool { return s.Name == e.name })
+		sh := syncv1alpha1.ShardStatus{Name: e.name, Phase: syncv1alpha1.PhasePending}
+		if i >= 0 {
+			sh = shards[i]
+		}
+		sh.Ordinal, sh.Removed = e.ordinal, e.removed
+		out = append(out, sh)
+	}
+	return out
 }
 
 // shardFailure is why a shard is Failed or cannot run.
@@ -240,6 +263,9 @@ func applyReport(sh *syncv1alpha1.ShardStatus, r *engine.Status, now time.Time) 
 	if sh.Phase == "" {
 		sh.Phase = syncv1alpha1.PhasePending
 	}
+	if len(r.Shards) == 1 && r.Shards[0].Phase == engine.SubtaskRetired {
+		sh.Phase = syncv1alpha1.PhaseRetired
+	}
 	sh.LastError = r.Error
 	t := metav1.NewTime(now.UTC().Truncate(time.Second))
 	sh.LastReportTime = &t
@@ -272,7 +298,12 @@ func slowestPhase(shards []syncv1alpha1.ShardStatus) syncv1alpha1.Phase {
 		return syncv1alpha1.PhasePending
 	}
 	p := syncv1alpha1.PhaseCompleted
+	active := false
 	for _, s := range shards {
+		if s.Phase == syncv1alpha1.PhaseRetired {
+			continue // its shard left the cluster: it holds nothing back
+		}
+		active = true
 		if s.Phase == syncv1alpha1.PhaseFailed {
 			return syncv1alpha1.PhaseFailed
 		}
@@ -280,11 +311,15 @@ func slowestPhase(shards []syncv1alpha1.ShardStatus) syncv1alpha1.Phase {
 			p = s.Phase
 		}
 	}
+	if !active {
+		return syncv1alpha1.PhasePending
+	}
 	return p
 }
 
 func copyDone(p syncv1alpha1.Phase) bool {
-	return p == syncv1alpha1.PhaseStreaming || p == syncv1alpha1.PhaseVerifying || p == syncv1alpha1.PhaseCompleted
+	return p == syncv1alpha1.PhaseStreaming || p == syncv1alpha1.PhaseVerifying || p == syncv1alpha1.PhaseCompleted ||
+		p == syncv1alpha1.PhaseRetired
 }
 
 // copyProgress sums the workers' copy figures. The percentage reads 100%
@@ -333,6 +368,9 @@ func copyProgress(old *syncv1alpha1.CopyProgress, o observed, phase syncv1alpha1
 func lowWatermark(shards []syncv1alpha1.ShardStatus, old *metav1.Time) *metav1.Time {
 	var low *metav1.Time
 	for _, s := range shards {
+		if s.Phase == syncv1alpha1.PhaseRetired {
+			continue
+		}
 		if s.CheckpointTime == nil {
 			return old
 		}
@@ -450,9 +488,9 @@ func degradedCondition(st *syncv1alpha1.SyncTaskStatus, o observed, failure *sha
 			}
 		}
 	}
-	if o.sharded {
-		return shardFailure{ReasonShardedUnsupported,
-			"source.shards: one worker per shard is started, but the engine syncs replica sets only today: each worker runs the whole task against source.uri"}
+	if err := o.plan.err; err != nil {
+		return shardFailure{ReasonShardDiscoveryFailed, fmt.Sprintf(
+			"cannot list the source's shards (the workers keep the last known ones, and a shard added meanwhile gets no worker yet): %v", err)}
 	}
 	if v := st.LastVerification; v != nil && v.Result == syncv1alpha1.VerificationFailed {
 		return shardFailure{ReasonVerificationFailed, v.Message}

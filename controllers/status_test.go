@@ -1,6 +1,7 @@
 package controllers
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -189,5 +190,143 @@ func TestComputeStatusDetails(t *testing.T) {
 	o.mode = config.ModeIncremental
 	if st := computeStatus(&syncv1alpha1.SyncTaskStatus{}, o); st.Progress != nil {
 		t.Errorf("incremental: progress %+v", st.Progress)
+	}
+}
+
+// TestShardedStatus: entries by the plan's ordinals (Pending before a
+// worker reports), per-shard held writes, a retired shard out of the
+// summary, the phase and the checkpoint.
+func TestShardedStatus(t *testing.T) {
+	plan := shardPlan{entries: []shardEntry{{name: "rs0", ordinal: 0}, {name: "rs1", ordinal: 1, removed: true}, {name: "rs2", ordinal: 2}, {name: "rs3", ordinal: 3}}}
+	shardWorker := func(ord int, name string, r *engine.Status) workerObservation {
+		w := worker(ord, r)
+		w.shard = name
+		return w
+	}
+	retired := streaming(0, 0, 0)
+	retired.Shards = []engine.ShardStatus{{Shard: "rs1", Phase: engine.SubtaskRetired}}
+	held := shardWorker(2, "rs2", streaming(4, 12, 0))
+	held.held = 7
+	o := observed{plan: plan, shardNames: plan.names(), now: statusNow, workers: []workerObservation{
+		shardWorker(0, "rs0", streaming(1, 30, 900)), shardWorker(1, "rs1", retired), held,
+	}}
+	st := computeStatus(&syncv1alpha1.SyncTaskStatus{}, o)
+	type entry struct {
+		name    string
+		ordinal int32
+		phase   syncv1alpha1.Phase
+		held    int64
+		removed bool
+	}
+	var got []entry
+	for _, s := range st.Shards {
+		got = append(got, entry{s.Name, s.Ordinal, s.Phase, s.HeldWrites, s.Removed})
+	}
+	want := []entry{{"rs0", 0, "Streaming", 0, false}, {"rs1", 1, "Retired", 0, true}, {"rs2", 2, "Streaming", 7, false}, {"rs3", 3, "Pending", 0, false}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("shards %+v, want %+v", got, want)
+	}
+	if st.ShardSummary != "2/3 streaming" || st.Phase != syncv1alpha1.PhasePending || st.LagSeconds != 4 || st.OpsPerSecond != 42 {
+		t.Errorf("summary %q, phase %s, lag %d, ops %d; want 2/3 streaming, Pending, 4, 42", st.ShardSummary, st.Phase, st.LagSeconds, st.OpsPerSecond)
+	}
+
+	// rs3's worker reports too: every shard not retired streams.
+	o.workers = append(o.workers, shardWorker(3, "rs3", streaming(0, 1, 0)))
+	st = computeStatus(&st, o)
+	if st.ShardSummary != "3/3 streaming" || st.Phase != syncv1alpha1.PhaseStreaming || st.CheckpointTime == nil {
+		t.Errorf("summary %q, phase %s, checkpoint %v; want 3/3 streaming, Streaming and a checkpoint", st.ShardSummary, st.Phase, st.CheckpointTime)
+	}
+}
+
+// TestHeldReport reads the writes held after migrations from a worker's
+// /status: per shard subtask, else the worker's replay; 0 when absent.
+func TestHeldReport(t *testing.T) {
+	for _, tt := range []struct {
+		body string
+		want int64
+	}{
+		{`{"phase":"Streaming","replay":{"lagSeconds":1}}`, 0},
+		{`{"replay":{"holds":{"heldWrites":5,"heldNow":2}}}`, 5},
+		{`{"replay":{"holds":{"heldWrites":9}},"shards":[{"shard":"rs1","replay":{"holds":{"heldWrites":3}}},{"shard":"rs2"}]}`, 3},
+	} {
+		var h heldReport
+		if err := json.Unmarshal([]byte(tt.body), &h); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.total(); got != tt.want {
+			t.Errorf("%s: %d held, want %d", tt.body, got, tt.want)
+		}
+	}
+}
+
+func TestShardSummary(t *testing.T) {
+	sh := func(phases ...syncv1alpha1.Phase) []syncv1alpha1.ShardStatus {
+		var out []syncv1alpha1.ShardStatus
+		for _, p := range phases {
+			out = append(out, syncv1alpha1.ShardStatus{Phase: p})
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		shards []syncv1alpha1.ShardStatus
+		want   string
+	}{
+		{nil, ""},
+		{sh("Streaming", "Streaming", "Streaming"), "3/3 streaming"},
+		{sh("FullSync", "Pending", "Pending"), "0/3 streaming"},
+		{sh("Retired", "Streaming", "Pending"), "1/2 streaming"},
+		{sh("Retired", "Paused", "Paused"), "2/2 paused"},
+		{sh("Completed"), "1/1 completed"},
+		{sh("FullSync"), "1/1 copying"},
+	} {
+		if got := shardSummary(tt.shards); got != tt.want {
+			t.Errorf("%v: %q, want %q", tt.shards, got, tt.want)
+		}
+	}
+}
+
+func TestPlanShards(t *testing.T) {
+	task := &syncv1alpha1.SyncTask{ObjectMeta: metav1.ObjectMeta{Name: "orders"}}
+	prev := []syncv1alpha1.ShardStatus{{Name: "b", Ordinal: 0}, {Name: "a", Ordinal: 1, Removed: true, Phase: syncv1alpha1.PhaseRetired}}
+	tests := []struct {
+		name           string
+		prev           []syncv1alpha1.ShardStatus
+		d              discovery
+		want           string // name:ordinal[:removed] ...
+		added, removed []string
+		replicas       int32
+	}{
+		{"replica set", nil, discovery{}, "", nil, nil, 1},
+		{"first discovery: name order", []syncv1alpha1.ShardStatus{{Name: "orders-worker-0"}}, discovery{sharded: true, names: []string{"c", "a", "b"}}, "a:0 b:1 c:2", nil, nil, 3},
+		{"unreachable, nothing known: one worker", nil, discovery{err: errors.New("x")}, "", nil, nil, 1},
+		{"unreachable: mapping kept", prev, discovery{err: errors.New("x")}, "b:0 a:1:removed", nil, nil, 1},
+		{"retired last shard: scaled down", prev, discovery{sharded: true, names: []string{"b"}}, "b:0 a:1:removed", nil, nil, 1},
+		{"a shard comes back", prev, discovery{sharded: true, names: []string{"a", "b"}}, "b:0 a:1", []string{"a"}, nil, 2},
+		{"added and removed", prev[:1], discovery{sharded: true, names: []string{"c", "a"}}, "b:0:removed a:1 c:2", []string{"a", "c"}, []string{"b"}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := planShards(task, tt.prev, tt.d)
+			var got []string
+			for _, e := range p.entries {
+				s := fmt.Sprintf("%s:%d", e.name, e.ordinal)
+				if e.removed {
+					s += ":removed"
+				}
+				got = append(got, s)
+			}
+			if strings.Join(got, " ") != tt.want || fmt.Sprint(p.added) != fmt.Sprint(tt.added) || fmt.Sprint(p.removed) != fmt.Sprint(tt.removed) {
+				t.Errorf("plan %v added %v removed %v; want %s, %v, %v", got, p.added, p.removed, tt.want, tt.added, tt.removed)
+			}
+			if n := p.replicas(tt.prev); n != tt.replicas {
+				t.Errorf("replicas %d, want %d", n, tt.replicas)
+			}
+		})
+	}
+	// The workers' mapping marks a removed shard whose worker retired: a
+	// restart of that worker idles.
+	p := planShards(task, prev, discovery{sharded: true, names: []string{"b"}})
+	if got, want := string(p.shardMap(prev)), `[{"name":"b"},{"name":"a","retired":true}]`; got != want {
+		t.Errorf("shard map %s, want %s", got, want)
 	}
 }

@@ -39,7 +39,9 @@ func testCtx(t *testing.T) context.Context {
 // recorder the test reads.
 func newReconciler() (*SyncTaskReconciler, *events.FakeRecorder) {
 	rec := events.NewFakeRecorder(100)
-	return &SyncTaskReconciler{Client: env.Client, Scheme: env.Scheme, Recorder: rec, WorkerImage: testImage}, rec
+	// The sources of these tests are replica sets (or nothing at all).
+	notSharded := func(context.Context, config.Endpoint, string) (bool, []string, error) { return false, nil, nil }
+	return &SyncTaskReconciler{Client: env.Client, Scheme: env.Scheme, Recorder: rec, WorkerImage: testImage, DiscoverShards: notSharded}, rec
 }
 
 // reconcile runs one reconcile of a task.

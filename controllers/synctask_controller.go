@@ -61,12 +61,20 @@ type SyncTaskReconciler struct {
 	// StatusClient reads the workers' /status; a client with a 2 s
 	// timeout when nil.
 	StatusClient *http.Client
+	// DiscoverShards lists a source's shards; DiscoverShards (the
+	// function) when nil.
+	DiscoverShards ShardDiscoverer
+	// ShardRefreshInterval is how often a running task's shards are
+	// discovered again (to scale for added shards);
+	// DefaultShardRefreshInterval when zero.
+	ShardRefreshInterval time.Duration
 	// NoPodMonitors stops the controller from making a PodMonitor per
 	// task, for clusters where one PodMonitor scrapes every worker (the
 	// Helm chart's). PodMonitors made before are left in place.
 	NoPodMonitors bool
 
 	podMonitor crdPresence
+	shards     discoveries
 }
 
 // +kubebuilder:rbac:groups=sync.mongoferry.io,resources=synctasks,verbs=get;list;watch;update;patch
@@ -87,6 +95,7 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !task.DeletionTimestamp.IsZero() {
+		r.forgetShards(task.UID)
 		return r.finalize(ctx, &task)
 	}
 	if err := r.ensureFinalizer(ctx, &task); err != nil {
@@ -95,7 +104,7 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	orig := task.DeepCopy()
 
 	o := observed{generation: task.Generation, mode: task.Spec.Mode, verifyMode: task.Spec.Verify.Mode,
-		suspended: task.Spec.Suspend, sharded: len(task.Spec.Source.Shards) > 0, shardNames: shardNames(&task), now: time.Now()}
+		suspended: task.Spec.Suspend, now: time.Now()}
 	rnd, err := r.render(ctx, &task)
 	if !errors.As(err, &o.blocked) && err != nil {
 		return ctrl.Result{}, err
@@ -111,15 +120,25 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	// A completed task keeps no workers (they would copy-check-exit in a
 	// loop); a new generation of the spec starts them again.
 	completed := orig.Status.Phase == syncv1alpha1.PhaseCompleted && orig.Status.ObservedGeneration == task.Generation
-	replicas := shardCount(&task)
+	replicas := int32(1)
+	if o.blocked == nil {
+		// Which worker replays which shard (one worker for a replica set).
+		o.plan = planShards(&task, orig.Status.Shards, r.shardTopology(ctx, &task, rnd))
+		replicas = o.plan.replicas(orig.Status.Shards)
+		o.shardNames = []string{WorkerName(task.Name) + "-0"}
+		if o.plan.entries != nil {
+			o.shardNames = o.plan.names()
+		}
+		r.shardEvents(&task, o.plan)
+	}
 	if task.Spec.Suspend || completed {
 		replicas = 0
 	}
 	if o.blocked == nil {
-		if err := r.ensureSecret(ctx, &task, rnd); err != nil {
+		if err := r.ensureSecret(ctx, &task, rnd, o.plan.shardMap(orig.Status.Shards)); err != nil {
 			return ctrl.Result{}, err
 		}
-		before, err := r.ensureStatefulSet(ctx, &task, rnd, image, replicas)
+		before, err := r.ensureStatefulSet(ctx, &task, rnd, image, replicas, o.plan.entries != nil)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -132,7 +151,7 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 	}
 
-	if o.workers, err = r.observeWorkers(ctx, &task); err != nil {
+	if o.workers, err = r.observeWorkers(ctx, &task, o.plan); err != nil {
 		return ctrl.Result{}, err
 	}
 	task.Status = computeStatus(&orig.Status, o)

@@ -1,7 +1,10 @@
 package controllers
 
 import (
+	"context"
 	"encoding/hex"
+	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +17,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -433,31 +437,116 @@ func TestInvalidSpec(t *testing.T) {
 	}
 }
 
+// TestShardedSource: one worker per shard, the pod ordinal of each shard
+// kept in status.shards; a reordered config.shards changes nothing, an
+// added shard adds a worker without restarting the others, a removed one
+// keeps its worker (it drains its oplog), a failed discovery keeps the
+// mapping and says so.
 func TestShardedSource(t *testing.T) {
 	ns := setup(t, "sharded", func(st *syncv1alpha1.SyncTask) {
 		st.Spec.Source.Kind = config.KindSharded
 		st.Spec.Source.URI = "mongodb://mongos.src:27017/"
-		st.Spec.Source.Shards = []config.Shard{{Name: "rs0", URI: "mongodb://s0:27018/"}, {Name: "rs1", URI: "mongodb://s1:27018/"}, {Name: "rs2", URI: "mongodb://s2:27018/"}}
+		st.Spec.Source.Shards = []config.Shard{{Name: "rs0", URI: "mongodb://s0:27018/"}}
 	})
-	r, _ := newReconciler()
-	reconcile(t, r, ns, "sharded")
-	sts := get(t, ns, "sharded-worker", &appsv1.StatefulSet{})
-	// One worker until the engine reads shards separately (see shardCount).
-	if *sts.Spec.Replicas != 1 || sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
-		t.Errorf("replicas %d, policy %s; want 1, Parallel", *sts.Spec.Replicas, sts.Spec.PodManagementPolicy)
-	}
-	var idx *corev1.EnvVar
-	for i, e := range sts.Spec.Template.Spec.Containers[0].Env {
-		if e.Name == ShardIndexEnv {
-			idx = &sts.Spec.Template.Spec.Containers[0].Env[i]
+	r, rec := newReconciler()
+	listed := []string{"rs1", "rs0", "rs2"}
+	var discoverErr error
+	var seenPassword string
+	r.ShardRefreshInterval = time.Nanosecond
+	r.DiscoverShards = func(_ context.Context, src config.Endpoint, password string) (bool, []string, error) {
+		seenPassword = password
+		if len(src.Shards) != 1 || src.Shards[0].Name != "rs0" {
+			t.Errorf("discovery without the source.shards[] overrides: %+v", src.Shards)
 		}
+		return true, listed, discoverErr
 	}
-	if idx == nil || idx.ValueFrom == nil || idx.ValueFrom.FieldRef == nil || idx.ValueFrom.FieldRef.FieldPath != "metadata.labels['apps.kubernetes.io/pod-index']" {
-		t.Errorf("%s = %+v, want the pod index label", ShardIndexEnv, idx)
+	type mapping struct {
+		name    string
+		ordinal int32
+		removed bool
 	}
+	check := func(step string, replicas int32, want []mapping) *appsv1.StatefulSet {
+		t.Helper()
+		reconcile(t, r, ns, "sharded")
+		sts := get(t, ns, "sharded-worker", &appsv1.StatefulSet{})
+		if *sts.Spec.Replicas != replicas {
+			t.Errorf("%s: replicas %d, want %d", step, *sts.Spec.Replicas, replicas)
+		}
+		var got []mapping
+		for _, s := range getTask(t, ns, "sharded").Status.Shards {
+			got = append(got, mapping{s.Name, s.Ordinal, s.Removed})
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: status.shards %+v, want %+v", step, got, want)
+		}
+		var slots []shardSlot
+		for _, m := range want {
+			slots = append(slots, shardSlot{Name: m.name})
+		}
+		sec := get(t, ns, "sharded-worker", &corev1.Secret{})
+		if b, _ := json.Marshal(slots); string(sec.Data[ShardMapKey]) != string(b) {
+			t.Errorf("%s: worker Secret %s = %s, want %s", step, ShardMapKey, sec.Data[ShardMapKey], b)
+		}
+		return sts
+	}
+
+	sts := check("first discovery", 3, []mapping{{"rs0", 0, false}, {"rs1", 1, false}, {"rs2", 2, false}})
+	if seenPassword != srcPassword {
+		t.Errorf("discovery got password %q, want the source Secret's", seenPassword)
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range sts.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e
+	}
+	if e := env[PodNameEnv]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.name" {
+		t.Errorf("%s = %+v, want the pod name", PodNameEnv, e)
+	}
+	if e := env[ShardMapEnv]; e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil || e.ValueFrom.SecretKeyRef.Name != "sharded-worker" || e.ValueFrom.SecretKeyRef.Key != ShardMapKey {
+		t.Errorf("%s = %+v, want the worker Secret's %s", ShardMapEnv, e, ShardMapKey)
+	}
+	if sts.Spec.Template.Annotations[ShardedAnnotation] != "true" || sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+		t.Errorf("template annotations %v, policy %s", sts.Spec.Template.Annotations, sts.Spec.PodManagementPolicy)
+	}
+	task := getTask(t, ns, "sharded")
+	if task.Status.ShardSummary != "3/3 pending" {
+		t.Errorf("shardSummary %q, want 3/3 pending", task.Status.ShardSummary)
+	}
+	if c := meta.FindStatusCondition(task.Status.Conditions, syncv1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("Degraded = %+v, want False", c)
+	}
+	if evs := drainEvents(rec); !hasEvent(evs, "Normal", ReasonShardsDiscovered) {
+		t.Errorf("events %q, want %s", evs, ReasonShardsDiscovered)
+	}
+
+	// config.shards in another order, and a shard whose name sorts first
+	// joins: nobody's ordinal moves, the new shard gets the next one, and
+	// the running workers are not restarted (same pod template).
+	listed = []string{"rs2", "rs00", "rs0", "rs1"}
+	sts2 := check("a shard added", 4, []mapping{{"rs0", 0, false}, {"rs1", 1, false}, {"rs2", 2, false}, {"rs00", 3, false}})
+	if !equality.Semantic.DeepEqual(sts.Spec.Template, sts2.Spec.Template) {
+		t.Errorf("adding a shard changed the pod template: the workers would restart")
+	}
+	if evs := drainEvents(rec); !hasEvent(evs, "Normal", ReasonShardAdded) || hasEvent(evs, "Normal", ReasonShardsDiscovered) {
+		t.Errorf("events %q, want %s only", evs, ReasonShardAdded)
+	}
+
+	// A shard leaves: its worker stays to drain the shard's oplog.
+	listed = []string{"rs2", "rs00", "rs0"}
+	check("a shard removed", 4, []mapping{{"rs0", 0, false}, {"rs1", 1, true}, {"rs2", 2, false}, {"rs00", 3, false}})
+	if evs := drainEvents(rec); !hasEvent(evs, "Normal", ReasonShardRemoved) {
+		t.Errorf("events %q, want %s", evs, ReasonShardRemoved)
+	}
+	check("nothing changed", 4, []mapping{{"rs0", 0, false}, {"rs1", 1, true}, {"rs2", 2, false}, {"rs00", 3, false}})
+	if evs := drainEvents(rec); hasEvent(evs, "Normal", ReasonShardRemoved) || hasEvent(evs, "Normal", ReasonShardAdded) {
+		t.Errorf("events %q repeated", evs)
+	}
+
+	// The source cannot be asked: the mapping stays, Degraded says why.
+	discoverErr = errors.New("source: deployment unreachable: nothing answered at mongodb://mongos.src:27017/")
+	check("discovery failed", 4, []mapping{{"rs0", 0, false}, {"rs1", 1, true}, {"rs2", 2, false}, {"rs00", 3, false}})
 	c := meta.FindStatusCondition(getTask(t, ns, "sharded").Status.Conditions, syncv1alpha1.ConditionDegraded)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonShardedUnsupported || !strings.Contains(c.Message, "replica sets only") {
-		t.Errorf("Degraded = %+v, want ShardedSourceNotSupported", c)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonShardDiscoveryFailed || !strings.Contains(c.Message, "unreachable") {
+		t.Errorf("Degraded = %+v, want %s", c, ReasonShardDiscoveryFailed)
 	}
 }
 
@@ -515,7 +604,7 @@ func TestStatusFromWorker(t *testing.T) {
 	body := `{"task":"orders","mode":"fullAndIncremental","phase":"Streaming",
 	  "copy":{"stage":"done","estimatedDocuments":1000,"documents":1000,"bytes":51200,"ranges":2,"rangesDone":2,"percent":100},
 	  "replay":{"appliedTS":{"T":1700000000,"I":3},"appliedTime":"2023-11-14T22:13:20Z","newestTS":{"T":1700000002,"I":1},
-	            "lagSeconds":2,"opsPerSecond":21.4,"inFlight":0},
+	            "lagSeconds":2,"opsPerSecond":21.4,"inFlight":0,"holds":{"heldWrites":4,"heldNow":1}},
 	  "startedAt":"2023-11-14T22:00:00Z"}`
 	var hits int
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -555,7 +644,7 @@ func TestStatusFromWorker(t *testing.T) {
 		st.Progress == nil || st.Progress.Percent != "100%" || st.Progress.Documents != 1000 {
 		t.Errorf("status %+v", st)
 	}
-	if len(st.Shards) != 1 || st.Shards[0].Name != "orders-worker-0" || st.Shards[0].AppliedTimestamp != "1700000000:3" ||
+	if len(st.Shards) != 1 || st.Shards[0].Name != "orders-worker-0" || st.Shards[0].AppliedTimestamp != "1700000000:3" || st.Shards[0].HeldWrites != 4 ||
 		st.CheckpointTime == nil || !st.CheckpointTime.Equal(&metav1.Time{Time: time.Unix(1700000000, 0)}) {
 		t.Errorf("shards %+v, checkpoint %v", st.Shards, st.CheckpointTime)
 	}

@@ -34,9 +34,6 @@ const (
 	appNameLabel     = "app.kubernetes.io/name"
 	appNameWorker    = "mongoferry-worker"
 	appInstanceLabel = "app.kubernetes.io/instance"
-	// podIndexLabel is set by the StatefulSet controller on each pod
-	// (Kubernetes 1.28 and later).
-	podIndexLabel = "apps.kubernetes.io/pod-index"
 )
 
 // Worker container settings.
@@ -52,9 +49,6 @@ const (
 	// DefaultMetricsPort is used when spec.metricsPort is unset (the CRD
 	// defaults it too).
 	DefaultMetricsPort = 9090
-	// ShardIndexEnv tells a worker of a sharded source which entry of
-	// source.shards is its own (the pod's ordinal).
-	ShardIndexEnv = "MONGOFERRY_SHARD_INDEX"
 	// workerUID is the user the workers run as (distroless "nonroot").
 	workerUID = 65532
 )
@@ -93,36 +87,18 @@ func metricsPort(task *syncv1alpha1.SyncTask) int32 {
 	return DefaultMetricsPort
 }
 
-// shardCount is the number of workers a running task wants. A sharded
-// source will get one per entry of source.shards (ordinal = shard) once
-// the engine reads shards separately; until then one worker runs the task
-// (through mongos), since several would share one checkpoint record and
-// do the same work twice. The task is marked Degraded meanwhile.
-func shardCount(_ *syncv1alpha1.SyncTask) int32 {
-	return 1
-}
-
-// shardNames are the names of a task's status.shards entries: the shards'
-// names for a sharded source, else the one worker pod's name.
-func shardNames(task *syncv1alpha1.SyncTask) []string {
-	if shards := task.Spec.Source.Shards; len(shards) > 0 {
-		names := make([]string, len(shards))
-		for i, s := range shards {
-			names[i] = s.Name
-		}
-		return names
+// ensureSecret applies the worker Secret: the rendered task file and, for
+// workers running one shard each, the shard mapping. It holds no password.
+func (r *SyncTaskReconciler) ensureSecret(ctx context.Context, task *syncv1alpha1.SyncTask, rnd *rendered, shardMap []byte) error {
+	data := map[string][]byte{TaskKey: rnd.task}
+	if m := shardMap; m != nil {
+		data[ShardMapKey] = m
 	}
-	return []string{WorkerName(task.Name) + "-0"}
-}
-
-// ensureSecret applies the worker Secret: the rendered task file. It holds
-// no password.
-func (r *SyncTaskReconciler) ensureSecret(ctx context.Context, task *syncv1alpha1.SyncTask, rnd *rendered) error {
 	s := corev1ac.Secret(WorkerName(task.Name), task.Namespace).
 		WithLabels(workerLabels(task)).
 		WithOwnerReferences(ownerRef(task)).
 		WithType(corev1.SecretTypeOpaque).
-		WithData(map[string][]byte{TaskKey: rnd.task})
+		WithData(data)
 	if err := r.Client.Apply(ctx, s, FieldOwner, client.ForceOwnership); err != nil {
 		return fmt.Errorf("apply Secret %s: %w", WorkerName(task.Name), err)
 	}
@@ -139,7 +115,7 @@ type workersBefore struct {
 // ensureStatefulSet applies the worker StatefulSet and returns what it was
 // before, from which the caller tells created, rolled, suspended and
 // resumed apart.
-func (r *SyncTaskReconciler) ensureStatefulSet(ctx context.Context, task *syncv1alpha1.SyncTask, rnd *rendered, image string, replicas int32) (workersBefore, error) {
+func (r *SyncTaskReconciler) ensureStatefulSet(ctx context.Context, task *syncv1alpha1.SyncTask, rnd *rendered, image string, replicas int32, sharded bool) (workersBefore, error) {
 	var before workersBefore
 	var cur appsv1.StatefulSet
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: WorkerName(task.Name)}, &cur)
@@ -152,7 +128,7 @@ func (r *SyncTaskReconciler) ensureStatefulSet(ctx context.Context, task *syncv1
 	case !apierrors.IsNotFound(err):
 		return before, err
 	}
-	if err := r.Client.Apply(ctx, workerStatefulSet(task, rnd, image, replicas), FieldOwner, client.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, workerStatefulSet(task, rnd, image, replicas, sharded), FieldOwner, client.ForceOwnership); err != nil {
 		return before, fmt.Errorf("apply StatefulSet %s: %w", WorkerName(task.Name), err)
 	}
 	return before, nil
@@ -160,12 +136,11 @@ func (r *SyncTaskReconciler) ensureStatefulSet(ctx context.Context, task *syncv1
 
 // workerStatefulSet is the desired worker StatefulSet.
 //
-// Each worker runs `ferry run` on the rendered task file. A sharded source
-// gets one worker per entry of source.shards (ordinal = index in the list,
-// told to the worker in MONGOFERRY_SHARD_INDEX), as the design plans; the
-// engine syncs replica sets only today, so each of those workers still
-// runs the whole task against source.uri, and the status says so.
-func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string, replicas int32) *appsv1ac.StatefulSetApplyConfiguration {
+// Each worker runs `ferry run` on the rendered task file. With sharded,
+// each runs one shard's subtask: the one the shard mapping (the worker
+// Secret's shards key, in MONGOFERRY_SHARD_MAP) gives its pod's ordinal
+// (from its name, in MONGOFERRY_POD_NAME); see shards.go.
+func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string, replicas int32, sharded bool) *appsv1ac.StatefulSetApplyConfiguration {
 	name := WorkerName(task.Name)
 	port := metricsPort(task)
 	env := []*corev1ac.EnvVarApplyConfiguration{
@@ -177,10 +152,16 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 	if s := task.Spec.Target.CredentialsSecret; s != "" {
 		env = append(env, secretEnv(TargetPasswordEnv, s, PasswordKey))
 	}
-	if len(task.Spec.Source.Shards) > 0 {
-		env = append(env, corev1ac.EnvVar().WithName(ShardIndexEnv).WithValueFrom(
-			corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().
-				WithFieldPath("metadata.labels['"+podIndexLabel+"']"))))
+	annotations := map[string]string{
+		ConfigHashAnnotation:                      rnd.hash,
+		"kubectl.kubernetes.io/default-container": WorkerContainer,
+	}
+	if sharded {
+		env = append(env,
+			corev1ac.EnvVar().WithName(PodNameEnv).WithValueFrom(
+				corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("metadata.name"))),
+			secretEnv(ShardMapEnv, name, ShardMapKey))
+		annotations[ShardedAnnotation] = "true"
 	}
 	probe := func() *corev1ac.ProbeApplyConfiguration {
 		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().
@@ -242,10 +223,7 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(task))).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(workerLabels(task)).
-				WithAnnotations(map[string]string{
-					ConfigHashAnnotation:                      rnd.hash,
-					"kubectl.kubernetes.io/default-container": WorkerContainer,
-				}).
+				WithAnnotations(annotations).
 				WithSpec(pod)))
 }
 

@@ -415,8 +415,9 @@ func TestStatusAndColumns(t *testing.T) {
 		OpsPerSecond:       350,
 		BytesPerSecond:     1 << 18,
 		CheckpointTime:     &now,
+		ShardSummary:       "1/1 streaming",
 		Shards: []v1alpha1.ShardStatus{{
-			Name: "rs0", Phase: v1alpha1.PhaseStreaming, LagSeconds: 2, OpsPerSecond: 350, Documents: 1000,
+			Name: "rs0", Ordinal: 0, Phase: v1alpha1.PhaseStreaming, LagSeconds: 2, OpsPerSecond: 350, HeldWrites: 3, Documents: 1000,
 			AppliedTimestamp: "1700000000:7", CheckpointTime: &now, LastReportTime: &now,
 		}},
 		LastVerification: &v1alpha1.Verification{Mode: config.VerifyHash, Result: v1alpha1.VerificationPassed, Time: now, Namespaces: 3},
@@ -461,14 +462,14 @@ func TestStatusAndColumns(t *testing.T) {
 	for _, c := range table.ColumnDefinitions {
 		cols = append(cols, fmt.Sprintf("%s/%d", c.Name, c.Priority))
 	}
-	if got, want := strings.Join(cols, " "), "Name/0 Phase/0 Progress/0 Lag/0 Ops/s/0 Ready/0 Age/0 Message/1"; got != want {
+	if got, want := strings.Join(cols, " "), "Name/0 Phase/0 Progress/0 Shards/0 Lag/0 Ops/s/0 Ready/0 Age/0 Message/1"; got != want {
 		t.Errorf("columns %q, want %q", got, want)
 	}
 	if len(table.Rows) != 1 {
 		t.Fatalf("%d rows, want 1", len(table.Rows))
 	}
-	cells := fmt.Sprintf("%v %v", table.Rows[0].Cells[:6], table.Rows[0].Cells[7])
-	if want := "[columns Streaming 100% 2 350 True] 1 worker streaming, 2s behind"; cells != want {
+	cells := fmt.Sprintf("%v %v", table.Rows[0].Cells[:7], table.Rows[0].Cells[8])
+	if want := "[columns Streaming 100% 1/1 streaming 2 350 True] 1 worker streaming, 2s behind"; cells != want {
 		t.Errorf("row %q, want %q", cells, want)
 	}
 }

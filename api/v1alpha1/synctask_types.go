@@ -96,8 +96,9 @@ type SyncTaskSpec struct {
 }
 
 // Phase is where a task, or one of its shards, is. The names are those of
-// the engine's status (pkg/engine), plus Paused for a suspended task.
-// +kubebuilder:validation:Enum=Pending;FullSync;Streaming;Paused;Verifying;Completed;Failed
+// the engine's status (pkg/engine), plus Paused for a suspended task and
+// Retired for a shard that left the cluster.
+// +kubebuilder:validation:Enum=Pending;FullSync;Streaming;Paused;Verifying;Completed;Failed;Retired
 type Phase string
 
 // Phases.
@@ -109,6 +110,9 @@ const (
 	PhaseVerifying Phase = "Verifying"
 	PhaseCompleted Phase = "Completed"
 	PhaseFailed    Phase = "Failed"
+	// PhaseRetired is a shard's only: the shard left config.shards and its
+	// worker applied its oplog to the end.
+	PhaseRetired Phase = "Retired"
 )
 
 // Condition types of a SyncTask.
@@ -145,10 +149,27 @@ type CopyProgress struct {
 
 // ShardStatus is what one worker (one shard of a sharded source, or the
 // only worker of a replica set) reports.
+//
+// For a sharded source the entries are also the operator's record of which
+// worker pod replays which shard: the pod with ordinal N (<task>-worker-N)
+// runs the subtask of the shard whose entry has ordinal N. An ordinal is
+// given once, when the shard is first discovered, and never changes, so a
+// reordered config.shards never moves a shard's checkpoint to another
+// worker; a shard added later gets the next ordinal.
 type ShardStatus struct {
-	// Name is the shard's _id in config.shards, or the replica set name.
+	// Name is the shard's _id in config.shards; for a replica set, the
+	// worker pod's name.
 	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
+	// Ordinal is the StatefulSet ordinal of the worker pod that replays
+	// this shard.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Ordinal int32 `json:"ordinal"`
+	// Removed is true once the shard has left config.shards: its worker
+	// reads the shard's oplog to the end, then the phase reads Retired.
+	// +optional
+	Removed bool `json:"removed,omitempty"`
 	// Phase is where this worker is.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
@@ -162,6 +183,14 @@ type ShardStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	OpsPerSecond int64 `json:"opsPerSecond"`
+	// HeldWrites counts this shard's writes held back after chunk
+	// migrations so far (holds.heldWrites in the worker's /status): each
+	// waited until the other shards' workers had applied everything up to
+	// the migration, so that no older version of a moved document lands
+	// after a newer one. 0 from workers that hold none.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	HeldWrites int64 `json:"heldWrites"`
 	// Documents is the number of documents this worker has copied.
 	// +optional
 	Documents int64 `json:"documents,omitempty"`
@@ -260,8 +289,13 @@ type SyncTaskStatus struct {
 	// there.
 	// +optional
 	CheckpointTime *metav1.Time `json:"checkpointTime,omitempty"`
-	// Shards has one entry per worker: one per shard of a sharded source,
-	// one for a replica set.
+	// ShardSummary counts the shards whose workers stream, such as
+	// "3/3 streaming" (retired shards are not counted).
+	// +optional
+	ShardSummary string `json:"shardSummary,omitempty"`
+	// Shards has one entry per worker: one per shard of a sharded source
+	// (with the ordinal of the worker pod that replays it), one for a
+	// replica set.
 	// +listType=map
 	// +listMapKey=name
 	// +optional
@@ -280,6 +314,7 @@ type SyncTaskStatus struct {
 // +kubebuilder:resource:scope=Namespaced,shortName=st,categories=mongoferry
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress.percent`
+// +kubebuilder:printcolumn:name="Shards",type=string,JSONPath=`.status.shardSummary`,description="Shards whose workers stream"
 // +kubebuilder:printcolumn:name="Lag",type=integer,JSONPath=`.status.lagSeconds`,description="Seconds the target is behind the source"
 // +kubebuilder:printcolumn:name="Ops/s",type=integer,JSONPath=`.status.opsPerSecond`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

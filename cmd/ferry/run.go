@@ -56,7 +56,8 @@ is copied through mongos and replayed by one subtask per shard, each
 tailing its shard's oplog from its own checkpoint; source.shards[] gives
 shard addresses when config.shards' are not reachable from here.
 --shard NAME (or MONGOFERRY_SHARD) runs one shard's subtask only, as one
-worker per shard does: the worker of the shard whose name sorts first
+worker per shard does (an operator's worker finds its shard by its pod
+ordinal in MONGOFERRY_SHARD_MAP): the worker of the shard whose name sorts first
 records the start positions and runs the full copy, the others wait for it,
 and verification is left to 'ferry verify' once every worker caught up.`,
 		Example: `  # copy everything from one deployment to another, then verify
@@ -149,6 +150,14 @@ func runTask(ctx context.Context, f runFlags) error {
 		return err
 	}
 	limitMemory(&task.Spec, log)
+	slot, err := workerShard(f.shard, os.Getenv, osHostname)
+	if err != nil {
+		return err
+	}
+	if slot.Retired {
+		return idleRetired(ctx, task, slot.Name, f.listen, log)
+	}
+	f.shard = slot.Name
 	latency := metrics.WriteLatency(task.Name)
 	insertLatency := latency.WithLabelValues("insert")
 	eng, err := engine.Open(ctx, task, engine.Options{Log: log, UntilCaughtUp: f.untilCaughtUp, Shard: f.shard,

@@ -67,6 +67,7 @@ type options struct {
 	leaderElectionNamespace string
 	workerImage             string
 	workerStatusTimeout     time.Duration
+	shardRefreshInterval    time.Duration
 	watchNamespaces         string
 	workerPodMonitors       bool
 	logFormat               string
@@ -83,6 +84,7 @@ func bindFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; the manager's own namespace in a cluster, required with --leader-elect outside one")
 	fs.StringVar(&o.workerImage, "worker-image", DefaultWorkerImage(), "container image of the workers (it must hold /ferry) for SyncTasks without spec.workerImage")
 	fs.DurationVar(&o.workerStatusTimeout, "worker-status-timeout", 5*time.Second, "timeout of one request to a worker's /status")
+	fs.DurationVar(&o.shardRefreshInterval, "shard-refresh-interval", controllers.DefaultShardRefreshInterval, "how often a running sharded SyncTask's shards are listed again (config.shards through mongos), so that an added shard gets a worker")
 	fs.StringVar(&o.watchNamespaces, "watch-namespaces", "", "comma-separated namespaces whose SyncTasks the manager runs (it then needs RBAC in those only); empty: every namespace")
 	fs.BoolVar(&o.workerPodMonitors, "worker-podmonitors", true, "make a PodMonitor for each SyncTask's workers when the prometheus-operator CRDs are installed; false when one PodMonitor scrapes every worker (the Helm chart's)")
 	fs.StringVar(&o.logFormat, "log-format", "json", "log format: json or text")
@@ -201,6 +203,8 @@ func run(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logger) er
 		WorkerImage:   o.workerImage,
 		StatusClient:  &http.Client{Timeout: o.workerStatusTimeout},
 		NoPodMonitors: !o.workerPodMonitors,
+
+		ShardRefreshInterval: o.shardRefreshInterval,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the SyncTask controller: %w", err)

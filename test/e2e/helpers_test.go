@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -51,32 +52,51 @@ func docsByID(t *testing.T, c *mongo.Client, db, name string) map[string]bson.Ra
 // source collection's documents, byte for byte.
 func assertSameDocs(t *testing.T, src *mongo.Client, srcNS string, dst *mongo.Client, dstNS string) {
 	t.Helper()
+	if diff := docsDiff(t, src, srcNS, dst, dstNS); diff != "" {
+		t.Fatal(diff)
+	}
+}
+
+// docsDiff compares a source collection with a target one: "" when they
+// hold the same documents byte for byte, else the counts of missing,
+// changed and extra documents with a few of them.
+func docsDiff(t *testing.T, src *mongo.Client, srcNS string, dst *mongo.Client, dstNS string) string {
+	t.Helper()
 	sdb, srcColl := split(srcNS)
 	ddb, dstColl := split(dstNS)
-	want := docsByID(t, src, sdb, srcColl)
-	got := docsByID(t, dst, ddb, dstColl)
+	return diffDocs(docsByID(t, src, sdb, srcColl), docsByID(t, dst, ddb, dstColl), srcNS+" -> "+dstNS)
+}
+
+// diffDocs compares documents by _id (as docsByID returns them).
+func diffDocs(want, got map[string]bson.Raw, what string) string {
 	var missing, changed, extra int
-	var example string
+	var examples []string
+	note := func(s string) {
+		if len(examples) < 5 {
+			examples = append(examples, s)
+		}
+	}
 	for k, w := range want {
 		g, ok := got[k]
 		switch {
 		case !ok:
 			missing++
-			example = w.Lookup("_id").String()
+			note("missing " + w.String())
 		case !bytes.Equal(g, w):
 			changed++
-			example = fmt.Sprintf("%s: got %s want %s", w.Lookup("_id"), g, w)
+			note(fmt.Sprintf("changed: got %s want %s", g, w))
 		}
 	}
 	for k, g := range got {
 		if _, ok := want[k]; !ok {
 			extra++
-			example = g.Lookup("_id").String()
+			note("extra " + g.String())
 		}
 	}
-	if missing+changed+extra > 0 {
-		t.Fatalf("%s -> %s: %d missing, %d changed, %d extra of %d (e.g. %s)", srcNS, dstNS, missing, changed, extra, len(want), example)
+	if missing+changed+extra == 0 {
+		return ""
 	}
+	return fmt.Sprintf("%s: %d missing, %d changed, %d extra of %d (e.g. %s)", what, missing, changed, extra, len(want), strings.Join(examples, "; "))
 }
 
 func split(ns string) (string, string) {

@@ -49,8 +49,9 @@ var (
 
 // startOperator runs the SyncTask controller in a controller-runtime
 // manager in this process, as cmd/manager does (no leader election, no
-// metrics or probe listeners), until the test ends.
-func startOperator(t *testing.T, env *envtestutil.Env) {
+// metrics or probe listeners), until the test ends. edit, when given,
+// adjusts the reconciler before it starts.
+func startOperator(t *testing.T, env *envtestutil.Env, edit ...func(*controllers.SyncTaskReconciler)) {
 	t.Helper()
 	operatorLogOnce.Do(func() {
 		ctrl.SetLogger(funcr.New(func(prefix, args string) {
@@ -74,6 +75,9 @@ func startOperator(t *testing.T, env *envtestutil.Env) {
 		Recorder:     mgr.GetEventRecorder("mongoferry-manager"),
 		WorkerImage:  "ghcr.io/mongoferry/mongoferry:e2e",
 		StatusClient: &http.Client{Timeout: 2 * time.Second},
+	}
+	for _, e := range edit {
+		e(r)
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)

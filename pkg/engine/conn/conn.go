@@ -39,6 +39,10 @@ type Options struct {
 	ConnectTimeout time.Duration
 	// MaxPoolSize caps connections; the driver's default when zero.
 	MaxPoolSize uint64
+	// Password, when not empty, is the endpoint's password, used instead
+	// of its passwordFile or passwordEnv (for a caller that holds it, such
+	// as the operator reading the source's shards).
+	Password string
 }
 
 // Open connects to an endpoint and pings it. role ("source" or "target")
@@ -57,9 +61,12 @@ func Open(ctx context.Context, role string, e config.Endpoint, o Options) (*mong
 		opts.SetMaxPoolSize(o.MaxPoolSize)
 	}
 	if e.Username != "" {
-		password, err := readPassword(role, e)
-		if err != nil {
-			return nil, err
+		password := o.Password
+		if password == "" {
+			var err error
+			if password, err = readPassword(role, e); err != nil {
+				return nil, err
+			}
 		}
 		cred := options.Credential{Username: e.Username, Password: password, PasswordSet: password != "", AuthSource: e.AuthSource}
 		if cred.AuthSource == "" {

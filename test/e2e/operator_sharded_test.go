@@ -1,0 +1,270 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
+	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/envtestutil"
+	"github.com/mongoferry/mongoferry/internal/podrunner"
+	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/pkg/config"
+)
+
+// TestOperatorShardedSource runs a SyncTask on a sharded source the way a
+// cluster would: envtest's API server, the controller, the pod runner (each
+// worker pod a `ferry run` process), and the sharded cluster stand-in of
+// testserver.Cluster (three FerretDB servers as the shards' replica sets,
+// each with its own oplog; a fourth as mongos, holding the union of the
+// shards and config.shards; MoveChunk as the balancer), with a FerretDB
+// target.
+//
+// What a user sees: one worker pod per shard and one status.shards entry
+// each, with the pod's ordinal; "3/3 streaming". Under a live load through
+// the router, with a chunk migration, one worker is killed (SIGKILL) and
+// restarts from its shard's checkpoint; a fourth shard joins the cluster
+// and gets a fourth pod, which replays the chunk moved to it. The target
+// ends equal to the union of the shards, document by document. The fourth
+// shard then leaves: its entry is marked removed, its ordinal kept.
+func TestOperatorShardedSource(t *testing.T) {
+	ferry := ferryBinary(t)
+	env := envtestutil.Start(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	const name = "fleet"
+
+	c := testserver.StartCluster(t, 3)
+	dst := testserver.Start(t)
+	// A fourth shard server exists from the start but joins the cluster
+	// later; the task's source.shards[] names its address already.
+	extra, err := c.PrepareShard(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const coll = "app.items"
+	var seed []bson.D
+	for k := int64(0); k < 3000; k += 5 {
+		seed = append(seed, bson.D{{Key: "_id", Value: k}, {Key: "v", Value: 0}, {Key: "pad", Value: "seed"}})
+	}
+	if err := c.Insert(ctx, coll, seed...); err != nil {
+		t.Fatal(err)
+	}
+
+	startOperator(t, env, func(r *controllers.SyncTaskReconciler) { r.ShardRefreshInterval = 2 * time.Second })
+	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}})
+
+	task := &syncv1alpha1.SyncTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: syncv1alpha1.SyncTaskSpec{Spec: config.Spec{
+			Mode: config.ModeFullAndIncremental,
+			// The mongos stand-in is a FerretDB server, whose hello does
+			// not say isdbgrid: kind sharded says what it is.
+			Source: config.Endpoint{URI: c.RouterURI(), Kind: config.KindSharded, Shards: c.Overrides()},
+			Target: config.Endpoint{URI: dst.URI},
+		}},
+	}
+	if err := env.Client.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+
+	load := &shardLoad{c: c, ns: coll, next: 3001, quiet: map[[2]int64]time.Time{}}
+	for k := int64(0); k < 3000; k += 5 {
+		load.keys = append(load.keys, k)
+	}
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	loadErr := make(chan error, 1)
+	go func() { loadErr <- load.run(loadCtx, t, rand.New(rand.NewPCG(5, 7))) }()
+	defer stopLoad()
+
+	get := func() *syncv1alpha1.SyncTask {
+		var st syncv1alpha1.SyncTask
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st); err != nil {
+			t.Fatal(err)
+		}
+		return &st
+	}
+	pods := func() map[string]corev1.Pod {
+		var list corev1.PodList
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{controllers.TaskLabel: name}); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]corev1.Pod{}
+		for _, p := range list.Items {
+			out[p.Name] = p
+		}
+		return out
+	}
+	// mapping is status.shards as "name:ordinal" in order.
+	mapping := func(st *syncv1alpha1.SyncTask) string {
+		var parts []string
+		for _, s := range st.Status.Shards {
+			parts = append(parts, fmt.Sprintf("%s:%d", s.Name, s.Ordinal))
+		}
+		return strings.Join(parts, " ")
+	}
+	streamingAll := func(n int) func() bool {
+		return func() bool {
+			st := get()
+			return st.Status.ShardSummary == fmt.Sprintf("%d/%d streaming", n, n) && st.Status.Phase == syncv1alpha1.PhaseStreaming
+		}
+	}
+
+	waitFor(t, "three workers streaming", 4*time.Minute, streamingAll(3))
+	if got, want := mapping(get()), "shard0:0 shard1:1 shard2:2"; got != want {
+		t.Errorf("status.shards %q, want %q", got, want)
+	}
+	if p := pods(); len(p) != 3 {
+		t.Errorf("%d worker pods, want 3", len(p))
+	}
+	t.Logf("kubectl get synctasks (3 shards streaming under load):\n%s", syncTaskTable(t, env.Config, ns, false))
+
+	// The balancer moves a chunk; then worker 1 is killed and restarts.
+	// The load leaves moved chunks alone from then on: the rule that holds
+	// a recipient's writes after a migration until the donor's worker has
+	// applied everything before it is not wired into the workers yet, and
+	// without it a lagging donor's worker may apply an older write of a
+	// moved document after the recipient's newer one (see shardLoad).
+	move := func(lo, hi int64, to int) {
+		load.move(ctx, t, lo, hi, to)
+		load.mu.Lock()
+		load.quiet[[2]int64{lo, hi}] = time.Now().Add(time.Hour)
+		load.mu.Unlock()
+	}
+	move(0, 500, 1)
+	killWorker(t, name+"-worker-1")
+	waitFor(t, "worker 1 restarted", time.Minute, func() bool {
+		p, ok := pods()[name+"-worker-1"]
+		return ok && len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount > 0
+	})
+	waitFor(t, "three workers streaming after the restart", 2*time.Minute, streamingAll(3))
+
+	// A fourth shard joins: a fourth pod replays it, and the mapping of the
+	// other three does not move.
+	if err := c.ListShard(ctx, extra); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "four workers streaming", 3*time.Minute, streamingAll(4))
+	if got, want := mapping(get()), "shard0:0 shard1:1 shard2:2 shard3:3"; got != want {
+		t.Errorf("status.shards %q, want %q", got, want)
+	}
+	if p := pods(); len(p) != 4 {
+		t.Errorf("%d worker pods, want 4", len(p))
+	}
+	// The new shard takes a chunk, and new documents in it are written
+	// there: only the fourth worker replays them.
+	move(2000, 2500, extra)
+	var fresh []bson.D
+	for k := int64(2001); k < 2500; k += 25 {
+		fresh = append(fresh, bson.D{{Key: "_id", Value: k}, {Key: "v", Value: 1}, {Key: "pad", Value: "on the new shard"}})
+	}
+	if err := c.Insert(ctx, coll, fresh...); err != nil {
+		t.Fatal(err)
+	}
+	if o := c.Owner(coll, 2001); o != extra {
+		t.Fatalf("key 2001 is on shard %d, want the new shard %d", o, extra)
+	}
+	time.Sleep(5 * time.Second)
+
+	// The fourth shard gives its chunk back and leaves: its entry and its
+	// pod stay while its worker reads the shard's oplog to the end (the pod
+	// goes once that worker reports Retired, being the last ordinal:
+	// TestPlanShards), and the others keep streaming.
+	move(2000, 2500, 2)
+	if err := c.RemoveShard(ctx, extra); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the removed shard marked removed", time.Minute, func() bool {
+		st := get()
+		last := st.Status.Shards[len(st.Status.Shards)-1]
+		return last.Name == "shard3" && last.Removed && hasReason(taskEvents(t, env.Client, ns, name), controllers.ReasonShardRemoved)
+	})
+	if got, want := mapping(get()), "shard0:0 shard1:1 shard2:2 shard3:3"; got != want {
+		t.Errorf("status.shards %q after the removal, want %q", got, want)
+	}
+
+	stopLoad()
+	if err := <-loadErr; err != nil {
+		t.Fatalf("load: %v", err)
+	}
+	// The target converges to the union of the shards' documents (no
+	// orphans: a migration removes the moved documents from the donor).
+	// The shards are the truth rather than the mongos stand-in: the load's
+	// last write, interrupted by its end, may have reached a shard and not
+	// the router server.
+	deadline := time.Now().Add(3 * time.Minute)
+	db, cl := split(coll)
+	for {
+		union := map[string]bson.Raw{}
+		for i := range c.Shards {
+			for k, d := range docsByID(t, c.ShardClient(i), db, cl) {
+				if _, dup := union[k]; dup {
+					t.Fatalf("%s is on two shards", d.Lookup("_id"))
+				}
+				union[k] = d
+			}
+		}
+		diff := diffDocs(union, docsByID(t, dst.MustClient(t), db, cl), "union of the shards -> target")
+		if diff == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("target differs from the union of the shards: %s; status.shards %+v", diff, get().Status.Shards)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	st := get()
+	t.Logf("kubectl get synctasks (a 4th shard joined, then left):\n%s", syncTaskTable(t, env.Config, ns, false))
+	for _, s := range st.Status.Shards {
+		t.Logf("shard %s: pod %s-worker-%d, %s, lag %ds, applied %s, held %d", s.Name, name, s.Ordinal, s.Phase, s.LagSeconds, s.AppliedTimestamp, s.HeldWrites)
+	}
+	evs := taskEvents(t, env.Client, ns, name)
+	for _, r := range []string{controllers.ReasonShardsDiscovered, controllers.ReasonShardAdded, controllers.ReasonShardRemoved} {
+		if !hasReason(evs, r) {
+			t.Errorf("no %s event", r)
+		}
+	}
+	if hasReason(evs, "ShardedSourceNotSupported") {
+		t.Errorf("a ShardedSourceNotSupported event")
+	}
+	t.Logf("live load: %d operations", load.ops)
+}
+
+// killWorker sends SIGKILL to the `ferry run` process of a worker pod run
+// by the pod runner (found by MONGOFERRY_POD_NAME in its environment), as
+// the kernel's OOM killer would.
+func killWorker(t *testing.T, pod string) {
+	t.Helper()
+	want := []byte(controllers.PodNameEnv + "=" + pod + "\x00")
+	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, f := range procs {
+		b, err := os.ReadFile(f)
+		if err != nil || !bytes.Contains(b, want) {
+			continue
+		}
+		var pid int
+		if _, err := fmt.Sscanf(filepath.Base(filepath.Dir(f)), "%d", &pid); err != nil {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill %s (pid %d): %v", pod, pid, err)
+		}
+		t.Logf("killed %s (pid %d)", pod, pid)
+		return
+	}
+	t.Fatalf("no process of pod %s found", pod)
+}
