@@ -82,13 +82,18 @@ func TestOperatorShardedSource(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	load := &shardLoad{c: c, ns: coll, next: 3001, quiet: map[[2]int64]time.Time{}}
+	var keys []int64
 	for k := int64(0); k < 3000; k += 5 {
-		load.keys = append(load.keys, k)
+		keys = append(keys, k)
 	}
+	load := testserver.NewClusterLoad(c, coll, keys, 3001, 25)
+	// Moved chunks keep being written: the workers hold a recipient's
+	// writes after a migration until the donor's worker has applied
+	// everything before it (the shard board in the checkpoint database).
+	load.Quiet = -1
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	loadErr := make(chan error, 1)
-	go func() { loadErr <- load.run(loadCtx, t, rand.New(rand.NewPCG(5, 7))) }()
+	go func() { loadErr <- load.Run(loadCtx, rand.New(rand.NewPCG(5, 7))) }()
 	defer stopLoad()
 
 	get := func() *syncv1alpha1.SyncTask {
@@ -134,16 +139,13 @@ func TestOperatorShardedSource(t *testing.T) {
 	t.Logf("kubectl get synctasks (3 shards streaming under load):\n%s", syncTaskTable(t, env.Config, ns, false))
 
 	// The balancer moves a chunk; then worker 1 is killed and restarts.
-	// The load leaves moved chunks alone from then on: the rule that holds
-	// a recipient's writes after a migration until the donor's worker has
-	// applied everything before it is not wired into the workers yet, and
-	// without it a lagging donor's worker may apply an older write of a
-	// moved document after the recipient's newer one (see shardLoad).
 	move := func(lo, hi int64, to int) {
-		load.move(ctx, t, lo, hi, to)
-		load.mu.Lock()
-		load.quiet[[2]int64{lo, hi}] = time.Now().Add(time.Hour)
-		load.mu.Unlock()
+		t.Helper()
+		n, err := load.Move(ctx, lo, hi, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("moved %d documents of [%d,%d) to %s", n, lo, hi, c.Names[to])
 	}
 	move(0, 500, 1)
 	killWorker(t, name+"-worker-1")
@@ -241,7 +243,8 @@ func TestOperatorShardedSource(t *testing.T) {
 	if hasReason(evs, "ShardedSourceNotSupported") {
 		t.Errorf("a ShardedSourceNotSupported event")
 	}
-	t.Logf("live load: %d operations", load.ops)
+	ins, upd, del := load.Counts()
+	t.Logf("live load: %d inserts, %d updates, %d deletes", ins, upd, del)
 }
 
 // killWorker sends SIGKILL to the `ferry run` process of a worker pod run
