@@ -123,11 +123,14 @@ func dumpShardedDoc(t *testing.T, c *testserver.Cluster, dst *testserver.Server,
 	db, coll := split(ns)
 	for _, line := range strings.Split(report, "\n") {
 		i := strings.Index(line, `{"$numberLong":"`)
-		if !(strings.Contains(line, "changed") || strings.Contains(line, "extra") || strings.Contains(line, "missing")) || i < 0 {
+		differs := strings.Contains(line, "changed") || strings.Contains(line, "extra") || strings.Contains(line, "missing")
+		if !differs || i < 0 {
 			continue
 		}
 		var k int64
-		fmt.Sscanf(line[i+len(`{"$numberLong":"`):], "%d", &k)
+		if _, err := fmt.Sscanf(line[i+len(`{"$numberLong":"`):], "%d", &k); err != nil {
+			continue
+		}
 		var want, got bson.Raw
 		want, _ = c.RouterClient().Database(db).Collection(coll).FindOne(context.Background(), bson.D{{Key: "_id", Value: k}}).Raw()
 		got, _ = dst.MustClient(t).Database(db).Collection(coll).FindOne(context.Background(), bson.D{{Key: "_id", Value: k}}).Raw()
