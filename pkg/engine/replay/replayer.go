@@ -305,6 +305,9 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 	r.mu.Lock()
 	r.readTS = e.TS()
 	r.mu.Unlock()
+	if err := r.checkTopology(e); err != nil {
+		return err
+	}
 	if skip, reason := r.filter.Skip(e); skip {
 		r.count(reason, true)
 		r.noteSkip(e, e.TS(), reason)
