@@ -27,22 +27,26 @@ const (
 )
 
 // stalePath reports whether a bulk write failed on write k because an
-// update's path does not fit the target document.
+// update's path does not fit the target document. Only updates fail so, so
+// k is the first update at or after the index the server reports: FerretDB
+// reports index 0 wherever the failing write stands (an ordered bulk
+// write has applied everything before the failing one, so the writes
+// before k are applied whichever it was).
 func stalePath(err error, batch []item) (int, bool) {
 	var bwe mongo.BulkWriteException
 	if !errors.As(err, &bwe) || len(bwe.WriteErrors) == 0 {
 		return 0, false
 	}
 	we := bwe.WriteErrors[0]
-	if we.Index < 0 || we.Index >= len(batch) {
-		return 0, false
-	}
-	if _, ok := batch[we.Index].model.(*mongo.UpdateOneModel); !ok {
-		return 0, false
-	}
 	switch we.Code {
 	case codeBadValue, codePathNotViable, codeTypeMismatch:
-		return we.Index, true
+	default:
+		return 0, false
+	}
+	for k := max(we.Index, 0); k < len(batch); k++ {
+		if _, ok := batch[k].model.(*mongo.UpdateOneModel); ok {
+			return k, true
+		}
 	}
 	return 0, false
 }

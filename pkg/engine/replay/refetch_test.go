@@ -28,6 +28,7 @@ func TestStalePath(t *testing.T) {
 		{"BadValue on an update", bwe(0, 2), []item{upd}, 0, true},
 		{"TypeMismatch on an update", bwe(0, 14), []item{upd}, 0, true},
 		{"the same code on a replacement", bwe(0, 28), []item{ins}, 0, false},
+		{"an index on a replacement (FerretDB reports 0): the next update", bwe(0, 28), []item{ins, ins, upd}, 2, true},
 		{"a duplicate key", bwe(0, 11000), []item{upd}, 0, false},
 		{"an index out of range", bwe(3, 28), []item{upd}, 0, false},
 		{"not a bulk write error", errors.New("connection reset"), []item{upd}, 0, false},
