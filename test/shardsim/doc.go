@@ -8,7 +8,10 @@
 //     (every entry gets the next ts, so the clock is shared and strictly
 //     ordered), shard-key changes as prepared transactions on two shards,
 //     idle shards writing periodic no-ops, a shard added and one drained
-//     and removed. It writes each shard's oplog as raw entries in
+//     and removed, and topology DDL (the no-ops of shardCollection,
+//     refineCollectionShardKey, reshardCollection, resharding and
+//     movePrimary: followed, or on the task's collection a stop the run
+//     must end at). It writes each shard's oplog as raw entries in
 //     MongoDB's shapes (inserts and deletes with o2/the document key,
 //     $v:2 diffs, fromMigrate copies, catch-up writes and range
 //     deletions, applyOps, prepare and commitTransaction, op n no-ops);

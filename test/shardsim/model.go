@@ -76,7 +76,7 @@ type Model struct {
 	Docs   map[int64]Doc
 	Writes map[WriteKey]Write
 	// Counts of what the schedule did, for messages.
-	Migrations, Aborted, KeyChanges, Txns int
+	Migrations, Aborted, KeyChanges, Txns, DDL int
 
 	rng    *rand.Rand
 	clock  uint32
@@ -496,4 +496,33 @@ func (m *Model) Finish() {
 			m.Noop(s)
 		}
 	}
+}
+
+// Topology logs the no-op a sharding operation leaves on each of shards
+// (each at its own time): o2's first field names the operation and its
+// namespace, a database for movePrimary, as the server logs them for
+// change streams (s/resharding, s/shard_key_util.cpp, s/move_primary). It
+// returns each shard's entry ts.
+func (m *Model) Topology(op, ns string, shards []*Shard) map[string]bson.Timestamp {
+	at := map[string]bson.Timestamp{}
+	for _, s := range shards {
+		ts := m.tick()
+		m.log(s, ts, bson.D{{Key: "op", Value: "n"}, {Key: "ns", Value: ns},
+			{Key: "o", Value: bson.D{{Key: "msg", Value: bson.D{{Key: op, Value: ns}}}}},
+			{Key: "o2", Value: bson.D{{Key: op, Value: ns}, {Key: "shardKey", Value: bson.D{{Key: "sk", Value: 1}}}}}})
+		at[s.Name] = ts
+	}
+	m.DDL++
+	return at
+}
+
+// listed returns the shards not removed.
+func (m *Model) listed() []*Shard {
+	var out []*Shard
+	for _, s := range m.Shards {
+		if !s.Removed {
+			out = append(out, s)
+		}
+	}
+	return out
 }

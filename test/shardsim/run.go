@@ -174,6 +174,9 @@ type Result struct {
 	Violations []string
 	// Holds are each shard's last subtask's hold figures.
 	Holds map[string]replay.HoldStatus
+	// Stopped is the error the run stopped with at the schedule's Stop,
+	// as a user reads it.
+	Stopped string
 }
 
 // Run replays the schedule's oplogs through one subtask per shard and
@@ -184,10 +187,37 @@ func Run(ctx context.Context, sc Schedule, cfg Config) (Result, error) {
 	for name, sub := range rn.subs {
 		res.Holds[name] = sub.r.Status().Holds
 	}
+	if sc.Stop != nil {
+		return res.stopped(sc, rn.rec, err)
+	}
 	if err == nil {
 		res.Violations = rn.rec.Check()
 	}
 	return res, err
+}
+
+// stopped checks a run of a schedule with a Stop: it must end with
+// ErrTopologyChange naming the operation and the namespace, with every
+// write applied in order and none from after a shard's stop entry.
+func (res Result) stopped(sc Schedule, rec *Recorder, err error) (Result, error) {
+	st := sc.Stop
+	if err == nil {
+		return res, fmt.Errorf("the run did not stop at %s on %s", st.Op, st.NS)
+	}
+	if !errors.Is(err, replay.ErrTopologyChange) {
+		return res, err
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, st.Op+" on "+st.NS+":") || !strings.Contains(msg, "namespaces.exclude") {
+		res.Violations = append(res.Violations, "the stop does not name the operation, the namespace and what to do: "+msg)
+	}
+	for name, ts := range st.At {
+		if n := rec.AppliedFrom(name, ts); n > 0 {
+			res.Violations = append(res.Violations, fmt.Sprintf("shard %s: %d writes applied from after its %s entry at %v", name, n, st.Op, ts))
+		}
+	}
+	res.Stopped = msg
+	return res, nil
 }
 
 func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
@@ -203,7 +233,8 @@ func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
 	if cfg.Recorder != nil {
 		rn.rec = cfg.Recorder
 	}
-	rn.spec = config.Spec{Threads: config.Threads{Writers: 2}, Cache: config.Cache{BatchSize: 8}}
+	rn.spec = config.Spec{Threads: config.Threads{Writers: 2}, Cache: config.Cache{BatchSize: 8},
+		Namespaces: config.Namespaces{Exclude: []string{`other\..*`}}}
 	rn.spec.SetDefaults()
 	mapper, err := catalog.NewMapper(rn.spec.Namespaces, rn.spec.Checkpoint.Database)
 	if err != nil {

@@ -2,7 +2,23 @@ package shardsim
 
 import (
 	"math/rand/v2"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
+
+// OtherNS is a namespace the simulated task leaves out
+// (namespaces.exclude: ['other\..*']): topology DDL on it is followed.
+const OtherNS = "other.c"
+
+// Stop is a sharding operation the subtasks cannot follow on the task's
+// collection (reshardCollection, a resharding, movePrimary of its
+// database): each shard that logs it stops there, naming it.
+type Stop struct {
+	Op, NS string
+	// At is each logging shard's entry ts.
+	At map[string]bson.Timestamp
+}
 
 // Schedule is a seeded random run of the model.
 type Schedule struct {
@@ -11,24 +27,30 @@ type Schedule struct {
 	// Added and Removed name the shard added and the one removed during
 	// the schedule, if any.
 	Added, Removed string
+	// Stop, when set, is the operation the run must stop at.
+	Stop *Stop
 }
 
 // Generate builds the schedule of seed: steps random events (user
 // inserts, updates and deletes, chunk migrations both ways, some aborted,
 // range deletions, shard-key changes, one- and multi-shard transactions,
-// periodic no-ops), an idle shard in half the seeds, a shard added in
-// half and one removed in a third.
+// periodic no-ops, topology DDL the subtasks follow), an idle shard in
+// half the seeds, a shard added in half, one removed in a third and, in
+// one in eight, a topology change the subtasks must stop at.
 func Generate(seed uint64, ns string, steps int) Schedule {
 	rng := rand.New(rand.NewPCG(seed, 0x51a1))
 	idle := rng.IntN(2) == 0
 	m := NewModel(seed, ns, 3, idle)
 	sc := Schedule{Seed: seed, Model: m}
-	addAt, removeAt := -1, -1
+	addAt, removeAt, stopAt := -1, -1, -1
 	if rng.IntN(2) == 0 {
 		addAt = rng.IntN(steps)
 	}
 	if rng.IntN(3) == 0 {
 		removeAt = rng.IntN(steps)
+	}
+	if rng.IntN(8) == 0 {
+		stopAt = rng.IntN(steps)
 	}
 	for i := range 4 {
 		m.Insert(int64(rng.IntN(chunkCount * chunkWidth)))
@@ -44,6 +66,9 @@ func Generate(seed uint64, ns string, steps int) Schedule {
 				m.RemoveShard(s)
 				sc.Removed = s.Name
 			}
+		}
+		if step == stopAt {
+			sc.Stop = m.stop(rng)
 		}
 		m.randomEvent(rng)
 		for _, s := range m.Shards {
@@ -114,7 +139,52 @@ func (m *Model) randomEvent(rng *rand.Rand) {
 			j := (i + 1 + rng.IntN(len(act)-1)) % len(act)
 			m.MultiShardTxn(act[i], act[j])
 		}
-	default:
+	case p < 96:
 		m.ShardTxn(act[rng.IntN(len(act))])
+	default:
+		m.followedDDL(rng)
 	}
+}
+
+// some returns a random non-empty subset of shards, in order.
+func some(rng *rand.Rand, shards []*Shard) []*Shard {
+	var out []*Shard
+	for _, s := range shards {
+		if rng.IntN(2) == 0 {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, shards[rng.IntN(len(shards))])
+	}
+	return out
+}
+
+// followedDDL logs a sharding operation the subtasks follow: the task's
+// collection sharded again or its key refined (no document moves), or a
+// resharding or movePrimary of what the task leaves out.
+func (m *Model) followedDDL(rng *rand.Rand) {
+	db, _, _ := strings.Cut(OtherNS, ".")
+	ops := []struct{ op, ns string }{
+		{"shardCollection", m.NS},
+		{"refineCollectionShardKey", m.NS},
+		{"reshardCollection", OtherNS},
+		{"reshardBegin", OtherNS},
+		{"movePrimary", db},
+	}
+	o := ops[rng.IntN(len(ops))]
+	m.Topology(o.op, o.ns, some(rng, m.listed()))
+}
+
+// stop logs a sharding operation on the task's collection that the
+// subtasks cannot follow, on some of the listed shards.
+func (m *Model) stop(rng *rand.Rand) *Stop {
+	db, _, _ := strings.Cut(m.NS, ".")
+	ops := []struct{ op, ns string }{
+		{"reshardCollection", m.NS},
+		{"reshardBegin", m.NS},
+		{"movePrimary", db},
+	}
+	o := ops[rng.IntN(len(ops))]
+	return &Stop{Op: o.op, NS: o.ns, At: m.Topology(o.op, o.ns, some(rng, m.listed()))}
 }

@@ -62,7 +62,7 @@ func TestSim(t *testing.T) {
 	var (
 		mu     sync.Mutex
 		failed []string
-		stats  struct{ migrations, aborted, keyChanges, txns, added, removed int }
+		stats  struct{ migrations, aborted, keyChanges, txns, added, removed, ddl, stops int }
 	)
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
@@ -82,6 +82,10 @@ func TestSim(t *testing.T) {
 			stats.aborted += m.Aborted
 			stats.keyChanges += m.KeyChanges
 			stats.txns += m.Txns
+			stats.ddl += m.DDL
+			if res.Stopped != "" {
+				stats.stops++
+			}
 			if sc.Added != "" {
 				stats.added++
 			}
@@ -98,8 +102,8 @@ func TestSim(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d schedules in %s: %d migrations (%d aborted), %d shard-key changes, %d transactions, %d shards added, %d removed",
-		n, time.Since(started).Round(time.Millisecond), stats.migrations, stats.aborted, stats.keyChanges, stats.txns, stats.added, stats.removed)
+	t.Logf("%d schedules in %s: %d migrations (%d aborted), %d shard-key changes, %d transactions, %d shards added, %d removed, %d topology operations (%d runs stopped at one, as they must)",
+		n, time.Since(started).Round(time.Millisecond), stats.migrations, stats.aborted, stats.keyChanges, stats.txns, stats.added, stats.removed, stats.ddl, stats.stops)
 	for i, f := range failed {
 		if i == 5 {
 			t.Errorf("... and %d more failing seeds", len(failed)-5)

@@ -79,6 +79,13 @@ func (m *Mapper) IsInternal(n Namespace) bool {
 // whole databases early.
 func (m *Mapper) SelectedDB(db string) bool { return !slices.Contains(m.internalDBs, db) }
 
+// ExcludesDB reports whether namespaces.exclude leaves out every
+// collection of db: one of its expressions matches "db." (as `db\..*`
+// does).
+func (m *Mapper) ExcludesDB(db string) bool {
+	return slices.ContainsFunc(m.exclude, func(re *regexp.Regexp) bool { return re.MatchString(db + ".") })
+}
+
 // Selected reports whether the task copies the namespace.
 func (m *Mapper) Selected(n Namespace) bool {
 	if m.IsInternal(n) {

@@ -1,8 +1,13 @@
 package replay
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
@@ -20,16 +25,24 @@ var ErrTopologyChange = errors.New("sharding topology change")
 // {shardCollection: "db.coll", ...}. unshardCollection and moveCollection
 // (8.0) run as a resharding and log reshardBegin/reshardCollection.
 var topologyStops = map[string]string{
-	"reshardBegin":             "a resharding (reshardCollection, unshardCollection or moveCollection) copies the collection to new shards outside chunk migrations",
-	"reshardCollection":        "the collection was resharded: its documents were copied to new shards outside chunk migrations",
-	"refineCollectionShardKey": "the collection's shard key was refined: its document keys change shape",
-	"movePrimary":              "the database's unsharded collections moved to another shard outside chunk migrations",
+	"reshardBegin":      "a resharding (reshardCollection, unshardCollection or moveCollection) copies the collection to new shards outside chunk migrations",
+	"reshardCollection": "the collection was resharded: its documents were copied to new shards outside chunk migrations",
+	"movePrimary":       "the database's unsharded collections moved to another shard outside chunk migrations",
+}
+
+// topologyFollowed are the sharding operations a shard's subtask follows
+// and only logs: after shardCollection a collection's documents move by
+// chunk migrations, which the subtasks follow; refineCollectionShardKey
+// moves no document (it adds suffix fields to the key, and later entries'
+// document keys carry them, which the delete filters use as they come).
+var topologyFollowed = map[string]string{
+	"shardCollection":          "a collection of the task was sharded; its chunk migrations are followed from now on",
+	"refineCollectionShardKey": "a collection of the task had its shard key refined; no document moved, and its later document keys are followed as they come",
 }
 
 // checkTopology stops a shard's subtask at a sharding operation it cannot
-// follow on a selected namespace, naming it and what to do; a
-// shardCollection is only logged (the collection's later moves are chunk
-// migrations, which the subtasks follow).
+// follow on a selected namespace, naming it and what to do; the
+// operations of topologyFollowed are only logged.
 func (r *Replayer) checkTopology(e oplog.Entry) error {
 	if !r.o.ShardMember || e.Kind() != oplog.Noop || len(e.O2()) == 0 {
 		return nil
@@ -42,21 +55,18 @@ func (r *Replayer) checkTopology(e oplog.Entry) error {
 	if !ok {
 		return nil
 	}
-	ns := catalog.ParseNamespace(name)
-	selected := r.o.Mapper.SelectedDB(ns.DB)
-	if ns.Coll != "" {
-		selected = r.o.Mapper.Selected(ns)
-	}
-	if !selected {
-		return nil
-	}
 	op := first.Key()
-	if op == "shardCollection" {
-		r.log.Info("a collection of the task was sharded; its chunk migrations are followed from now on", "shard", r.o.Shard, "ns", name)
+	why, stop := topologyStops[op]
+	followed, follow := topologyFollowed[op]
+	if !stop && !follow {
 		return nil
 	}
-	why, stop := topologyStops[op]
-	if !stop {
+	ns := catalog.ParseNamespace(name)
+	if ns.Coll == "" && !r.dbSelected(ns.DB) || ns.Coll != "" && !r.o.Mapper.Selected(ns) {
+		return nil
+	}
+	if follow {
+		r.log.Info(followed, "shard", r.o.Shard, "ns", name, "op", op)
 		return nil
 	}
 	ts := e.TS()
@@ -67,4 +77,28 @@ func (r *Replayer) checkTopology(e oplog.Entry) error {
 	return fmt.Errorf("replay: shard %s, ts %d,%d: %w: %s on %s: %s, which per-shard replay cannot follow. "+
 		"Let it finish, then resync the task (delete its checkpoint database and run it again), or leave it out (namespaces.exclude: ['%s'])",
 		r.o.Shard, ts.T, ts.I, ErrTopologyChange, op, name, why, exclude)
+}
+
+// dbSelected reports whether the task may select a collection of db (a
+// movePrimary names only the database): not when the database is internal
+// or excluded as a whole (namespaces.exclude: ['db\..*']), nor when none
+// of its collections on the source is selected; otherwise, and when the
+// source cannot be asked, it may.
+func (r *Replayer) dbSelected(db string) bool {
+	m := r.o.Mapper
+	if !m.SelectedDB(db) || m.ExcludesDB(db) {
+		return false
+	}
+	if r.o.Source == nil {
+		return true
+	}
+	// Rare (a movePrimary of a database): a bounded call of its own.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names, err := r.o.Source.Database(db).ListCollectionNames(ctx, bson.D{})
+	if err != nil {
+		r.log.Warn("cannot list the collections of a database whose primary shard moved; taking it as selected", "shard", r.o.Shard, "db", db, "error", err)
+		return true
+	}
+	return slices.ContainsFunc(names, func(c string) bool { return m.Selected(catalog.Namespace{DB: db, Coll: c}) })
 }

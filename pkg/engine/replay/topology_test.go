@@ -39,14 +39,15 @@ func TestCheckTopology(t *testing.T) {
 	}{
 		{"reshardCollection", true, bson.D{{Key: "reshardCollection", Value: "shop.orders"}, {Key: "shardKey", Value: bson.D{{Key: "sku", Value: 1}}}}, true},
 		{"reshardBegin (also unshardCollection, moveCollection)", true, bson.D{{Key: "reshardBegin", Value: "shop.orders"}, {Key: "reshardingUUID", Value: bson.Binary{Subtype: 4, Data: make([]byte, 16)}}}, true},
-		{"refineCollectionShardKey", true, bson.D{{Key: "refineCollectionShardKey", Value: "shop.orders"}, {Key: "shardKey", Value: bson.D{{Key: "a", Value: 1}, {Key: "b", Value: 1}}}}, true},
+		{"refineCollectionShardKey is followed: no document moves", true, bson.D{{Key: "refineCollectionShardKey", Value: "shop.orders"}, {Key: "shardKey", Value: bson.D{{Key: "a", Value: 1}, {Key: "b", Value: 1}}}}, false},
 		{"movePrimary", true, bson.D{{Key: "movePrimary", Value: "shop"}, {Key: "from", Value: "rs0"}, {Key: "to", Value: "rs1"}}, true},
 		{"shardCollection is followed", true, bson.D{{Key: "shardCollection", Value: "shop.orders"}, {Key: "shardKey", Value: bson.D{{Key: "_id", Value: "hashed"}}}}, false},
 		{"a namespace the task does not select", true, bson.D{{Key: "reshardCollection", Value: "other.c"}}, false},
+		{"movePrimary of a database the task excludes", true, bson.D{{Key: "movePrimary", Value: "archive"}, {Key: "from", Value: "rs0"}, {Key: "to", Value: "rs1"}}, false},
 		{"on a replica set", false, bson.D{{Key: "reshardCollection", Value: "shop.orders"}}, false},
 		{"a periodic no-op", true, bson.D{{Key: "msg", Value: "periodic noop"}}, false},
 	}
-	m, err := catalog.NewMapper(config.Namespaces{Include: []string{`shop\..*`}}, "mongoferry")
+	m, err := catalog.NewMapper(config.Namespaces{Include: []string{`shop\..*`, `archive\..*`}, Exclude: []string{`archive\..*`}}, "mongoferry")
 	if err != nil {
 		t.Fatal(err)
 	}
