@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -525,4 +526,21 @@ func (m *Model) listed() []*Shard {
 		}
 	}
 	return out
+}
+
+// ReshardCommit logs what a resharding's commit leaves on a recipient
+// that was no donor (no reshardBegin of its own): the rename of its
+// temporary collection over the original, on each of shards.
+func (m *Model) ReshardCommit(shards []*Shard) map[string]bson.Timestamp {
+	db, _, _ := strings.Cut(m.NS, ".")
+	at := map[string]bson.Timestamp{}
+	for _, s := range shards {
+		ts := m.tick()
+		m.log(s, ts, bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: db + ".$cmd"},
+			{Key: "o", Value: bson.D{{Key: "renameCollection", Value: db + ".system.resharding.6f1c2a3b-0000-4000-8000-000000000001"},
+				{Key: "to", Value: m.NS}, {Key: "stayTemp", Value: false}, {Key: "dropTarget", Value: true}}}})
+		at[s.Name] = ts
+	}
+	m.DDL++
+	return at
 }

@@ -177,13 +177,17 @@ func (m *Model) followedDDL(rng *rand.Rand) {
 }
 
 // stop logs a sharding operation on the task's collection that the
-// subtasks cannot follow, on some of the listed shards.
+// subtasks cannot follow, on some of the listed shards: its no-op, or a
+// resharding's commit on recipients that were no donors.
 func (m *Model) stop(rng *rand.Rand) *Stop {
 	db, _, _ := strings.Cut(m.NS, ".")
 	ops := []struct{ op, ns string }{
 		{"reshardCollection", m.NS},
 		{"reshardBegin", m.NS},
 		{"movePrimary", db},
+	}
+	if rng.IntN(4) == 0 {
+		return &Stop{Op: "reshardCollection", NS: m.NS, At: m.ReshardCommit(some(rng, m.listed()))}
 	}
 	o := ops[rng.IntN(len(ops))]
 	return &Stop{Op: o.op, NS: o.ns, At: m.Topology(o.op, o.ns, some(rng, m.listed()))}

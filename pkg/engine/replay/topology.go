@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -44,6 +45,9 @@ var topologyFollowed = map[string]string{
 // follow on a selected namespace, naming it and what to do; the
 // operations of topologyFollowed are only logged.
 func (r *Replayer) checkTopology(e oplog.Entry) error {
+	if r.o.ShardMember && e.Command() == oplog.CmdRenameCollection {
+		return r.checkReshardCommit(e)
+	}
 	if !r.o.ShardMember || e.Kind() != oplog.Noop || len(e.O2()) == 0 {
 		return nil
 	}
@@ -101,4 +105,25 @@ func (r *Replayer) dbSelected(db string) bool {
 		return true
 	}
 	return slices.ContainsFunc(names, func(c string) bool { return m.Selected(catalog.Namespace{DB: db, Coll: c}) })
+}
+
+// reshardTemp is the prefix of the collection a resharding recipient
+// builds (<db>.system.resharding.<uuid>) and renames over the original
+// when the resharding commits.
+const reshardTemp = "system.resharding."
+
+// checkReshardCommit stops a shard's subtask at a resharding's commit on a
+// recipient that logged no reshardBegin of its own (a shard that was not
+// a donor): its rename of the temporary collection over a selected one
+// would otherwise look like a rename into the task and copy the
+// collection again while other subtasks still apply older writes.
+func (r *Replayer) checkReshardCommit(e oplog.Entry) error {
+	d, err := e.DDL()
+	if err != nil || !strings.HasPrefix(d.NS.Coll, reshardTemp) || !r.o.Mapper.Selected(d.To) {
+		return nil
+	}
+	ts := e.TS()
+	return fmt.Errorf("replay: shard %s, ts %d,%d: %w: reshardCollection on %s: the resharding committed on this shard (renamed %s over it), "+
+		"which per-shard replay cannot follow. Resync the task (delete its checkpoint database and run it again), or leave it out (namespaces.exclude: ['%s'])",
+		r.o.Shard, ts.T, ts.I, ErrTopologyChange, d.To, d.NS, regexpQuote(d.To.String()))
 }

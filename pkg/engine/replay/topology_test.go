@@ -47,14 +47,42 @@ func TestCheckTopology(t *testing.T) {
 		{"on a replica set", false, bson.D{{Key: "reshardCollection", Value: "shop.orders"}}, false},
 		{"a periodic no-op", true, bson.D{{Key: "msg", Value: "periodic noop"}}, false},
 	}
+	rename := func(from, to string) oplog.Entry {
+		raw, err := bson.Marshal(bson.D{{Key: "ts", Value: bson.Timestamp{T: 9, I: 2}}, {Key: "t", Value: int64(1)}, {Key: "op", Value: "c"}, {Key: "ns", Value: "shop.$cmd"},
+			{Key: "o", Value: bson.D{{Key: "renameCollection", Value: from}, {Key: "to", Value: to}, {Key: "stayTemp", Value: false}, {Key: "dropTarget", Value: true}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := oplog.Parse(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
 	m, err := catalog.NewMapper(config.Namespaces{Include: []string{`shop\..*`, `archive\..*`}, Exclude: []string{`archive\..*`}}, "mongoferry")
 	if err != nil {
 		t.Fatal(err)
 	}
+	type row struct {
+		name  string
+		shard bool
+		e     oplog.Entry
+		stop  bool
+	}
+	rows := make([]row, 0, len(tests)+3)
 	for _, tt := range tests {
+		rows = append(rows, row{tt.name, tt.shard, noop(tt.o2), tt.stop})
+	}
+	// A recipient that was no donor logs no reshardBegin; its commit
+	// renames the temporary collection over the original.
+	rows = append(rows,
+		row{"a resharding's commit on a recipient", true, rename("shop.system.resharding.6f1c2a3b-0000-4000-8000-000000000001", "shop.orders"), true},
+		row{"the same rename on a replica set", false, rename("shop.system.resharding.6f1c2a3b-0000-4000-8000-000000000001", "shop.orders"), false},
+		row{"a user's rename on a shard", true, rename("shop.staging", "shop.orders"), false})
+	for _, tt := range rows {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &Replayer{o: Options{Mapper: m, ShardMember: tt.shard, Shard: "rs1"}, log: slog.New(slog.DiscardHandler)}
-			err := r.checkTopology(noop(tt.o2))
+			err := r.checkTopology(tt.e)
 			if errors.Is(err, ErrTopologyChange) != tt.stop {
 				t.Fatalf("checkTopology = %v, stop want %v", err, tt.stop)
 			}
