@@ -120,6 +120,10 @@ func TestCreateValid(t *testing.T) {
 			st.Spec.Source.Kind = config.KindSharded
 			st.Spec.Source.Shards = []config.Shard{{Name: "rs0", URI: "mongodb://s0.mongo:27018/"}, {Name: "rs1", URI: "mongodb://s1.mongo:27018/"}}
 		}},
+		{"a sharded target with shard keys", func(st *v1alpha1.SyncTask) {
+			st.Spec.Target.Sharding = config.ShardingKeep
+			st.Spec.Target.ShardKeys = []config.ShardKey{{Namespace: "shop.orders", Fields: []string{"region", "orderId"}, Unique: true}, {Namespace: "shop.carts", Fields: []string{"_id"}, Hashed: "_id"}}
+		}},
 		{"shard overrides with kind auto", func(st *v1alpha1.SyncTask) {
 			st.Spec.Source.Shards = []config.Shard{{Name: "rs0", URI: "mongodb://s0.mongo:27018/"}}
 		}},
@@ -249,6 +253,17 @@ func TestCreateInvalid(t *testing.T) {
 			[]string{"spec.metricsPort: Invalid value: 80: spec.metricsPort in body should be greater than or equal to 1024"}},
 		{"empty source URI", func(st *v1alpha1.SyncTask) { st.Spec.Source.URI = "" },
 			[]string{`spec.source.uri: Invalid value: "": spec.source.uri in body should be at least 1 chars long`}},
+		{"target sharding mode", func(st *v1alpha1.SyncTask) { st.Spec.Target.Sharding = "like" },
+			[]string{`spec.target.sharding: Unsupported value: "like": supported values: "match", "keep"`, notChecked}},
+		{"sharding on the source", func(st *v1alpha1.SyncTask) {
+			st.Spec.Source.ShardKeys = []config.ShardKey{{Namespace: "shop.orders", Fields: []string{"region"}}}
+		}, []string{"spec.source: Forbidden: says how a sharded target's collections are sharded: set it on target, not source"}},
+		{"a hashed field outside the key", func(st *v1alpha1.SyncTask) {
+			st.Spec.Target.ShardKeys = []config.ShardKey{{Namespace: "shop.orders", Fields: []string{"region"}, Hashed: "orderId"}}
+		}, []string{"spec.target.shardKeys: Invalid value: names a hashed field that is not one of the key's fields: name one of fields"}},
+		{"a unique hashed key", func(st *v1alpha1.SyncTask) {
+			st.Spec.Target.ShardKeys = []config.ShardKey{{Namespace: "shop.orders", Fields: []string{"region"}, Hashed: "region", Unique: true}}
+		}, []string{"spec.target.shardKeys: Invalid value: a hashed shard key cannot be unique: remove unique or hashed"}},
 		{"two shards with one name", func(st *v1alpha1.SyncTask) {
 			st.Spec.Source.Shards = []config.Shard{{Name: "rs0", URI: "mongodb://s0.mongo:27018/"}, {Name: "rs0", URI: "mongodb://s1.mongo:27018/"}}
 		}, []string{`spec.source.shards[1]: Duplicate value: {"name":"rs0"}`}},

@@ -45,6 +45,9 @@ const (
 // +kubebuilder:validation:XValidation:rule=`(self.source.uri.endsWith('/') ? self.source.uri.substring(0, self.source.uri.size() - 1) : self.source.uri).lowerAscii() != (self.target.uri.endsWith('/') ? self.target.uri.substring(0, self.target.uri.size() - 1) : self.target.uri).lowerAscii()`,message="must differ from source.uri: a task copies from one deployment to another, so point target.uri at the destination",fieldPath=".target.uri"
 //
 // Fields that only make sense together:
+// +kubebuilder:validation:XValidation:rule=`!has(self.source.sharding) && !has(self.source.shardKeys)`,message="says how a sharded target's collections are sharded: set it on target, not source",fieldPath=".source",reason=FieldValueForbidden
+// +kubebuilder:validation:XValidation:rule=`!has(self.target.shardKeys) || self.target.shardKeys.all(k, !has(k.hashed) || k.hashed in k.fields)`,message="names a hashed field that is not one of the key's fields: name one of fields",fieldPath=".target.shardKeys"
+// +kubebuilder:validation:XValidation:rule=`!has(self.target.shardKeys) || self.target.shardKeys.all(k, !has(k.hashed) || !has(k.unique) || !k.unique)`,message="a hashed shard key cannot be unique: remove unique or hashed",fieldPath=".target.shardKeys"
 // +kubebuilder:validation:XValidation:rule=`!has(self.source.shards) || !has(self.source.kind) || self.source.kind != 'replicaSet'`,message="lists the shards of a sharded source: remove it, or set source.kind to sharded (or auto)",fieldPath=".source.shards"
 // +kubebuilder:validation:XValidation:rule=`!has(self.fullSync) || !has(self.fullSync.dropTarget) || !self.fullSync.dropTarget || self.mode != 'incremental'`,message="would drop the target's collections, and mode incremental copies nothing back into them: remove dropTarget, or use mode fullAndIncremental",fieldPath=".fullSync.dropTarget"
 //

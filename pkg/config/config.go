@@ -168,6 +168,20 @@ type Endpoint struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=128
 	Shards []Shard `json:"shards,omitempty"`
+	// Sharding says what to do with a sharded target's collections
+	// (target only): match shards each one like the source's collection
+	// (or as shardKeys says) before the copy writes to it and stops on one
+	// already sharded on another key; keep uses such a collection as it is.
+	// +kubebuilder:validation:Enum=match;keep
+	// +optional
+	Sharding TargetSharding `json:"sharding,omitempty"`
+	// ShardKeys gives target collections a shard key of their own (target
+	// only): for a replica-set source, or to change a key.
+	// +optional
+	// +listType=map
+	// +listMapKey=namespace
+	// +kubebuilder:validation:MaxItems=1024
+	ShardKeys []ShardKey `json:"shardKeys,omitempty"`
 	// CredentialsSecret names a Kubernetes Secret with keys username and
 	// password (SyncTask only).
 	// +optional
@@ -188,6 +202,33 @@ type Endpoint struct {
 	// TLS settings.
 	// +optional
 	TLS *TLS `json:"tls,omitempty"`
+}
+
+// TargetSharding is target.sharding.
+type TargetSharding string
+
+// Target sharding modes.
+const (
+	ShardingMatch TargetSharding = "match"
+	ShardingKeep  TargetSharding = "keep"
+)
+
+// ShardKey is the shard key one target collection gets.
+type ShardKey struct {
+	// Namespace is the collection on the target ("db.collection", after
+	// renames).
+	// +kubebuilder:validation:MinLength=3
+	Namespace string `json:"namespace"`
+	// Fields are the key's fields in order.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	Fields []string `json:"fields"`
+	// Hashed names the one field of Fields that is hashed, if any.
+	// +optional
+	Hashed string `json:"hashed,omitempty"`
+	// Unique makes the shard key's index unique.
+	// +optional
+	Unique bool `json:"unique,omitempty"`
 }
 
 // Shard is the address of one shard's replica set.

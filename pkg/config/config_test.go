@@ -221,6 +221,18 @@ func TestParseErrors(t *testing.T) {
 		{"shards on the target", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", shards: [{name: rs0, uri: "mongodb://10.0.0.5/"}]`, ""),
 			"target.shards: lists shard addresses, which only a sharded source reads: remove it (a sharded target is written through mongos)"},
 
+		{"sharding on the source", endpointsYAML(`uri: "mongodb://10.0.0.1/", sharding: keep`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.sharding: says how a sharded target's collections are sharded: remove it here (set it on target)"},
+		{"target sharding mode", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", sharding: like`, ""),
+			`target.sharding: must be one of match, keep, got "like"`},
+		{"shard keys", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", shardKeys: [{namespace: shop, fields: [a]}, {namespace: shop.orders, fields: [a, a, $b], hashed: c}, {namespace: shop.orders, fields: [a], hashed: a, unique: true}]`, ""),
+			`target.shardKeys[0].namespace: "shop" is not a collection: write it as db.collection (the name on the target)` + "\n" +
+				`target.shardKeys[1].fields[1]: "a" appears twice in the key` + "\n" +
+				`target.shardKeys[1].fields[2]: "$b" is not a field name a shard key can use` + "\n" +
+				`target.shardKeys[1].hashed: "c" is not one of the key's fields [a a $b]: name the field to hash` + "\n" +
+				`target.shardKeys[2].namespace: "shop.orders" is listed twice (also target.shardKeys[1]): keep one key per collection` + "\n" +
+				"target.shardKeys[2].unique: a hashed shard key cannot be unique: remove unique or hashed"},
+
 		// Source and target the same.
 		{"same URI", endpointsYAML(`uri: "mongodb://10.0.0.1:27017/"`, `uri: "mongodb://10.0.0.1:27017/"`, ""),
 			"target.uri: names the same deployment as source.uri (10.0.0.1:27017)" + sameAs},

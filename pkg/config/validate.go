@@ -146,6 +146,7 @@ func validateEndpoint(add func(string, string, ...any), name string, e *Endpoint
 	if len(e.Shards) > 0 && e.Kind == KindReplicaSet {
 		add(name+".shards", "lists the shards of a sharded source: remove it, or set %s.kind to sharded (or auto)", name)
 	}
+	validateSharding(add, name, e)
 	seen := map[string]int{}
 	for i, sh := range e.Shards {
 		f := fmt.Sprintf("%s.shards[%d]", name, i)
@@ -249,4 +250,53 @@ func sameHosts(a, b []string) bool {
 // package puts on every message.
 func unwrapRegexp(err error) string {
 	return strings.TrimPrefix(err.Error(), "error parsing regexp: ")
+}
+
+// validateSharding checks target.sharding and target.shardKeys.
+func validateSharding(add func(string, string, ...any), name string, e *Endpoint) {
+	if name != "target" {
+		if e.Sharding != "" {
+			add(name+".sharding", "says how a sharded target's collections are sharded: remove it here (set it on target)")
+		}
+		if len(e.ShardKeys) > 0 {
+			add(name+".shardKeys", "gives target collections shard keys: remove it here (set it on target)")
+		}
+		return
+	}
+	if e.Sharding != "" {
+		oneOf(add, name+".sharding", string(e.Sharding), ShardingMatch, ShardingKeep)
+	}
+	seen := map[string]int{}
+	for i, k := range e.ShardKeys {
+		f := fmt.Sprintf("%s.shardKeys[%d]", name, i)
+		db, coll, ok := strings.Cut(k.Namespace, ".")
+		switch {
+		case !ok || db == "" || coll == "":
+			add(f+".namespace", "%q is not a collection: write it as db.collection (the name on the target)", k.Namespace)
+		default:
+			if j, dup := seen[k.Namespace]; dup {
+				add(f+".namespace", "%q is listed twice (also %s.shardKeys[%d]): keep one key per collection", k.Namespace, name, j)
+			}
+			seen[k.Namespace] = i
+		}
+		if len(k.Fields) == 0 {
+			add(f+".fields", "is required: list the key's fields in order, for example [region, userId]")
+		}
+		fields := map[string]bool{}
+		for j, fl := range k.Fields {
+			switch {
+			case fl == "" || strings.HasPrefix(fl, "$"):
+				add(fmt.Sprintf("%s.fields[%d]", f, j), "%q is not a field name a shard key can use", fl)
+			case fields[fl]:
+				add(fmt.Sprintf("%s.fields[%d]", f, j), "%q appears twice in the key", fl)
+			}
+			fields[fl] = true
+		}
+		if k.Hashed != "" && !fields[k.Hashed] {
+			add(f+".hashed", "%q is not one of the key's fields %v: name the field to hash", k.Hashed, k.Fields)
+		}
+		if k.Hashed != "" && k.Unique {
+			add(f+".unique", "a hashed shard key cannot be unique: remove unique or hashed")
+		}
+	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/shard"
+	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 )
@@ -91,10 +92,13 @@ type Engine struct {
 	srcProfile, dstProfile conn.Profile
 	store                  *checkpoint.Store
 	copier                 *fullsync.Copier
-	mapper                 *catalog.Mapper
-	replayer               atomic.Pointer[replay.Replayer]
-	recorded               atomic.Bool // the run is recorded in the checkpoint database
-	untilCaughtUp          atomic.Bool
+	// targetSharding shards a sharded target's collections before the
+	// copy writes to them (nil for a target that is not sharded).
+	targetSharding *sharding.Preparer
+	mapper         *catalog.Mapper
+	replayer       atomic.Pointer[replay.Replayer]
+	recorded       atomic.Bool // the run is recorded in the checkpoint database
+	untilCaughtUp  atomic.Bool
 
 	// A sharded source read shard by shard (see sharded.go).
 	sharded    bool
@@ -160,10 +164,18 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		e.Close()
 		return nil, err
 	}
-	e.copier, err = fullsync.New(fullsync.Options{
+	if e.targetSharding, err = e.openTargetSharding(ctx); err != nil {
+		e.Close()
+		return nil, err
+	}
+	copyOpts := fullsync.Options{
 		Task: task.Name, Spec: &task.Spec, Source: e.source, Target: e.target, Store: e.store,
 		SourceProfile: e.srcProfile, Log: log, ObserveWrite: opts.ObserveWrite, Hook: opts.CopyHook,
-	})
+	}
+	if e.targetSharding != nil {
+		copyOpts.ShardTarget = e.shardTarget(e.targetSharding)
+	}
+	e.copier, err = fullsync.New(copyOpts)
 	if err != nil {
 		e.Close()
 		return nil, err

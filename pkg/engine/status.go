@@ -16,6 +16,9 @@ type Status struct {
 	// Error is the failure that stopped the task, without credentials.
 	Error string          `json:"error,omitempty"`
 	Copy  fullsync.Status `json:"copy"`
+	// TargetSharding is how the copy sharded a sharded target's
+	// collections.
+	TargetSharding []TargetShardingStatus `json:"targetSharding,omitempty"`
 	// Replay is set once oplog replay has started.
 	Replay *replay.Status `json:"replay,omitempty"`
 	// Shards has one entry per shard subtask of a sharded source read
@@ -51,13 +54,14 @@ func (e *Engine) Status() Status {
 		rs := r.Status()
 		replayStatus = &rs
 	}
+	targetSharding := e.targetShardingStatus()
 	shards := e.ShardStatuses()
 	if shards != nil {
 		replayStatus = aggregateReplay(shards)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Status{Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, Replay: replayStatus, Shards: shards, StartedAt: e.started}
+	s := Status{Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, Replay: replayStatus, Shards: shards, StartedAt: e.started, TargetSharding: targetSharding}
 	if e.err != nil {
 		s.Error = e.err.Error()
 	}

@@ -71,6 +71,8 @@ func TestBadInput(t *testing.T) {
 			[]string{"target.uri: names the same deployment as source.uri", "point target.uri at the destination"}},
 		{"target equal to source at another address", task(srcURI, uri("[::ffff:127.0.0.1]:"+srcPort), ""), nil,
 			[]string{"target.uri: source and target are the same deployment", "point target.uri at the destination"}},
+		{"shard keys for a target that is not sharded", task(srcURI, dstURI+", shardKeys: [{namespace: app.orders, fields: [region]}]", ""), nil,
+			[]string{"target.shardKeys: the target is not a sharded cluster", "remove target.shardKeys"}},
 		{"wrong password in passwordEnv", task(srcURI, uri(auth.Addr)+", username: ferry, passwordEnv: FERRY_TARGET_PASSWORD", ""),
 			[]string{"FERRY_TARGET_PASSWORD=WrongHunterZebra"},
 			[]string{"target: authentication failed", "check target.username"}},

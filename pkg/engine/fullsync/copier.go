@@ -47,6 +47,9 @@ type Options struct {
 	// Hook, when set, is called after each batch is written (tests use it
 	// to stop a copy midway).
 	Hook func(docs int64)
+	// ShardTarget, when set, shards a target collection after it is
+	// created and before anything is written to it (a sharded target).
+	ShardTarget func(ctx context.Context, coll catalog.Collection) error
 }
 
 // Copier runs a full copy.
@@ -285,6 +288,12 @@ func (c *Copier) prepare(ctx context.Context, coll catalog.Collection) error {
 	}
 	if err := catalog.CreateCollection(ctx, c.opts.Target, coll, c.mapper); err != nil {
 		return err
+	}
+	if c.opts.ShardTarget != nil && coll.Type == "collection" {
+		c.progress.setStage("sharding " + coll.Target.String())
+		if err := c.opts.ShardTarget(ctx, coll); err != nil {
+			return err
+		}
 	}
 	plan := checkpoint.Plan{NS: coll.Source.String()}
 	if spec.FullSync.CopyIndexesEnabled() && spec.FullSync.IndexBuild == config.IndexesBefore && coll.Copyable() {

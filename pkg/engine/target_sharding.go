@@ -1,0 +1,82 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
+	"github.com/mongoferry/mongoferry/pkg/engine/topology"
+)
+
+// TargetShardingStatus is how the copy sharded one target collection.
+type TargetShardingStatus struct {
+	Namespace string   `json:"namespace"`
+	Key       string   `json:"key,omitempty"`
+	Placement string   `json:"placement"`
+	Chunks    int      `json:"chunks,omitempty"`
+	Commands  int      `json:"commands"`
+	Notes     []string `json:"notes,omitempty"`
+}
+
+// openTargetSharding prepares the sharding of a sharded target's
+// collections: when the target is a mongos, each collection the copy
+// creates is sharded like the source's (or as target.shardKeys says)
+// before the first document is written. It returns nil for a target that
+// is not sharded, and refuses target.shardKeys there.
+func (e *Engine) openTargetSharding(ctx context.Context) (*sharding.Preparer, error) {
+	kind, err := topology.Hello(ctx, e.target)
+	if err != nil {
+		return nil, fmt.Errorf("target: %w", err)
+	}
+	if kind != topology.KindMongos {
+		if len(e.task.Target.ShardKeys) > 0 {
+			return nil, fmt.Errorf("target.shardKeys: the target is not a sharded cluster (hello names no mongos): remove target.shardKeys, or point target.uri at the cluster's mongos")
+		}
+		return nil, nil
+	}
+	p := &sharding.Preparer{Target: e.target, Major: majorVersion(e.dstProfile.Version), Endpoint: e.task.Target, Log: e.log}
+	srcKind, err := topology.Hello(ctx, e.source)
+	if err != nil {
+		return nil, fmt.Errorf("source: %w", err)
+	}
+	if srcKind == topology.KindMongos {
+		p.Source = e.source
+	}
+	e.log.Info("sharded target: collections are sharded before the copy writes to them", "sourceSharded", p.Source != nil, "shardKeys", len(e.task.Target.ShardKeys))
+	return p, nil
+}
+
+// shardTarget is the copy's ShardTarget hook.
+func (e *Engine) shardTarget(p *sharding.Preparer) func(ctx context.Context, coll catalog.Collection) error {
+	return func(ctx context.Context, coll catalog.Collection) error {
+		_, hasCollation := coll.Options.Lookup("collation").DocumentOK()
+		_, err := p.Prepare(ctx, coll.Source.String(), coll.Target.String(), hasCollation)
+		return err
+	}
+}
+
+// targetShardingStatus lists how the copy sharded target collections.
+func (e *Engine) targetShardingStatus() []TargetShardingStatus {
+	if e.targetSharding == nil {
+		return nil
+	}
+	var out []TargetShardingStatus
+	for _, p := range e.targetSharding.Plans() {
+		s := TargetShardingStatus{Namespace: p.NS, Placement: string(p.Placement), Chunks: p.Chunks, Commands: len(p.Commands), Notes: p.Notes}
+		if p.Key != nil {
+			s.Key = p.Key.String()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// majorVersion reads the major number of a server version ("7.0.12").
+func majorVersion(v string) int {
+	head, _, _ := strings.Cut(v, ".")
+	n, _ := strconv.Atoi(head)
+	return n
+}
