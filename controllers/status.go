@@ -70,6 +70,13 @@ type observed struct {
 	plan    shardPlan
 	workers []workerObservation
 	now     time.Time
+	// failedStop: the task failed in this generation and no retry was
+	// asked for, so its workers are stopped and it stays Failed.
+	failedStop bool
+	// restart: a failed task runs again (a new generation, or retry, the
+	// new value of the retry annotation): its failed shards start over.
+	restart bool
+	retry   string
 }
 
 // phaseOrder ranks phases from furthest behind to furthest ahead: the
@@ -83,6 +90,9 @@ var phaseOrder = []syncv1alpha1.Phase{
 // status. Values a worker cannot report while stopped (copy progress,
 // checkpoint, shard entries) are kept from the previous status.
 func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.SyncTaskStatus {
+	if o.restart {
+		old = restarted(old, o.retry)
+	}
 	st := *old.DeepCopy()
 	st.ObservedGeneration = o.generation
 
@@ -159,6 +169,8 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 	switch {
 	case o.suspended:
 		st.Phase = syncv1alpha1.PhasePaused
+	case o.failedStop:
+		st.Phase = syncv1alpha1.PhaseFailed
 	case old.Phase == syncv1alpha1.PhaseCompleted && len(reports) == 0 && failure == nil:
 		st.Phase = syncv1alpha1.PhaseCompleted
 	case failure != nil && failure.reason != ReasonWorkerFailing:
@@ -189,7 +201,36 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 	st.CheckpointTime = lowWatermark(st.Shards, old.CheckpointTime)
 	st.LastVerification = verification(old.LastVerification, reports, verifyExits, o)
 
+	if st.Phase == syncv1alpha1.PhaseFailed && old.Phase != syncv1alpha1.PhaseFailed {
+		f := shardFailure{ReasonFailed, "a worker failed"}
+		if failure != nil {
+			f = *failure
+		}
+		st.Failures++
+		st.LastFailure = &syncv1alpha1.Failure{Reason: f.reason, Message: f.message, Time: metav1.NewTime(o.now.UTC().Truncate(time.Second))}
+	}
 	setConditions(&st, o, failure)
+	return st
+}
+
+// restarted is a failed task's status as it runs again: its failed
+// shards start over (Pending, their error cleared), and retry, when set,
+// is recorded as acted on. Failures and LastFailure are kept.
+func restarted(old *syncv1alpha1.SyncTaskStatus, retry string) *syncv1alpha1.SyncTaskStatus {
+	st := old.DeepCopy()
+	st.Phase = syncv1alpha1.PhasePending
+	for i := range st.Shards {
+		if st.Shards[i].Phase == syncv1alpha1.PhaseFailed {
+			st.Shards[i].Phase = syncv1alpha1.PhasePending
+			st.Shards[i].LastError = ""
+		}
+	}
+	if v := st.LastVerification; v != nil && v.Result == syncv1alpha1.VerificationFailed {
+		st.LastVerification = nil
+	}
+	if retry != "" {
+		st.LastRetry = retry
+	}
 	return st
 }
 
@@ -468,6 +509,10 @@ func degradedCondition(st *syncv1alpha1.SyncTaskStatus, o observed, failure *sha
 	}
 	if failure != nil {
 		return *failure
+	}
+	if o.failedStop && st.LastFailure != nil {
+		return shardFailure{st.LastFailure.Reason, st.LastFailure.Message + "; the workers are stopped: fix the cause, then change the spec or set the annotation " +
+			syncv1alpha1.RetryAnnotation + " to a new value"}
 	}
 	if !o.suspended {
 		for _, w := range o.workers {

@@ -104,6 +104,16 @@ func TestComputeStatus(t *testing.T) {
 		{"verification failed, by exit code", syncv1alpha1.SyncTaskStatus{Phase: "Verifying"},
 			observed{workers: []workerObservation{exited(2, "ferry: verification found differences: see the verification report")}},
 			want{phase: "Failed", percent: "0%", ready: "False/Failed", degraded: "True/VerificationFailed", progressing: "False/Failed"}},
+		{"failed: the workers are stopped and it stays Failed", syncv1alpha1.SyncTaskStatus{Phase: "Failed", Failures: 1,
+			LastFailure: &syncv1alpha1.Failure{Reason: ReasonVerificationFailed, Message: "orders-worker-0: exit code 2: verification found differences"}},
+			observed{failedStop: true},
+			want{phase: "Failed", percent: "0%", ready: "False/Failed", degraded: "True/VerificationFailed", progressing: "False/Failed",
+				readyMessageContains: "verification found differences; the workers are stopped: fix the cause, then change the spec or set the annotation sync.mongoferry.io/retry"}},
+		{"failed, then retried: Pending until the workers report", syncv1alpha1.SyncTaskStatus{Phase: "Failed", Failures: 1,
+			LastFailure: &syncv1alpha1.Failure{Reason: ReasonVerificationFailed, Message: "differences"},
+			Shards:      []syncv1alpha1.ShardStatus{{Name: "orders-worker-0", Phase: "Failed", LastError: "verification found differences"}}},
+			observed{restart: true, retry: "1"},
+			want{phase: "Pending", percent: "0%", ready: "False/WorkersStarting", degraded: "False/Healthy", progressing: "True/WorkersStarting"}},
 		{"completed stays completed without workers", syncv1alpha1.SyncTaskStatus{Phase: "Completed"}, observed{},
 			want{phase: "Completed", percent: "100%", ready: "True/Completed", degraded: "False/Healthy", progressing: "False/Completed"}},
 		{"status unreadable", syncv1alpha1.SyncTaskStatus{},
@@ -328,5 +338,28 @@ func TestPlanShards(t *testing.T) {
 	p := planShards(task, prev, discovery{sharded: true, names: []string{"b"}})
 	if got, want := string(p.shardMap(prev)), `[{"name":"b"},{"name":"a","retired":true}]`; got != want {
 		t.Errorf("shard map %s, want %s", got, want)
+	}
+}
+
+// TestFailureRecorded: a task that fails counts the failure once, with its
+// reason and time; a retry records the annotation's value and keeps the
+// count.
+func TestFailureRecorded(t *testing.T) {
+	w := worker(0, nil)
+	w.running, w.ready, w.restarts = false, false, 1
+	w.lastExit = &corev1.ContainerStateTerminated{ExitCode: exitVerificationFailed, Message: "ferry: verification found differences", FinishedAt: metav1.NewTime(statusNow)}
+	o := observed{generation: 3, now: statusNow, mode: config.ModeFull, workers: []workerObservation{w}}
+	st := computeStatus(&syncv1alpha1.SyncTaskStatus{Phase: "Verifying"}, o)
+	if st.Phase != syncv1alpha1.PhaseFailed || st.Failures != 1 || st.LastFailure == nil || st.LastFailure.Reason != ReasonVerificationFailed || !st.LastFailure.Time.Equal(&metav1.Time{Time: statusNow}) {
+		t.Fatalf("phase %s, failures %d, last %+v", st.Phase, st.Failures, st.LastFailure)
+	}
+	o.failedStop = true
+	again := computeStatus(&st, o)
+	if again.Failures != 1 {
+		t.Errorf("a stopped failed task counted %d failures, want 1", again.Failures)
+	}
+	retried := computeStatus(&again, observed{generation: 3, now: statusNow, mode: config.ModeFull, restart: true, retry: "2026-03-01"})
+	if retried.Phase != syncv1alpha1.PhasePending || retried.LastRetry != "2026-03-01" || retried.Failures != 1 || retried.LastVerification != nil {
+		t.Errorf("retried: phase %s, lastRetry %q, failures %d, verification %+v", retried.Phase, retried.LastRetry, retried.Failures, retried.LastVerification)
 	}
 }

@@ -118,8 +118,21 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 
 	// A completed task keeps no workers (they would copy-check-exit in a
-	// loop); a new generation of the spec starts them again.
-	completed := orig.Status.Phase == syncv1alpha1.PhaseCompleted && orig.Status.ObservedGeneration == task.Generation
+	// loop), nor does a failed one (it would fail again, and a failed
+	// verification would hash both databases again on every restart); a new
+	// generation of the spec, or a new value of the retry annotation on a
+	// failed task, starts them again.
+	sameGen := orig.Status.ObservedGeneration == task.Generation
+	completed := orig.Status.Phase == syncv1alpha1.PhaseCompleted && sameGen
+	if orig.Status.Phase == syncv1alpha1.PhaseFailed {
+		retry := task.Annotations[syncv1alpha1.RetryAnnotation]
+		retrying := retry != "" && retry != orig.Status.LastRetry
+		o.failedStop = sameGen && !retrying
+		o.restart = !o.failedStop
+		if retrying {
+			o.retry = retry
+		}
+	}
 	replicas := int32(1)
 	if o.blocked == nil {
 		// Which worker replays which shard (one worker for a replica set).
@@ -131,7 +144,7 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 		r.shardEvents(&task, o.plan)
 	}
-	if task.Spec.Suspend || completed {
+	if task.Spec.Suspend || completed || o.failedStop {
 		replicas = 0
 	}
 	if o.blocked == nil {
@@ -142,7 +155,7 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		r.workerEvents(&task, before, rnd.hash, replicas, completed)
+		r.workerEvents(&task, before, rnd.hash, replicas, completed, o)
 		if err := r.ensureService(ctx, &task); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -154,7 +167,7 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	if o.workers, err = r.observeWorkers(ctx, &task, o.plan); err != nil {
 		return ctrl.Result{}, err
 	}
-	task.Status = computeStatus(&orig.Status, o)
+	task.Status = settle(&orig.Status, computeStatus(&orig.Status, o), o.now)
 	r.statusEvents(orig, &task)
 	if !equality.Semantic.DeepEqual(orig.Status, task.Status) {
 		if err := r.Client.Status().Patch(ctx, &task, client.MergeFrom(orig)); err != nil {
@@ -173,7 +186,7 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 }
 
 // workerEvents tells what this reconcile did to the workers.
-func (r *SyncTaskReconciler) workerEvents(task *syncv1alpha1.SyncTask, before workersBefore, hash string, replicas int32, completed bool) {
+func (r *SyncTaskReconciler) workerEvents(task *syncv1alpha1.SyncTask, before workersBefore, hash string, replicas int32, completed bool, o observed) {
 	name := WorkerName(task.Name)
 	switch {
 	case !before.exists:
@@ -189,6 +202,13 @@ func (r *SyncTaskReconciler) workerEvents(task *syncv1alpha1.SyncTask, before wo
 			"suspended: scaled StatefulSet %s to 0; the checkpoint is kept", name)
 	case before.replicas > 0 && replicas == 0 && completed:
 		r.event(task, corev1.EventTypeNormal, "WorkersStopped", "Scale", "the task completed: scaled StatefulSet %s to 0", name)
+	case before.replicas > 0 && replicas == 0 && o.failedStop:
+		r.event(task, corev1.EventTypeWarning, "WorkersStopped", "Scale",
+			"the task failed: scaled StatefulSet %s to 0, and nothing more runs; fix the cause, then change the spec or set the annotation %s to a new value to run it again from its checkpoint",
+			name, syncv1alpha1.RetryAnnotation)
+	case before.replicas == 0 && replicas > 0 && o.retry != "":
+		r.event(task, corev1.EventTypeNormal, "Retrying", "Scale",
+			"%s=%s: scaled StatefulSet %s to %d; the workers continue from the checkpoint", syncv1alpha1.RetryAnnotation, o.retry, name, replicas)
 	case before.replicas == 0 && replicas > 0:
 		r.event(task, corev1.EventTypeNormal, "Resumed", "Scale",
 			"resumed: scaled StatefulSet %s to %d; the workers continue from the checkpoint", name, replicas)

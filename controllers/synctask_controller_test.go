@@ -691,3 +691,67 @@ func TestWithCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedTaskStops: a worker whose verification failed (exit code 2)
+// fails the task; the next reconcile scales the workers to 0 and nothing
+// more runs (no requeue, no further failure counted); a new value of the
+// retry annotation starts them again from the checkpoint.
+func TestFailedTaskStops(t *testing.T) {
+	ns := setup(t, "orders", func(st *syncv1alpha1.SyncTask) { st.Spec.Mode = config.ModeFull })
+	r, rec := newReconciler()
+	reconcile(t, r, ns, "orders")
+	sts := get(t, ns, "orders-worker", &appsv1.StatefulSet{})
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders-worker-0", Labels: sts.Spec.Template.Labels}, Spec: sts.Spec.Template.Spec}
+	if err := env.Client.Create(testCtx(t), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: WorkerContainer, RestartCount: 1,
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exitVerificationFailed,
+			Message: "ferry: verification found differences", FinishedAt: metav1.Now()}}}}}
+	if err := env.Client.Status().Update(testCtx(t), pod); err != nil {
+		t.Fatal(err)
+	}
+	reconcile(t, r, ns, "orders")
+	if st := getTask(t, ns, "orders").Status; st.Phase != syncv1alpha1.PhaseFailed || st.Failures != 1 || st.LastFailure == nil || st.LastFailure.Reason != ReasonVerificationFailed {
+		t.Fatalf("after the failure: phase %s, failures %d, last %+v", st.Phase, st.Failures, st.LastFailure)
+	}
+	drainEvents(rec)
+
+	reconcile(t, r, ns, "orders")
+	if n := *get(t, ns, "orders-worker", &appsv1.StatefulSet{}).Spec.Replicas; n != 0 {
+		t.Fatalf("failed: replicas %d, want 0", n)
+	}
+	if evs := drainEvents(rec); !hasEvent(evs, "Warning", "WorkersStopped") {
+		t.Errorf("events %q, want WorkersStopped", evs)
+	}
+	// The StatefulSet controller would delete the pod.
+	if err := env.Client.Delete(testCtx(t), pod); err != nil {
+		t.Fatal(err)
+	}
+	if res := reconcile(t, r, ns, "orders"); res.RequeueAfter != 0 {
+		t.Errorf("a stopped failed task is requeued after %s", res.RequeueAfter)
+	}
+	st := getTask(t, ns, "orders").Status
+	if st.Phase != syncv1alpha1.PhaseFailed || st.Failures != 1 || *get(t, ns, "orders-worker", &appsv1.StatefulSet{}).Spec.Replicas != 0 {
+		t.Errorf("still stopped: phase %s, failures %d", st.Phase, st.Failures)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, syncv1alpha1.ConditionDegraded); c == nil || c.Reason != ReasonVerificationFailed || !strings.Contains(c.Message, syncv1alpha1.RetryAnnotation) {
+		t.Errorf("Degraded = %+v, want VerificationFailed naming the retry annotation", c)
+	}
+
+	updateTask(t, ns, "orders", func(st *syncv1alpha1.SyncTask) {
+		st.Annotations = map[string]string{syncv1alpha1.RetryAnnotation: "1"}
+	})
+	reconcile(t, r, ns, "orders")
+	if n := *get(t, ns, "orders-worker", &appsv1.StatefulSet{}).Spec.Replicas; n != 1 {
+		t.Errorf("retried: replicas %d, want 1", n)
+	}
+	st = getTask(t, ns, "orders").Status
+	if st.Phase != syncv1alpha1.PhasePending || st.LastRetry != "1" || st.Failures != 1 {
+		t.Errorf("retried: phase %s, lastRetry %q, failures %d", st.Phase, st.LastRetry, st.Failures)
+	}
+	if evs := drainEvents(rec); !hasEvent(evs, "Normal", "Retrying") {
+		t.Errorf("events %q, want Retrying", evs)
+	}
+}

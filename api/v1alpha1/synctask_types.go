@@ -210,8 +210,10 @@ type ShardStatus struct {
 	// once it has recovered.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
-	// LastReportTime is when the worker last reported; a stale report
-	// means the worker has stopped.
+	// LastReportTime is when the worker's figures were last written here.
+	// They are written at most every 30 s, and not at all while they stay
+	// the same (an idle task), so an old time alone does not mean the
+	// worker stopped: the Ready and Degraded conditions say that.
 	// +optional
 	LastReportTime *metav1.Time `json:"lastReportTime,omitempty"`
 }
@@ -307,7 +309,38 @@ type SyncTaskStatus struct {
 	// target.
 	// +optional
 	LastVerification *Verification `json:"lastVerification,omitempty"`
+	// Failures counts the times the task failed (verification found
+	// differences, the oplog window was lost, a fatal error). Each failure
+	// stopped the workers: nothing more runs until the spec changes or the
+	// sync.mongoferry.io/retry annotation gets a new value.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Failures int32 `json:"failures,omitempty"`
+	// LastFailure is the most recent failure.
+	// +optional
+	LastFailure *Failure `json:"lastFailure,omitempty"`
+	// LastRetry is the value of the sync.mongoferry.io/retry annotation
+	// last acted on.
+	// +optional
+	LastRetry string `json:"lastRetry,omitempty"`
 }
+
+// Failure is why and when a task failed.
+type Failure struct {
+	// Reason is the Degraded reason of the failure (VerificationFailed,
+	// OplogWindowLost, Failed).
+	Reason string `json:"reason"`
+	// Message says what failed and what to do.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// Time is when the failure was seen.
+	Time metav1.Time `json:"time"`
+}
+
+// RetryAnnotation is the annotation that, set to a new value on a Failed
+// SyncTask, runs it again from its checkpoint (the workers are stopped
+// after a failure).
+const RetryAnnotation = "sync.mongoferry.io/retry"
 
 // SyncTask copies a MongoDB deployment (replica set or sharded cluster) to
 // another and keeps it in sync.
