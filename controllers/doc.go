@@ -5,8 +5,12 @@
 // Parts: the reconciler and its watches (synctask_controller.go); the
 // worker's task file rendered into a Secret, with the hash that rolls the
 // workers (render.go); the worker StatefulSet, headless Service and
-// PodMonitor (workers.go); reading each worker's /status and aggregating
-// it into status, conditions and events (report.go, status.go); the
+// PodMonitor (workers.go); reading each worker's /status (the worker
+// contract, pkg/workerapi: the document, phases, exit codes and
+// environment) and aggregating it into status, conditions and events
+// (report.go, status.go), with figures that move on every poll written at
+// most every StatusMinInterval (settle.go); a failed task's workers
+// stopped until a new generation or the retry annotation; the
 // finalizer that removes the checkpoints on deletion (cleanup.go); one
 // worker per shard of a sharded source, its shard discovery and the pod
 // ordinal of each shard (shards.go).

@@ -16,6 +16,7 @@ import (
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // The worker's task file and credentials.
@@ -24,12 +25,12 @@ const (
 	TaskKey = "task.yaml"
 	// TaskEnv is the worker's environment variable holding the task file
 	// (`ferry run --task-env`).
-	TaskEnv = "MONGOFERRY_TASK"
+	TaskEnv = workerapi.EnvTask
 	// SourcePasswordEnv and TargetPasswordEnv hold the passwords, from the
 	// user's Secrets; the task file names them in passwordEnv.
-	SourcePasswordEnv = "MONGOFERRY_SOURCE_PASSWORD" //nolint:gosec // G101: a variable name, not a password
+	SourcePasswordEnv = workerapi.EnvSourcePassword
 	// TargetPasswordEnv is the target's password variable.
-	TargetPasswordEnv = "MONGOFERRY_TARGET_PASSWORD" //nolint:gosec // G101: a variable name, not a password
+	TargetPasswordEnv = workerapi.EnvTargetPassword
 	// UsernameKey and PasswordKey are the keys of a credentials Secret.
 	UsernameKey = "username"
 	// PasswordKey is the password's key in a credentials Secret.

@@ -17,13 +17,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // How workers report progress.
 //
 // The controller reads each worker pod's own /status (the JSON snapshot of
-// engine.Status that `ferry run --listen` serves next to /metrics) on
+// workerapi.Status that `ferry run --listen` serves next to /metrics) on
 // every reconcile, with a short timeout, and requeues every
 // StatusPollInterval while workers run. It was chosen over the two
 // alternatives:
@@ -71,7 +71,7 @@ type workerObservation struct {
 	waiting  *corev1.ContainerStateWaiting
 	// report is the worker's /status; nil when it could not be read
 	// (pollErr says why) or the pod was not running.
-	report  *engine.Status
+	report  *workerapi.Status
 	pollErr error
 	// held is the writes the worker holds after chunk migrations, when its
 	// /status tells (heldWrites in its shard's entry or replay snapshot).
@@ -143,43 +143,8 @@ func podOrdinal(name string) int {
 	return n
 }
 
-// heldReport is the part of a worker's /status that counts the writes
-// held after chunk migrations: holds.heldWrites in the replay snapshot of
-// each shard subtask (or of the worker, when it lists no shards); absent
-// (0) from workers that hold none.
-type heldReport struct {
-	Replay *replayHolds `json:"replay"`
-	Shards []shardHolds `json:"shards"`
-}
-
-type shardHolds struct {
-	Replay *replayHolds `json:"replay"`
-}
-
-type replayHolds struct {
-	Holds struct {
-		HeldWrites int64 `json:"heldWrites"`
-	} `json:"holds"`
-}
-
-func (h heldReport) total() int64 {
-	if len(h.Shards) == 0 {
-		if h.Replay == nil {
-			return 0
-		}
-		return h.Replay.Holds.HeldWrites
-	}
-	var n int64
-	for _, s := range h.Shards {
-		if s.Replay != nil {
-			n += s.Replay.Holds.HeldWrites
-		}
-	}
-	return n
-}
-
 // pollStatus reads a worker's /status and the writes it holds.
-func (r *SyncTaskReconciler) pollStatus(ctx context.Context, ip string, port int32) (*engine.Status, int64, error) {
+func (r *SyncTaskReconciler) pollStatus(ctx context.Context, ip string, port int32) (*workerapi.Status, int64, error) {
 	hc := r.StatusClient
 	if hc == nil {
 		hc = defaultStatusClient
@@ -203,13 +168,11 @@ func (r *SyncTaskReconciler) pollStatus(ctx context.Context, ip string, port int
 	if err != nil {
 		return nil, 0, fmt.Errorf("GET %s: %w", url, err)
 	}
-	var s engine.Status
+	var s workerapi.Status
 	if err := json.Unmarshal(body, &s); err != nil {
 		return nil, 0, fmt.Errorf("GET %s: %w", url, err)
 	}
-	var h heldReport
-	_ = json.Unmarshal(body, &h) // decoded above: the same JSON
-	return &s, h.total(), nil
+	return &s, s.HeldWrites(), nil
 }
 
 var defaultStatusClient = &http.Client{Timeout: statusTimeout}

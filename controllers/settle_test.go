@@ -8,7 +8,7 @@ import (
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/pkg/config"
-	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // TestSettle: an idle streaming task writes no status however long it
@@ -16,7 +16,7 @@ import (
 // them at most every StatusMinInterval; a change a user acts on (phase, a
 // condition's reason) is written at once.
 func TestSettle(t *testing.T) {
-	poll := func(old syncv1alpha1.SyncTaskStatus, at time.Time, report *engine.Status) syncv1alpha1.SyncTaskStatus {
+	poll := func(old syncv1alpha1.SyncTaskStatus, at time.Time, report *workerapi.Status) syncv1alpha1.SyncTaskStatus {
 		o := observed{generation: 1, now: at, mode: config.ModeFullAndIncremental, workers: []workerObservation{worker(0, report)}}
 		return settle(&old, computeStatus(&old, o), at)
 	}
@@ -24,7 +24,7 @@ func TestSettle(t *testing.T) {
 	cases := []struct {
 		name   string
 		after  time.Duration
-		report *engine.Status
+		report *workerapi.Status
 		write  bool
 	}{
 		{"idle: only the report time moves", 5 * time.Second, streaming(0, 0, 1000), false},
@@ -32,7 +32,7 @@ func TestSettle(t *testing.T) {
 		{"ops/s and lag move within the interval", 10 * time.Second, streaming(3, 240, 1000), false},
 		{"ops/s and lag move after the interval", StatusMinInterval, streaming(3, 240, 1000), true},
 		{"lag past Ready's threshold: a condition's reason changes", 5 * time.Second, streaming(ReadyLagSeconds+5, 240, 1000), true},
-		{"verifying: the phase changes", 5 * time.Second, &engine.Status{Phase: engine.PhaseVerifying, Verify: &engine.VerifyStatus{Mode: "hash", Running: true}}, true},
+		{"verifying: the phase changes", 5 * time.Second, &workerapi.Status{Phase: workerapi.PhaseVerifying, Verify: &workerapi.Verify{Mode: "hash", Running: true}}, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

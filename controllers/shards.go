@@ -16,6 +16,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/topology"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // One worker per shard.
@@ -49,10 +50,10 @@ const (
 	// ShardMapKey is the key of the shard mapping in the worker Secret.
 	ShardMapKey = "shards"
 	// ShardMapEnv is the worker's variable holding the shard mapping.
-	ShardMapEnv = "MONGOFERRY_SHARD_MAP"
+	ShardMapEnv = workerapi.EnvShardMap
 	// PodNameEnv is the worker's variable holding its pod name, whose
 	// ordinal picks the worker's entry of the shard mapping.
-	PodNameEnv = "MONGOFERRY_POD_NAME"
+	PodNameEnv = workerapi.EnvPodName
 	// ShardedAnnotation on the pod template is "true" once the workers
 	// run one shard each: switching to it restarts a worker that started
 	// before the shards were known.

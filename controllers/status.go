@@ -13,7 +13,7 @@ import (
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/pkg/config"
-	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // ReadyLagSeconds is the lag below which a streaming task is Ready.
@@ -22,13 +22,8 @@ const ReadyLagSeconds = 30
 // recentExit is how long a worker's non-zero exit keeps the task Degraded.
 const recentExit = 10 * time.Minute
 
-// Exit codes of `ferry run` (see `ferry run --help`).
-const (
-	exitDone                 = 0
-	exitVerificationFailed   = 2
-	exitOplogWindowLost      = 3
-	maxTerminationMessageLen = 512
-)
+// maxTerminationMessageLen bounds the exit message shown from a worker.
+const maxTerminationMessageLen = 512
 
 // Condition reasons, in addition to the phases and the blocked reasons.
 const (
@@ -102,7 +97,7 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 	}
 	var shards []syncv1alpha1.ShardStatus
 	seen := map[string]bool{}
-	var reports []*engine.Status
+	var reports []*workerapi.Status
 	var failure *shardFailure
 	var verifyExits []*corev1.ContainerStateTerminated
 	for _, w := range o.workers {
@@ -140,10 +135,10 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 		case exitPhase != "":
 			sh.Phase = exitPhase
 		}
-		if sh.LastError == "" && w.lastExit != nil && w.lastExit.ExitCode != exitDone && w.report == nil {
+		if sh.LastError == "" && w.lastExit != nil && w.lastExit.ExitCode != workerapi.ExitDone && w.report == nil {
 			sh.LastError = exitText(w.lastExit)
 		}
-		if e := w.lastExit; e != nil && (e.ExitCode == exitDone || e.ExitCode == exitVerificationFailed) {
+		if e := w.lastExit; e != nil && (e.ExitCode == workerapi.ExitDone || e.ExitCode == workerapi.ExitVerificationFailed) {
 			verifyExits = append(verifyExits, e)
 		}
 		shards = append(shards, sh)
@@ -189,7 +184,7 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 		if r.Replay != nil {
 			st.OpsPerSecond += int64(math.Round(r.Replay.OpsPerSecond))
 		}
-		if r.Phase == engine.PhaseFullSync {
+		if r.Phase == workerapi.PhaseFullSync {
 			st.BytesPerSecond += int64(math.Round(r.Copy.BytesPerSecond))
 		}
 		if !r.StartedAt.IsZero() && (st.StartedAt == nil || r.StartedAt.Before(st.StartedAt.Time)) && old.StartedAt == nil {
@@ -267,13 +262,13 @@ func exitOutcome(w workerObservation) (syncv1alpha1.Phase, *shardFailure) {
 		return "", nil
 	}
 	switch e.ExitCode {
-	case exitDone:
+	case workerapi.ExitDone:
 		return syncv1alpha1.PhaseCompleted, nil
-	case exitOplogWindowLost:
+	case workerapi.ExitOplogWindowLost:
 		return syncv1alpha1.PhaseFailed, &shardFailure{ReasonOplogWindowLost, fmt.Sprintf(
 			"%s: the source's oplog no longer holds the checkpoint: changes were lost; delete the task's checkpoint (or recreate the task with deletePolicy Delete) to copy everything again: %s",
 			w.pod, exitText(e))}
-	case exitVerificationFailed:
+	case workerapi.ExitVerificationFailed:
 		return syncv1alpha1.PhaseFailed, &shardFailure{ReasonVerificationFailed, fmt.Sprintf("%s: %s", w.pod, exitText(e))}
 	}
 	if w.waiting != nil && slices.Contains(waitingProblems, w.waiting.Reason) {
@@ -299,12 +294,12 @@ func exitText(e *corev1.ContainerStateTerminated) string {
 }
 
 // applyReport copies a worker's /status into its shard entry.
-func applyReport(sh *syncv1alpha1.ShardStatus, r *engine.Status, now time.Time) {
+func applyReport(sh *syncv1alpha1.ShardStatus, r *workerapi.Status, now time.Time) {
 	sh.Phase = syncv1alpha1.Phase(r.Phase)
 	if sh.Phase == "" {
 		sh.Phase = syncv1alpha1.PhasePending
 	}
-	if len(r.Shards) == 1 && r.Shards[0].Phase == engine.SubtaskRetired {
+	if len(r.Shards) == 1 && r.Shards[0].Phase == workerapi.SubtaskRetired {
 		sh.Phase = syncv1alpha1.PhaseRetired
 	}
 	sh.LastError = r.Error
@@ -366,7 +361,7 @@ func copyDone(p syncv1alpha1.Phase) bool {
 // copyProgress sums the workers' copy figures. The percentage reads 100%
 // only when every shard's copy has finished; until then it stops at 99%
 // (estimates drift while the source changes).
-func copyProgress(old *syncv1alpha1.CopyProgress, o observed, phase syncv1alpha1.Phase, shards []syncv1alpha1.ShardStatus, reports []*engine.Status) *syncv1alpha1.CopyProgress {
+func copyProgress(old *syncv1alpha1.CopyProgress, o observed, phase syncv1alpha1.Phase, shards []syncv1alpha1.ShardStatus, reports []*workerapi.Status) *syncv1alpha1.CopyProgress {
 	if o.mode == config.ModeIncremental {
 		return nil
 	}
@@ -430,7 +425,7 @@ func lowWatermark(shards []syncv1alpha1.ShardStatus, old *metav1.Time) *metav1.T
 // exits at once, so its report is rarely seen: its exit code tells the
 // outcome instead (0 passed, 2 found differences, by `ferry run`'s exit
 // codes), without the differing namespaces.
-func verification(old *syncv1alpha1.Verification, reports []*engine.Status, exits []*corev1.ContainerStateTerminated, o observed) *syncv1alpha1.Verification {
+func verification(old *syncv1alpha1.Verification, reports []*workerapi.Status, exits []*corev1.ContainerStateTerminated, o observed) *syncv1alpha1.Verification {
 	var next *syncv1alpha1.Verification
 	for _, r := range reports {
 		if r.Verify == nil || r.Verify.Running {
@@ -459,7 +454,7 @@ func verification(old *syncv1alpha1.Verification, reports []*engine.Status, exit
 			next = &syncv1alpha1.Verification{Mode: mode, Result: syncv1alpha1.VerificationPassed,
 				Time:    metav1.NewTime(e.FinishedAt.UTC().Truncate(time.Second)),
 				Message: fmt.Sprintf("source and target match (%s)", mode)}
-			if e.ExitCode == exitVerificationFailed {
+			if e.ExitCode == workerapi.ExitVerificationFailed {
 				next.Result = syncv1alpha1.VerificationFailed
 				next.Message = fmt.Sprintf("source and target differ (%s): %s; run `ferry verify` for the namespaces and _ids", mode, exitText(e))
 			}
@@ -516,7 +511,7 @@ func degradedCondition(st *syncv1alpha1.SyncTaskStatus, o observed, failure *sha
 	}
 	if !o.suspended {
 		for _, w := range o.workers {
-			if e := w.lastExit; e != nil && e.ExitCode != exitDone && w.restarts > 0 && o.now.Sub(e.FinishedAt.Time) < recentExit {
+			if e := w.lastExit; e != nil && e.ExitCode != workerapi.ExitDone && w.restarts > 0 && o.now.Sub(e.FinishedAt.Time) < recentExit {
 				return shardFailure{ReasonWorkerRestarted, fmt.Sprintf("%s restarted %d times, last at %s: %s",
 					w.pod, w.restarts, e.FinishedAt.UTC().Format(time.RFC3339), exitText(e))}
 			}

@@ -8,33 +8,30 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/pkg/config"
-	"github.com/mongoferry/mongoferry/pkg/engine"
-	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
-	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 var statusNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func copying(docs, est int64) *engine.Status {
-	return &engine.Status{Phase: engine.PhaseFullSync, StartedAt: statusNow.Add(-time.Minute),
-		Copy: fullsync.Status{Documents: docs, EstimatedDocuments: est, Bytes: docs * 100, Ranges: 4, RangesDone: 1, BytesPerSecond: 5000}}
+func copying(docs, est int64) *workerapi.Status {
+	return &workerapi.Status{Phase: workerapi.PhaseFullSync, StartedAt: statusNow.Add(-time.Minute),
+		Copy: workerapi.Copy{Documents: docs, EstimatedDocuments: est, Bytes: docs * 100, Ranges: 4, RangesDone: 1, BytesPerSecond: 5000}}
 }
 
-func streaming(lag, ops float64, docs int64) *engine.Status {
-	return &engine.Status{Phase: engine.PhaseStreaming, StartedAt: statusNow.Add(-time.Minute),
-		Copy: fullsync.Status{Documents: docs, EstimatedDocuments: docs, Ranges: 4, RangesDone: 4, Percent: 100},
-		Replay: &replay.Status{AppliedTS: bson.Timestamp{T: uint32(statusNow.Unix()) - 5, I: 1}, AppliedTime: statusNow.Add(-5 * time.Second),
+func streaming(lag, ops float64, docs int64) *workerapi.Status {
+	return &workerapi.Status{Phase: workerapi.PhaseStreaming, StartedAt: statusNow.Add(-time.Minute),
+		Copy: workerapi.Copy{Documents: docs, EstimatedDocuments: docs, Ranges: 4, RangesDone: 4, Percent: 100},
+		Replay: &workerapi.Replay{AppliedTS: workerapi.Timestamp{T: uint32(statusNow.Unix()) - 5, I: 1}, AppliedTime: statusNow.Add(-5 * time.Second),
 			LagSeconds: lag, OpsPerSecond: ops}}
 }
 
-func worker(ord int, report *engine.Status) workerObservation {
+func worker(ord int, report *workerapi.Status) workerObservation {
 	return workerObservation{pod: "orders-worker-" + string(rune('0'+ord)), ordinal: ord, shard: "orders-worker-" + string(rune('0'+ord)),
 		running: true, ready: true, report: report}
 }
@@ -95,7 +92,7 @@ func TestComputeStatus(t *testing.T) {
 			want{phase: "Completed", percent: "100%", ready: "True/Completed", degraded: "False/Healthy", progressing: "False/Completed"}},
 		{"completed, then restarted and checking again", syncv1alpha1.SyncTaskStatus{Phase: "Verifying"},
 			observed{workers: []workerObservation{func() workerObservation {
-				w := worker(0, &engine.Status{Phase: engine.PhaseVerifying, Verify: &engine.VerifyStatus{Mode: "hash", Running: true}})
+				w := worker(0, &workerapi.Status{Phase: workerapi.PhaseVerifying, Verify: &workerapi.Verify{Mode: "hash", Running: true}})
 				w.restarts, w.lastExit = 1, &corev1.ContainerStateTerminated{ExitCode: 0, FinishedAt: metav1.NewTime(statusNow.Add(-time.Second))}
 				return w
 			}()}},
@@ -179,8 +176,8 @@ func TestComputeStatusDetails(t *testing.T) {
 
 	// Verification: first seen now, then its time is kept.
 	rep := streaming(0, 0, 800)
-	rep.Phase = engine.PhaseCompleted
-	rep.Verify = &engine.VerifyStatus{Mode: "hash", OK: false, Differing: []string{"shop.orders"}}
+	rep.Phase = workerapi.PhaseCompleted
+	rep.Verify = &workerapi.Verify{Mode: "hash", OK: false, Differing: []string{"shop.orders"}}
 	o.workers = []workerObservation{worker(0, rep)}
 	st = computeStatus(&st, o)
 	v := st.LastVerification
@@ -208,13 +205,13 @@ func TestComputeStatusDetails(t *testing.T) {
 // summary, the phase and the checkpoint.
 func TestShardedStatus(t *testing.T) {
 	plan := shardPlan{entries: []shardEntry{{name: "rs0", ordinal: 0}, {name: "rs1", ordinal: 1, removed: true}, {name: "rs2", ordinal: 2}, {name: "rs3", ordinal: 3}}}
-	shardWorker := func(ord int, name string, r *engine.Status) workerObservation {
+	shardWorker := func(ord int, name string, r *workerapi.Status) workerObservation {
 		w := worker(ord, r)
 		w.shard = name
 		return w
 	}
 	retired := streaming(0, 0, 0)
-	retired.Shards = []engine.ShardStatus{{Shard: "rs1", Phase: engine.SubtaskRetired}}
+	retired.Shards = []workerapi.Shard{{Shard: "rs1", Phase: workerapi.SubtaskRetired}}
 	held := shardWorker(2, "rs2", streaming(4, 12, 0))
 	held.held = 7
 	o := observed{plan: plan, shardNames: plan.names(), now: statusNow, workers: []workerObservation{
@@ -259,11 +256,11 @@ func TestHeldReport(t *testing.T) {
 		{`{"replay":{"holds":{"heldWrites":5,"heldNow":2}}}`, 5},
 		{`{"replay":{"holds":{"heldWrites":9}},"shards":[{"shard":"rs1","replay":{"holds":{"heldWrites":3}}},{"shard":"rs2"}]}`, 3},
 	} {
-		var h heldReport
+		var h workerapi.Status
 		if err := json.Unmarshal([]byte(tt.body), &h); err != nil {
 			t.Fatal(err)
 		}
-		if got := h.total(); got != tt.want {
+		if got := h.HeldWrites(); got != tt.want {
 			t.Errorf("%s: %d held, want %d", tt.body, got, tt.want)
 		}
 	}
@@ -347,7 +344,7 @@ func TestPlanShards(t *testing.T) {
 func TestFailureRecorded(t *testing.T) {
 	w := worker(0, nil)
 	w.running, w.ready, w.restarts = false, false, 1
-	w.lastExit = &corev1.ContainerStateTerminated{ExitCode: exitVerificationFailed, Message: "ferry: verification found differences", FinishedAt: metav1.NewTime(statusNow)}
+	w.lastExit = &corev1.ContainerStateTerminated{ExitCode: workerapi.ExitVerificationFailed, Message: "ferry: verification found differences", FinishedAt: metav1.NewTime(statusNow)}
 	o := observed{generation: 3, now: statusNow, mode: config.ModeFull, workers: []workerObservation{w}}
 	st := computeStatus(&syncv1alpha1.SyncTaskStatus{Phase: "Verifying"}, o)
 	if st.Phase != syncv1alpha1.PhaseFailed || st.Failures != 1 || st.LastFailure == nil || st.LastFailure.Reason != ReasonVerificationFailed || !st.LastFailure.Time.Equal(&metav1.Time{Time: statusNow}) {

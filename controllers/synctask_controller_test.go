@@ -29,6 +29,7 @@ import (
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 const (
@@ -707,7 +708,7 @@ func TestFailedTaskStops(t *testing.T) {
 	}
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: WorkerContainer, RestartCount: 1,
 		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
-		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exitVerificationFailed,
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: workerapi.ExitVerificationFailed,
 			Message: "ferry: verification found differences", FinishedAt: metav1.Now()}}}}}
 	if err := env.Client.Status().Update(testCtx(t), pod); err != nil {
 		t.Fatal(err)

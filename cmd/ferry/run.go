@@ -17,6 +17,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/metrics"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 type runFlags struct {
@@ -89,7 +90,7 @@ and verification is left to 'ferry verify' once every worker caught up.`,
 	cmd.Flags().StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	cmd.Flags().BoolVar(&f.untilCaughtUp, "until-caught-up", false, "with replay: stop once everything the source wrote is applied, then verify (for a cut-over); without it replay runs until interrupted")
-	cmd.Flags().StringVar(&f.shard, "shard", os.Getenv("MONGOFERRY_SHARD"), "sharded source: run only this shard's replay subtask (its name in config.shards); default $MONGOFERRY_SHARD, empty runs every shard")
+	cmd.Flags().StringVar(&f.shard, "shard", os.Getenv(workerapi.EnvShard), "sharded source: run only this shard's replay subtask (its name in config.shards); default $MONGOFERRY_SHARD, empty runs every shard")
 	cmd.MarkFlagsOneRequired("file", "task-env")
 	cmd.MarkFlagsMutuallyExclusive("file", "task-env")
 	commands = append(commands, cmd)
@@ -190,13 +191,13 @@ func runTask(ctx context.Context, f runFlags) error {
 	switch {
 	case errors.Is(err, source.ErrOplogWindowLost):
 		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
-		return exitError{code: 3}
+		return exitError{code: workerapi.ExitOplogWindowLost}
 	case errors.Is(err, engine.ErrVerificationFailed):
 		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
-		return exitError{code: 2}
+		return exitError{code: workerapi.ExitVerificationFailed}
 	case err != nil && ctx.Err() != nil:
 		log.Info("stopped; run the same command again to continue from the checkpoint", "task", task.Name)
-		return exitError{code: 130}
+		return exitError{code: workerapi.ExitInterrupted}
 	case err != nil:
 		return err
 	}

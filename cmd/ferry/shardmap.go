@@ -15,6 +15,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/metrics"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // Variables the operator sets on the workers of a sharded source (see
@@ -23,8 +24,8 @@ import (
 // oplog is applied to its end}, and the pod's name, whose ordinal picks the
 // worker's shard.
 const (
-	shardMapEnv = "MONGOFERRY_SHARD_MAP"
-	podNameEnv  = "MONGOFERRY_POD_NAME"
+	shardMapEnv = workerapi.EnvShardMap
+	podNameEnv  = workerapi.EnvPodName
 )
 
 // shardSlot is one entry of the shard mapping.

@@ -14,6 +14,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/verify"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // verifyProgressEvery is how often `ferry verify` prints a progress line.
@@ -161,7 +162,7 @@ func runVerify(cmd *cobra.Command, f verifyFlags) error {
 	}
 	if n := rep.Differing(); n > 0 {
 		fmt.Fprintf(stdout, "\n%d of %d compared namespaces differ%s\n", n, compared, skippedNote)
-		return exitError{code: 2}
+		return exitError{code: workerapi.ExitVerificationFailed}
 	}
 	fmt.Fprintf(stdout, "\nevery namespace matches (%d compared%s)\n", compared, skippedNote)
 	return nil

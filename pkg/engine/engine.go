@@ -29,19 +29,21 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/engine/verify"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
-// Phase is where a task is; the names are the SyncTask status phases.
-type Phase string
+// Phase is where a task is; the names are the worker contract's
+// (workerapi) and the SyncTask status phases.
+type Phase = workerapi.Phase
 
 // Phases.
 const (
-	PhasePending   Phase = "Pending"
-	PhaseFullSync  Phase = "FullSync"
-	PhaseStreaming Phase = "Streaming"
-	PhaseVerifying Phase = "Verifying"
-	PhaseCompleted Phase = "Completed"
-	PhaseFailed    Phase = "Failed"
+	PhasePending   = workerapi.PhasePending
+	PhaseFullSync  = workerapi.PhaseFullSync
+	PhaseStreaming = workerapi.PhaseStreaming
+	PhaseVerifying = workerapi.PhaseVerifying
+	PhaseCompleted = workerapi.PhaseCompleted
+	PhaseFailed    = workerapi.PhaseFailed
 )
 
 // ErrVerificationFailed is returned when the target differs from the

@@ -5,14 +5,18 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // Status is a value snapshot of a task, served as /status and read by the
 // metrics collector and the progress display.
 type Status struct {
-	Task  string `json:"task"`
-	Mode  string `json:"mode"`
-	Phase Phase  `json:"phase"`
+	// Contract is workerapi.ContractVersion: Status is a superset of the
+	// worker contract's /status document (workerapi.Status).
+	Contract int    `json:"contract"`
+	Task     string `json:"task"`
+	Mode     string `json:"mode"`
+	Phase    Phase  `json:"phase"`
 	// Error is the failure that stopped the task, without credentials.
 	Error string          `json:"error,omitempty"`
 	Copy  fullsync.Status `json:"copy"`
@@ -61,7 +65,7 @@ func (e *Engine) Status() Status {
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Status{Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, Replay: replayStatus, Shards: shards, StartedAt: e.started, TargetSharding: targetSharding}
+	s := Status{Contract: workerapi.ContractVersion, Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, Replay: replayStatus, Shards: shards, StartedAt: e.started, TargetSharding: targetSharding}
 	if e.err != nil {
 		s.Error = e.err.Error()
 	}

@@ -10,22 +10,23 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/topology"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // Subtask phases, shown per shard in Status.Shards.
 const (
 	// SubtaskPending waits for the full copy (or, in a worker running one
 	// shard, for the worker that runs the copy).
-	SubtaskPending = "Pending"
+	SubtaskPending = string(workerapi.SubtaskPending)
 	// SubtaskStreaming tails the shard's oplog and applies its writes.
-	SubtaskStreaming = "Streaming"
+	SubtaskStreaming = string(workerapi.SubtaskStreaming)
 	// SubtaskRetiring reads a removed shard's oplog to its end.
-	SubtaskRetiring = "Retiring"
+	SubtaskRetiring = string(workerapi.SubtaskRetiring)
 	// SubtaskRetired is done: the shard left the cluster and everything it
 	// logged is applied.
-	SubtaskRetired = "Retired"
+	SubtaskRetired = string(workerapi.SubtaskRetired)
 	// SubtaskFailed stopped with an error (the task fails with it).
-	SubtaskFailed = "Failed"
+	SubtaskFailed = string(workerapi.SubtaskFailed)
 )
 
 // subtask replays one shard's oplog.

@@ -1,0 +1,181 @@
+// Package workerapi is the contract between a MongoFerry worker (`ferry
+// run --listen`, one pod of a SyncTask's StatefulSet) and the operator's
+// controller: the /status document the worker serves, its phases, the
+// worker's exit codes, and the environment the controller gives the
+// worker. It imports nothing from MongoDB, so the controller reads
+// workers without linking the engine.
+//
+// The engine's own status (pkg/engine.Status) is a superset of Status:
+// the worker serves the engine's, and a round-trip test in pkg/engine pins
+// that it decodes into this one. Fields are added, never renamed; a
+// change that breaks a reader bumps ContractVersion.
+package workerapi
+
+import "time"
+
+// ContractVersion is the version of the /status document: the worker
+// serves it in Status.Contract.
+const ContractVersion = 1
+
+// Phase is where a worker's task is.
+type Phase string
+
+// Phases of a worker's task.
+const (
+	PhasePending   Phase = "Pending"
+	PhaseFullSync  Phase = "FullSync"
+	PhaseStreaming Phase = "Streaming"
+	PhaseVerifying Phase = "Verifying"
+	PhaseCompleted Phase = "Completed"
+	PhaseFailed    Phase = "Failed"
+)
+
+// SubtaskPhase is where one shard's replay subtask is.
+type SubtaskPhase string
+
+// Phases of a shard subtask.
+const (
+	SubtaskPending   SubtaskPhase = "Pending"
+	SubtaskStreaming SubtaskPhase = "Streaming"
+	SubtaskRetiring  SubtaskPhase = "Retiring"
+	SubtaskRetired   SubtaskPhase = "Retired"
+	SubtaskFailed    SubtaskPhase = "Failed"
+)
+
+// Exit codes of `ferry run`.
+const (
+	// ExitDone: the task completed (mode full: copied and verified).
+	ExitDone = 0
+	// ExitFailed: an error (the message says which); restarting may help.
+	ExitFailed = 1
+	// ExitVerificationFailed: verification found differences.
+	ExitVerificationFailed = 2
+	// ExitOplogWindowLost: the checkpoint is older than the source's
+	// oldest oplog entry; only a new full copy helps.
+	ExitOplogWindowLost = 3
+	// ExitInterrupted: stopped by a signal (SIGINT or SIGTERM).
+	ExitInterrupted = 130
+)
+
+// Environment the controller gives a worker.
+const (
+	// EnvTask is the path of the task file.
+	EnvTask = "MONGOFERRY_TASK"
+	// EnvSourcePassword and EnvTargetPassword hold the passwords from the
+	// credentials Secrets.
+	EnvSourcePassword = "MONGOFERRY_SOURCE_PASSWORD" //nolint:gosec // G101: a variable name, not a password
+	EnvTargetPassword = "MONGOFERRY_TARGET_PASSWORD" //nolint:gosec // G101: a variable name, not a password
+	// EnvShard names the one shard a worker replays (empty: every shard).
+	EnvShard = "MONGOFERRY_SHARD"
+	// EnvShardMap maps pod ordinals to shard names ("0=shard0,1=shard1").
+	EnvShardMap = "MONGOFERRY_SHARD_MAP"
+	// EnvPodName is the worker pod's name (its ordinal is the suffix).
+	EnvPodName = "MONGOFERRY_POD_NAME"
+)
+
+// Status is the /status document of a worker.
+type Status struct {
+	// Contract is ContractVersion (0 from workers older than it).
+	Contract int    `json:"contract,omitempty"`
+	Task     string `json:"task"`
+	Mode     string `json:"mode"`
+	Phase    Phase  `json:"phase"`
+	// Error is the error the task stopped on, if any.
+	Error string `json:"error,omitempty"`
+	Copy  Copy   `json:"copy"`
+	// Replay is the replay's state (for a sharded source, the shards'
+	// aggregated); nil before replay starts.
+	Replay *Replay `json:"replay,omitempty"`
+	// Shards are a sharded source's subtasks (the worker's one, or every
+	// one when a single process runs them all).
+	Shards    []Shard   `json:"shards,omitempty"`
+	Verify    *Verify   `json:"verify,omitempty"`
+	StartedAt time.Time `json:"startedAt"`
+}
+
+// Copy is the full copy's progress.
+type Copy struct {
+	Stage              string      `json:"stage"`
+	EstimatedDocuments int64       `json:"estimatedDocuments"`
+	Documents          int64       `json:"documents"`
+	Bytes              int64       `json:"bytes"`
+	Percent            float64     `json:"percent"`
+	DocsPerSecond      float64     `json:"docsPerSecond"`
+	BytesPerSecond     float64     `json:"bytesPerSecond"`
+	Ranges             int         `json:"ranges"`
+	RangesDone         int         `json:"rangesDone"`
+	Namespaces         []Namespace `json:"namespaces"`
+}
+
+// Namespace is one collection's copy progress.
+type Namespace struct {
+	NS                 string  `json:"ns"`
+	Target             string  `json:"target"`
+	EstimatedDocuments int64   `json:"estimatedDocuments"`
+	Documents          int64   `json:"documents"`
+	Percent            float64 `json:"percent"`
+	Done               bool    `json:"done"`
+}
+
+// Timestamp is an oplog position.
+type Timestamp struct {
+	T uint32 `json:"T"`
+	I uint32 `json:"I"`
+}
+
+// IsZero reports whether ts is the zero position.
+func (ts Timestamp) IsZero() bool { return ts.T == 0 && ts.I == 0 }
+
+// Replay is the replay's state.
+type Replay struct {
+	// AppliedTS is the saved checkpoint, AppliedTime its source time.
+	AppliedTS    Timestamp `json:"appliedTS"`
+	AppliedTime  time.Time `json:"appliedTime"`
+	LagSeconds   float64   `json:"lagSeconds"`
+	OpsPerSecond float64   `json:"opsPerSecond"`
+	Shard        string    `json:"shard,omitempty"`
+	Holds        Holds     `json:"holds"`
+}
+
+// Holds counts writes held after chunk migrations.
+type Holds struct {
+	HeldWrites int64 `json:"heldWrites"`
+	HeldNow    int   `json:"heldNow"`
+}
+
+// Shard is one shard subtask.
+type Shard struct {
+	Shard  string       `json:"shard"`
+	Phase  SubtaskPhase `json:"phase"`
+	Replay *Replay      `json:"replay,omitempty"`
+	Error  string       `json:"error,omitempty"`
+}
+
+// Verify is the verification's state.
+type Verify struct {
+	Mode      string   `json:"mode"`
+	Running   bool     `json:"running"`
+	CurrentNS string   `json:"currentNamespace,omitempty"`
+	Done      int64    `json:"done,omitempty"`
+	Total     int64    `json:"total,omitempty"`
+	OK        bool     `json:"ok"`
+	Differing []string `json:"differing,omitempty"`
+}
+
+// HeldWrites is the writes the worker's subtasks held after chunk
+// migrations: its shards' when it lists any, else its replay's.
+func (s *Status) HeldWrites() int64 {
+	if len(s.Shards) == 0 {
+		if s.Replay != nil {
+			return s.Replay.Holds.HeldWrites
+		}
+		return 0
+	}
+	var n int64
+	for _, sh := range s.Shards {
+		if sh.Replay != nil {
+			n += sh.Replay.Holds.HeldWrites
+		}
+	}
+	return n
+}
