@@ -498,42 +498,77 @@ type cond struct {
 	reason, message string
 }
 
-func degradedCondition(st *syncv1alpha1.SyncTaskStatus, o observed, failure *shardFailure) shardFailure {
-	if o.blocked != nil {
-		return shardFailure{o.blocked.reason, o.blocked.message}
-	}
-	if failure != nil {
-		return *failure
-	}
-	if o.failedStop && st.LastFailure != nil {
-		return shardFailure{st.LastFailure.Reason, st.LastFailure.Message + "; the workers are stopped: fix the cause, then change the spec or set the annotation " +
+// degradedCheck is one named reason a task needs a person: it returns the
+// problem it finds, or nil.
+type degradedCheck struct {
+	name  string
+	check func(st *syncv1alpha1.SyncTaskStatus, o observed, failure *shardFailure) *shardFailure
+}
+
+// degradedChecks are looked at in order; the first that finds a problem
+// gives Degraded its reason (ConditionDegraded documents the list).
+var degradedChecks = []degradedCheck{
+	{"blocked", func(_ *syncv1alpha1.SyncTaskStatus, o observed, _ *shardFailure) *shardFailure {
+		if o.blocked == nil {
+			return nil
+		}
+		return &shardFailure{o.blocked.reason, o.blocked.message}
+	}},
+	{"failed now", func(_ *syncv1alpha1.SyncTaskStatus, _ observed, failure *shardFailure) *shardFailure { return failure }},
+	{"failed and stopped", func(st *syncv1alpha1.SyncTaskStatus, o observed, _ *shardFailure) *shardFailure {
+		if !o.failedStop || st.LastFailure == nil {
+			return nil
+		}
+		return &shardFailure{st.LastFailure.Reason, st.LastFailure.Message + "; the workers are stopped: fix the cause, then change the spec or set the annotation " +
 			syncv1alpha1.RetryAnnotation + " to a new value"}
-	}
-	if !o.suspended {
+	}},
+	{"worker restarted", func(_ *syncv1alpha1.SyncTaskStatus, o observed, _ *shardFailure) *shardFailure {
 		for _, w := range o.workers {
-			if e := w.lastExit; e != nil && e.ExitCode != workerapi.ExitDone && w.restarts > 0 && o.now.Sub(e.FinishedAt.Time) < recentExit {
-				return shardFailure{ReasonWorkerRestarted, fmt.Sprintf("%s restarted %d times, last at %s: %s",
+			if e := w.lastExit; !o.suspended && e != nil && e.ExitCode != workerapi.ExitDone && w.restarts > 0 && o.now.Sub(e.FinishedAt.Time) < recentExit {
+				return &shardFailure{ReasonWorkerRestarted, fmt.Sprintf("%s restarted %d times, last at %s: %s",
 					w.pod, w.restarts, e.FinishedAt.UTC().Format(time.RFC3339), exitText(e))}
 			}
 		}
+		return nil
+	}},
+	{"worker error", func(_ *syncv1alpha1.SyncTaskStatus, o observed, _ *shardFailure) *shardFailure {
 		for _, w := range o.workers {
-			if w.report != nil && w.report.Error != "" {
-				return shardFailure{ReasonWorkerError, fmt.Sprintf("%s: %s", w.pod, w.report.Error)}
+			if !o.suspended && w.report != nil && w.report.Error != "" {
+				return &shardFailure{ReasonWorkerError, fmt.Sprintf("%s: %s", w.pod, w.report.Error)}
 			}
 		}
+		return nil
+	}},
+	{"status unreadable", func(_ *syncv1alpha1.SyncTaskStatus, o observed, _ *shardFailure) *shardFailure {
 		for _, w := range o.workers {
-			if w.running && w.pollErr != nil {
-				return shardFailure{ReasonStatusUnavailable, fmt.Sprintf(
+			if !o.suspended && w.running && w.pollErr != nil {
+				return &shardFailure{ReasonStatusUnavailable, fmt.Sprintf(
 					"cannot read %s's /status: %v; the manager must reach the worker pods on the metrics port", w.pod, w.pollErr)}
 			}
 		}
-	}
-	if err := o.plan.err; err != nil {
-		return shardFailure{ReasonShardDiscoveryFailed, fmt.Sprintf(
-			"cannot list the source's shards (the workers keep the last known ones, and a shard added meanwhile gets no worker yet): %v", err)}
-	}
-	if v := st.LastVerification; v != nil && v.Result == syncv1alpha1.VerificationFailed {
-		return shardFailure{ReasonVerificationFailed, v.Message}
+		return nil
+	}},
+	{"shard discovery", func(_ *syncv1alpha1.SyncTaskStatus, o observed, _ *shardFailure) *shardFailure {
+		if o.plan.err == nil {
+			return nil
+		}
+		return &shardFailure{ReasonShardDiscoveryFailed, fmt.Sprintf(
+			"cannot list the source's shards (the workers keep the last known ones, and a shard added meanwhile gets no worker yet): %v", o.plan.err)}
+	}},
+	{"verification differences", func(st *syncv1alpha1.SyncTaskStatus, _ observed, _ *shardFailure) *shardFailure {
+		if v := st.LastVerification; v != nil && v.Result == syncv1alpha1.VerificationFailed {
+			return &shardFailure{ReasonVerificationFailed, v.Message}
+		}
+		return nil
+	}},
+}
+
+// degradedCondition is the first problem the checks find, or Healthy.
+func degradedCondition(st *syncv1alpha1.SyncTaskStatus, o observed, failure *shardFailure) shardFailure {
+	for _, c := range degradedChecks {
+		if f := c.check(st, o, failure); f != nil {
+			return *f
+		}
 	}
 	return shardFailure{ReasonHealthy, "no problems seen"}
 }

@@ -118,16 +118,33 @@ const (
 	PhaseRetired Phase = "Retired"
 )
 
-// Condition types of a SyncTask.
+// Condition types of a SyncTask. Each says exactly when it is True; the
+// reasons are the controller's (controllers/status.go).
 const (
-	// ConditionReady is True when the workers run and report progress (or
-	// the task has completed), False with the reason when they cannot.
+	// ConditionReady is True when the target can be used as it is: the
+	// task streams with a lag under 30 s (reason Streaming) or has
+	// completed (Completed). Otherwise it is False, and the reason says
+	// why: FullSync and Verifying while those run, Lagging when streaming
+	// 30 s or more behind, WorkersStarting before the workers report,
+	// Suspended, Failed, or the reason the task is blocked
+	// (SecretNotFound, SecretInvalid, InvalidSpec).
 	ConditionReady = "Ready"
-	// ConditionProgressing is True while the task copies or replays.
+	// ConditionProgressing is True while the task moves towards done or
+	// keeps up: its workers start, copy, stream or verify (reasons
+	// WorkersStarting, FullSync, Streaming, Verifying). It is False when
+	// nothing runs: Suspended, Completed, Failed, or blocked.
 	ConditionProgressing = "Progressing"
-	// ConditionDegraded is True when the task runs but something needs
-	// attention (a shard failing and retrying, lag growing, a verification
-	// that found differences).
+	// ConditionDegraded is True when something needs a person, with the
+	// first of these that holds as its reason: the task is blocked
+	// (SecretNotFound, SecretInvalid, InvalidSpec); it failed (OplogWindowLost,
+	// VerificationFailed, Failed); a worker keeps failing before it
+	// reports (WorkerFailing) or restarted within the last 10 minutes
+	// (WorkerRestarted); a worker reports an error it retries
+	// (WorkerError); a worker's /status cannot be read
+	// (StatusUnavailable); the source's shards cannot be listed
+	// (ShardDiscoveryFailed); the last verification found differences
+	// (VerificationFailed). Otherwise it is False with reason Healthy. Lag
+	// alone does not make a task Degraded: Ready says Lagging.
 	ConditionDegraded = "Degraded"
 )
 
