@@ -81,6 +81,8 @@ type rendered struct {
 	// discovery only, never written anywhere.
 	source         config.Endpoint
 	sourcePassword string
+	// volumes are spec.workerTemplate.volumes, decoded.
+	volumes []corev1.Volume
 }
 
 // endpointCredentials names an endpoint's credentials in the task file.
@@ -149,6 +151,11 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 			"metadata.name: %q is %d characters: the workers' StatefulSet %s-worker and its pods need a name of at most %d characters; recreate the task under a shorter name",
 			task.Name, len(task.Name), task.Name, MaxTaskNameLength)}
 	}
+	vols, err := workerVolumes(task.Spec.WorkerTemplate)
+	if err != nil {
+		return nil, &blockedError{ReasonInvalidSpec, err.Error()}
+	}
+	out.volumes = vols
 	t := config.Task{Name: task.Name, Spec: *spec}
 	t.SetDefaults()
 	if err := t.Validate(); err != nil {

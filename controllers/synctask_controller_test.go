@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -419,6 +420,10 @@ func TestInvalidSpec(t *testing.T) {
 	}{
 		{"regexp", `spec.namespaces.include[0]: invalid regular expression "shop\\.(orders": missing closing ): ` + "`shop\\.(orders`",
 			func(st *syncv1alpha1.SyncTask) { st.Spec.Namespaces.Include = []string{`shop\.(orders`} }},
+		{"badvolume", `spec.workerTemplate.volumeMounts[0]: mounts "certs", which volumes does not list: add it to volumes`,
+			func(st *syncv1alpha1.SyncTask) {
+				st.Spec.WorkerTemplate = &syncv1alpha1.WorkerTemplate{VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: "/etc/certs"}}}
+			}},
 		{long, `metadata.name: "` + long + `" is 46 characters: the workers' StatefulSet ` + long +
 			"-worker and its pods need a name of at most 45 characters; recreate the task under a shorter name", nil},
 	} {
@@ -754,5 +759,57 @@ func TestFailedTaskStops(t *testing.T) {
 	}
 	if evs := drainEvents(rec); !hasEvent(evs, "Normal", "Retrying") {
 		t.Errorf("events %q, want Retrying", evs)
+	}
+}
+
+// TestWorkerTemplate: spec.workerTemplate reaches the worker pods
+// (labels, annotations, scheduling, pull Secrets, service account,
+// variables, volumes and mounts) without displacing what the operator
+// sets itself.
+func TestWorkerTemplate(t *testing.T) {
+	ns := setup(t, "orders", func(st *syncv1alpha1.SyncTask) {
+		st.Spec.WorkerTemplate = &syncv1alpha1.WorkerTemplate{
+			Metadata:           &syncv1alpha1.WorkerMetadata{Labels: map[string]string{"team": "data"}, Annotations: map[string]string{"example.com/owner": "dba"}},
+			NodeSelector:       map[string]string{"pool": "migration"},
+			Tolerations:        []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "migration", Effect: corev1.TaintEffectNoSchedule}},
+			Affinity:           &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 10, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: "kubernetes.io/hostname"}}}}},
+			PriorityClassName:  "migration-high",
+			ServiceAccountName: "ferry-worker",
+			ImagePullSecrets:   []corev1.LocalObjectReference{{Name: "registry"}},
+			Env: []corev1.EnvVar{{Name: "HTTPS_PROXY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "proxy"}, Key: "url"}}}},
+			Volumes:      []runtime.RawExtension{{Raw: []byte(`{"name":"certs","secret":{"secretName":"mongo-tls","defaultMode":256}}`)}},
+			VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: "/etc/mongoferry/tls", ReadOnly: true}},
+		}
+	})
+	r, _ := newReconciler()
+	reconcile(t, r, ns, "orders")
+	sts := get(t, ns, "orders-worker", &appsv1.StatefulSet{})
+	tpl := sts.Spec.Template
+	pod := tpl.Spec
+	if tpl.Labels["team"] != "data" || tpl.Labels[ManagedByLabel] != ManagedBy || tpl.Annotations["example.com/owner"] != "dba" || tpl.Annotations[ConfigHashAnnotation] == "" {
+		t.Errorf("labels %v, annotations %v", tpl.Labels, tpl.Annotations)
+	}
+	if pod.NodeSelector["pool"] != "migration" || len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "dedicated" ||
+		pod.Affinity == nil || pod.Affinity.PodAntiAffinity == nil || pod.PriorityClassName != "migration-high" ||
+		pod.ServiceAccountName != "ferry-worker" || len(pod.ImagePullSecrets) != 1 || pod.ImagePullSecrets[0].Name != "registry" {
+		t.Errorf("scheduling fields not applied: %+v", pod)
+	}
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
+		t.Error("a service account from the template mounts its token")
+	}
+	if len(pod.Volumes) != 1 || pod.Volumes[0].Secret == nil || pod.Volumes[0].Secret.SecretName != "mongo-tls" {
+		t.Errorf("volumes %+v", pod.Volumes)
+	}
+	c := pod.Containers[0]
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/etc/mongoferry/tls" {
+		t.Errorf("mounts %+v", c.VolumeMounts)
+	}
+	names := []string{}
+	for _, e := range c.Env {
+		names = append(names, e.Name)
+	}
+	if !slices.Contains(names, "HTTPS_PROXY") || !slices.Contains(names, TaskEnv) {
+		t.Errorf("env %v, want the task's and HTTPS_PROXY", names)
 	}
 }

@@ -201,7 +201,6 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 		container.WithResources(rr)
 	}
 	pod := corev1ac.PodSpec().
-		WithContainers(container).
 		// Workers never call the Kubernetes API.
 		WithAutomountServiceAccountToken(false).
 		WithEnableServiceLinks(false).
@@ -211,6 +210,8 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 			WithRunAsUser(workerUID).
 			WithRunAsGroup(workerUID).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))
+	podLabels, annotations := applyWorkerTemplate(task.Spec.WorkerTemplate, rnd.volumes, workerLabels(task), annotations, pod, container)
+	pod.WithContainers(container)
 	return appsv1ac.StatefulSet(name, task.Namespace).
 		WithLabels(workerLabels(task)).
 		WithOwnerReferences(ownerRef(task)).
@@ -222,7 +223,7 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 			WithPodManagementPolicy(appsv1.ParallelPodManagement).
 			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(task))).
 			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(workerLabels(task)).
+				WithLabels(podLabels).
 				WithAnnotations(annotations).
 				WithSpec(pod)))
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -253,6 +254,15 @@ func TestCreateInvalid(t *testing.T) {
 			[]string{"spec.metricsPort: Invalid value: 80: spec.metricsPort in body should be greater than or equal to 1024"}},
 		{"empty source URI", func(st *v1alpha1.SyncTask) { st.Spec.Source.URI = "" },
 			[]string{`spec.source.uri: Invalid value: "": spec.source.uri in body should be at least 1 chars long`}},
+		{"worker template: the operator's labels and variables", func(st *v1alpha1.SyncTask) {
+			st.Spec.WorkerTemplate = &v1alpha1.WorkerTemplate{
+				Metadata: &v1alpha1.WorkerMetadata{Labels: map[string]string{"app.kubernetes.io/name": "x"}},
+				Env:      []corev1.EnvVar{{Name: "MONGOFERRY_TASK", Value: "/tmp/other.yaml"}},
+			}
+		}, []string{
+			"spec.workerTemplate.metadata.labels: Invalid value: labels under app.kubernetes.io/ and sync.mongoferry.io/ are the operator's: use other keys",
+			"spec.workerTemplate.env: Invalid value: variables named MONGOFERRY_* are the operator's: use other names",
+		}},
 		{"target sharding mode", func(st *v1alpha1.SyncTask) { st.Spec.Target.Sharding = "like" },
 			[]string{`spec.target.sharding: Unsupported value: "like": supported values: "match", "keep"`, notChecked}},
 		{"sharding on the source", func(st *v1alpha1.SyncTask) {

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 )
@@ -89,6 +90,12 @@ type SyncTaskSpec struct {
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
+	// WorkerTemplate adds to the worker pods what a cluster needs to
+	// schedule and run them: labels and annotations, scheduling fields,
+	// image pull Secrets, a service account, variables and volumes.
+	// +optional
+	WorkerTemplate *WorkerTemplate `json:"workerTemplate,omitempty"`
+
 	// MetricsPort is the port on which each worker serves /metrics and
 	// /status. Workers run as a non-root user, so it is 1024 or above.
 	// +kubebuilder:validation:Minimum=1024
@@ -117,6 +124,74 @@ const (
 	// worker applied its oplog to the end.
 	PhaseRetired Phase = "Retired"
 )
+
+// WorkerTemplate is an overlay for the worker pods. What the operator
+// sets itself (its labels, the worker container's command, probes,
+// security context, the task's own variables) cannot be overridden.
+//
+// +kubebuilder:validation:XValidation:rule=`!has(self.metadata) || !has(self.metadata.labels) || self.metadata.labels.all(k, !k.startsWith('app.kubernetes.io/') && !k.startsWith('sync.mongoferry.io/'))`,message="labels under app.kubernetes.io/ and sync.mongoferry.io/ are the operator's: use other keys",fieldPath=".metadata.labels"
+// +kubebuilder:validation:XValidation:rule=`!has(self.env) || self.env.all(e, !e.name.startsWith('MONGOFERRY_'))`,message="variables named MONGOFERRY_* are the operator's: use other names",fieldPath=".env"
+type WorkerTemplate struct {
+	// Metadata adds labels and annotations to the worker pods.
+	// +optional
+	Metadata *WorkerMetadata `json:"metadata,omitempty"`
+	// NodeSelector places the workers on nodes with these labels.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Tolerations let the workers run on tainted nodes.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+	// Affinity constrains where the workers run. Its schema is the
+	// Pod's (checked when the StatefulSet is applied; an error there shows
+	// in the Degraded condition), left out of the CRD to keep it small.
+	// +optional
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// PriorityClassName is the workers' priority class.
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+	// ServiceAccountName runs the workers as this service account (its
+	// token is still not mounted: workers never call the Kubernetes API).
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// ImagePullSecrets are the Secrets to pull the worker image with.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	// Env adds variables to the worker container, for example from
+	// Secrets (names starting with MONGOFERRY_ are the operator's).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Env []corev1.EnvVar `json:"env,omitempty"`
+	// Volumes adds volumes to the worker pods, mounted by VolumeMounts.
+	// Each is a Pod volume ({name: certs, secret: {secretName: ...}}),
+	// decoded by the controller (an error is an InvalidSpec) and checked
+	// again when the StatefulSet is applied; its schema is left out of the
+	// CRD to keep it small.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Volumes []runtime.RawExtension `json:"volumes,omitempty"`
+	// VolumeMounts mounts Volumes into the worker container.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	VolumeMounts []corev1.VolumeMount `json:"volumeMounts,omitempty"`
+}
+
+// WorkerMetadata is the labels and annotations added to worker pods.
+type WorkerMetadata struct {
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	Labels map[string]string `json:"labels,omitempty"`
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
 
 // Condition types of a SyncTask. Each says exactly when it is True; the
 // reasons are the controller's (controllers/status.go).
