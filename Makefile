@@ -56,6 +56,14 @@ test: ferretdb envtest-assets verify-generated $(BIN)/golangci-lint $(BIN)/helm 
 	$(BIN)/golangci-lint run ./...
 	$(GO) test -count=1 -timeout 40m ./...
 
+.PHONY: test-unit
+test-unit: ferretdb envtest-assets ## Run the tests outside test/ (unit, envtest and package tests; some start FerretDB or an API server).
+	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/test/')
+
+.PHONY: test-e2e
+test-e2e: ferretdb envtest-assets $(BIN)/helm ## Run the tests under test/: end to end on FerretDB, the chart's, the sharded simulation.
+	$(GO) test -count=1 -timeout 40m ./test/...
+
 .PHONY: sim-long
 sim-long: ## Run the sharded-cluster simulation long: SIM_SEEDS schedules (default 20000) three times longer than make test's, from SIM_FIRST (default 1001).
 	SHARDSIM_SEEDS=$${SIM_SEEDS:-20000} SHARDSIM_FIRST=$${SIM_FIRST:-1001} $(GO) test -count=1 -timeout 4h -run 'TestSim$$' -v ./test/shardsim
