@@ -77,10 +77,12 @@ type rendered struct {
 	// secrets maps role ("source", "target") to the credentials Secret.
 	secrets map[string]string
 	// source is the source endpoint as the workers see it, and
-	// sourcePassword its password from the credentials Secret: for shard
+	// sourceSecrets what its Secrets hold (password, TLS PEM): for shard
 	// discovery only, never written anywhere.
-	source         config.Endpoint
-	sourcePassword string
+	source        config.Endpoint
+	sourceSecrets SourceSecrets
+	// tlsFiles are the TLS Secret keys mounted into the workers.
+	tlsFiles []tlsFile
 	// volumes are spec.workerTemplate.volumes, decoded.
 	volumes []corev1.Volume
 }
@@ -138,7 +140,7 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 				ec.role, name, UsernameKey, PasswordKey, missingKey(okUser && len(user) > 0, okPass))}
 		}
 		if ec.role == "source" {
-			out.sourcePassword = string(s.Data[PasswordKey])
+			out.sourceSecrets.Password = string(s.Data[PasswordKey])
 		}
 		ec.endpoint.Username = string(user)
 		ec.endpoint.PasswordEnv = ec.env
@@ -146,6 +148,11 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 		out.secrets[ec.role] = name
 		secretFields = append(secretFields, []byte(ec.role), []byte(name), []byte(s.UID), []byte(s.ResourceVersion))
 	}
+	tlsFields, err := r.renderTLS(ctx, task.Namespace, spec, out)
+	if err != nil {
+		return nil, err
+	}
+	secretFields = append(secretFields, tlsFields...)
 	if len(task.Name) > MaxTaskNameLength {
 		return nil, &blockedError{ReasonInvalidSpec, fmt.Sprintf(
 			"metadata.name: %q is %d characters: the workers' StatefulSet %s-worker and its pods need a name of at most %d characters; recreate the task under a shorter name",

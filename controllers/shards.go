@@ -75,17 +75,26 @@ const (
 )
 
 // ShardDiscoverer lists the shards of a task's source: whether it is read
-// shard by shard, and the shards' names. password is the source's, from
-// its credentials Secret ("" without one).
-type ShardDiscoverer func(ctx context.Context, source config.Endpoint, password string) (sharded bool, shards []string, err error)
+// shard by shard, and the shards' names. secrets are the source's, from
+// its Secrets.
+type ShardDiscoverer func(ctx context.Context, source config.Endpoint, secrets SourceSecrets) (sharded bool, shards []string, err error)
+
+// SourceSecrets are what the source's Secrets hold, for the manager's own
+// connection (the workers read them from their environment and files):
+// the password, and the PEM of tls.caSecret and tls.certificateKeySecret.
+type SourceSecrets struct {
+	Password                 string
+	CAPEM, CertificateKeyPEM []byte
+}
 
 // DiscoverShards is the ShardDiscoverer that asks the source: hello on
 // source.uri, and config.shards through the mongos when it is one (or
 // source.kind is sharded).
-func DiscoverShards(ctx context.Context, source config.Endpoint, password string) (bool, []string, error) {
+func DiscoverShards(ctx context.Context, source config.Endpoint, secrets SourceSecrets) (bool, []string, error) {
 	ctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
 	defer cancel()
-	c, err := conn.Open(ctx, "source", source, conn.Options{AppName: "mongoferry-operator", ConnectTimeout: discoveryTimeout, Password: password})
+	c, err := conn.Open(ctx, "source", source, conn.Options{AppName: "mongoferry-operator", ConnectTimeout: discoveryTimeout,
+		Password: secrets.Password, CAPEM: secrets.CAPEM, CertificateKeyPEM: secrets.CertificateKeyPEM})
 	if err != nil {
 		return false, nil, err
 	}
@@ -144,7 +153,7 @@ func (r *SyncTaskReconciler) shardTopology(ctx context.Context, task *syncv1alph
 		discover = DiscoverShards
 	}
 	d = discovery{at: time.Now(), generation: task.Generation}
-	d.sharded, d.names, d.err = discover(ctx, rnd.source, rnd.sourcePassword)
+	d.sharded, d.names, d.err = discover(ctx, rnd.source, rnd.sourceSecrets)
 	r.shards.mu.Lock()
 	if r.shards.byTask == nil {
 		r.shards.byTask = map[types.UID]discovery{}

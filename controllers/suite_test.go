@@ -40,7 +40,7 @@ func testCtx(t *testing.T) context.Context {
 func newReconciler() (*SyncTaskReconciler, *events.FakeRecorder) {
 	rec := events.NewFakeRecorder(100)
 	// The sources of these tests are replica sets (or nothing at all).
-	notSharded := func(context.Context, config.Endpoint, string) (bool, []string, error) { return false, nil, nil }
+	notSharded := func(context.Context, config.Endpoint, SourceSecrets) (bool, []string, error) { return false, nil, nil }
 	return &SyncTaskReconciler{Client: env.Client, Scheme: env.Scheme, Recorder: rec, WorkerImage: testImage, DiscoverShards: notSharded}, rec
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -459,8 +460,8 @@ func TestShardedSource(t *testing.T) {
 	var discoverErr error
 	var seenPassword string
 	r.ShardRefreshInterval = time.Nanosecond
-	r.DiscoverShards = func(_ context.Context, src config.Endpoint, password string) (bool, []string, error) {
-		seenPassword = password
+	r.DiscoverShards = func(_ context.Context, src config.Endpoint, secrets SourceSecrets) (bool, []string, error) {
+		seenPassword = secrets.Password
 		if len(src.Shards) != 1 || src.Shards[0].Name != "rs0" {
 			t.Errorf("discovery without the source.shards[] overrides: %+v", src.Shards)
 		}
@@ -811,5 +812,83 @@ func TestWorkerTemplate(t *testing.T) {
 	}
 	if !slices.Contains(names, "HTTPS_PROXY") || !slices.Contains(names, TaskEnv) {
 		t.Errorf("env %v, want the task's and HTTPS_PROXY", names)
+	}
+}
+
+// TestTLSSecrets: tls.caSecret and tls.certificateKeySecret are mounted
+// into the workers (one projected volume, files readable by the worker's
+// group only) and the task file names the mounted files, never the PEM; a
+// rotated Secret rolls the workers; a missing key blocks the task with
+// SecretInvalid.
+func TestTLSSecrets(t *testing.T) {
+	ns := setup(t, "orders", func(st *syncv1alpha1.SyncTask) {
+		st.Spec.Source.TLS = &config.TLS{Enabled: true, CASecret: &config.SecretKeyRef{Name: "mongo-ca", Key: "ca.crt"},
+			CertificateKeySecret: &config.SecretKeyRef{Name: "ferry-client", Key: "tls.pem"}}
+		st.Spec.Target.TLS = &config.TLS{Enabled: true, CASecret: &config.SecretKeyRef{Name: "mongo-ca", Key: "ca.crt"}}
+	})
+	const caPEM, clientPEM = "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n", "-----BEGIN PRIVATE KEY-----\nKEY\n-----END PRIVATE KEY-----\n"
+	for name, data := range map[string]map[string]string{"mongo-ca": {"ca.crt": caPEM}, "ferry-client": {"tls.pem": clientPEM}} {
+		if err := env.Client.Create(testCtx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, rec := newReconciler()
+	reconcile(t, r, ns, "orders")
+	s := get(t, ns, "orders-worker", &corev1.Secret{})
+	task := string(s.Data[TaskKey])
+	if strings.Contains(task, "BEGIN") || strings.Contains(task, "caSecret") {
+		t.Errorf("the task file holds PEM or Secret references:\n%s", task)
+	}
+	rendered, err := config.Parse(s.Data[TaskKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rendered.Source.TLS.CAFile != TLSMountPath+"/source/ca.pem" || rendered.Source.TLS.CertificateKeyFile != TLSMountPath+"/source/client.pem" ||
+		rendered.Target.TLS.CAFile != TLSMountPath+"/target/ca.pem" || rendered.Target.TLS.CertificateKeyFile != "" {
+		t.Errorf("rendered TLS: source %+v, target %+v", rendered.Source.TLS, rendered.Target.TLS)
+	}
+	sts := get(t, ns, "orders-worker", &appsv1.StatefulSet{})
+	pod := sts.Spec.Template.Spec
+	var paths []string
+	for _, v := range pod.Volumes {
+		if v.Name == "tls" && v.Projected != nil {
+			for _, src := range v.Projected.Sources {
+				for _, it := range src.Secret.Items {
+					paths = append(paths, fmt.Sprintf("%s:%s->%s:%o", src.Secret.Name, it.Key, it.Path, *it.Mode))
+				}
+			}
+		}
+	}
+	want := []string{"ferry-client:tls.pem->source/client.pem:440", "mongo-ca:ca.crt->source/ca.pem:440", "mongo-ca:ca.crt->target/ca.pem:440"}
+	slices.Sort(paths)
+	if !slices.Equal(paths, want) {
+		t.Errorf("projected files %v, want %v", paths, want)
+	}
+	if m := pod.Containers[0].VolumeMounts; len(m) != 1 || m[0].MountPath != TLSMountPath || !m[0].ReadOnly {
+		t.Errorf("mounts %+v", m)
+	}
+	if sc := pod.SecurityContext; sc == nil || sc.FSGroup == nil || *sc.FSGroup != workerUID {
+		t.Errorf("pod security context %+v: want fsGroup %d so the worker reads the files", sc, workerUID)
+	}
+	hash := sts.Spec.Template.Annotations[ConfigHashAnnotation]
+
+	// A rotated CA rolls the workers.
+	ca := get(t, ns, "mongo-ca", &corev1.Secret{})
+	ca.Data["ca.crt"] = []byte(strings.Replace(caPEM, "CA", "CA2", 1))
+	if err := env.Client.Update(testCtx(t), ca); err != nil {
+		t.Fatal(err)
+	}
+	drainEvents(rec)
+	reconcile(t, r, ns, "orders")
+	if h := get(t, ns, "orders-worker", &appsv1.StatefulSet{}).Spec.Template.Annotations[ConfigHashAnnotation]; h == hash {
+		t.Error("rotating the CA Secret did not change the config hash")
+	}
+
+	// A key the Secret lacks blocks the task.
+	updateTask(t, ns, "orders", func(st *syncv1alpha1.SyncTask) { st.Spec.Target.TLS.CASecret.Key = "missing.crt" })
+	reconcile(t, r, ns, "orders")
+	c := meta.FindStatusCondition(getTask(t, ns, "orders").Status.Conditions, syncv1alpha1.ConditionReady)
+	if c == nil || c.Reason != ReasonSecretInvalid || !strings.Contains(c.Message, `target.tls.caSecret: Secret "mongo-ca" has no key missing.crt`) {
+		t.Errorf("Ready = %+v, want SecretInvalid naming the key", c)
 	}
 }

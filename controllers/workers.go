@@ -181,8 +181,8 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 		// The last log lines become the termination message, which the
 		// controller copies into the Degraded condition.
 		WithTerminationMessagePolicy(corev1.TerminationMessageFallbackToLogsOnError).
-		// ferry writes nothing to disk: a read-only root filesystem and no
-		// volumes.
+		// ferry writes nothing to disk: a read-only root filesystem, and
+		// volumes only for TLS Secrets and what spec.workerTemplate adds.
 		WithSecurityContext(corev1ac.SecurityContext().
 			WithRunAsNonRoot(true).
 			WithRunAsUser(workerUID).
@@ -200,16 +200,18 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 		}
 		container.WithResources(rr)
 	}
+	security := corev1ac.PodSecurityContext().
+		WithRunAsNonRoot(true).
+		WithRunAsUser(workerUID).
+		WithRunAsGroup(workerUID).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
 	pod := corev1ac.PodSpec().
 		// Workers never call the Kubernetes API.
 		WithAutomountServiceAccountToken(false).
 		WithEnableServiceLinks(false).
 		WithTerminationGracePeriodSeconds(30).
-		WithSecurityContext(corev1ac.PodSecurityContext().
-			WithRunAsNonRoot(true).
-			WithRunAsUser(workerUID).
-			WithRunAsGroup(workerUID).
-			WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault)))
+		WithSecurityContext(security)
+	applyTLSFiles(rnd.tlsFiles, pod, container, security)
 	podLabels, annotations := applyWorkerTemplate(task.Spec.WorkerTemplate, rnd.volumes, workerLabels(task), annotations, pod, container)
 	pod.WithContainers(container)
 	return appsv1ac.StatefulSet(name, task.Namespace).

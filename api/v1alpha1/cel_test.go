@@ -121,6 +121,11 @@ func TestCreateValid(t *testing.T) {
 			st.Spec.Source.Kind = config.KindSharded
 			st.Spec.Source.Shards = []config.Shard{{Name: "rs0", URI: "mongodb://s0.mongo:27018/"}, {Name: "rs1", URI: "mongodb://s1.mongo:27018/"}}
 		}},
+		{"TLS from Secrets", func(st *v1alpha1.SyncTask) {
+			st.Spec.Source.TLS = &config.TLS{Enabled: true, CASecret: &config.SecretKeyRef{Name: "mongo-ca", Key: "ca.crt"},
+				CertificateKeySecret: &config.SecretKeyRef{Name: "ferry-client", Key: "tls.pem"}}
+			st.Spec.Target.TLS = &config.TLS{Enabled: true, CASecret: &config.SecretKeyRef{Name: "mongo-ca", Key: "ca.crt"}}
+		}},
 		{"a sharded target with shard keys", func(st *v1alpha1.SyncTask) {
 			st.Spec.Target.Sharding = config.ShardingKeep
 			st.Spec.Target.ShardKeys = []config.ShardKey{{Namespace: "shop.orders", Fields: []string{"region", "orderId"}, Unique: true}, {Namespace: "shop.carts", Fields: []string{"_id"}, Hashed: "_id"}}
@@ -262,6 +267,13 @@ func TestCreateInvalid(t *testing.T) {
 		}, []string{
 			"spec.workerTemplate.metadata.labels: Invalid value: labels under app.kubernetes.io/ and sync.mongoferry.io/ are the operator's: use other keys",
 			"spec.workerTemplate.env: Invalid value: variables named MONGOFERRY_* are the operator's: use other names",
+		}},
+		{"TLS: a file and a Secret for one PEM, Secrets with TLS off", func(st *v1alpha1.SyncTask) {
+			st.Spec.Source.TLS = &config.TLS{Enabled: true, CAFile: "/etc/ca.pem", CASecret: &config.SecretKeyRef{Name: "ca", Key: "ca.crt"}}
+			st.Spec.Target.TLS = &config.TLS{CertificateKeySecret: &config.SecretKeyRef{Name: "client", Key: "tls.pem"}}
+		}, []string{
+			"spec.source.tls: Invalid value: sets both a file and a Secret for the same PEM: keep the Secret (the operator mounts it) or the file (from spec.workerTemplate.volumes)",
+			"spec.target.tls: Invalid value: names TLS Secrets while TLS is off: set enabled: true",
 		}},
 		{"target sharding mode", func(st *v1alpha1.SyncTask) { st.Spec.Target.Sharding = "like" },
 			[]string{`spec.target.sharding: Unsupported value: "like": supported values: "match", "keep"`, notChecked}},

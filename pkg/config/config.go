@@ -253,6 +253,25 @@ type TLS struct {
 	// InsecureSkipVerify disables server certificate checks.
 	// +optional
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+	// CASecret is a Kubernetes Secret key holding the PEM of the trusted
+	// certificate authorities (SyncTask only: the operator mounts it into
+	// the workers and sets caFile; a task file uses caFile).
+	// +optional
+	CASecret *SecretKeyRef `json:"caSecret,omitempty"`
+	// CertificateKeySecret is a Kubernetes Secret key holding the PEM of
+	// the client certificate and its key (SyncTask only, like caSecret).
+	// +optional
+	CertificateKeySecret *SecretKeyRef `json:"certificateKeySecret,omitempty"`
+}
+
+// SecretKeyRef names one key of a Secret in the SyncTask's namespace.
+type SecretKeyRef struct {
+	// Name is the Secret's name.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Key is the key in the Secret's data.
+	// +kubebuilder:validation:MinLength=1
+	Key string `json:"key"`
 }
 
 // Namespaces selects and renames namespaces (db.collection).

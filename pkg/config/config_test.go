@@ -221,6 +221,8 @@ func TestParseErrors(t *testing.T) {
 		{"shards on the target", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", shards: [{name: rs0, uri: "mongodb://10.0.0.5/"}]`, ""),
 			"target.shards: lists shard addresses, which only a sharded source reads: remove it (a sharded target is written through mongos)"},
 
+		{"TLS Secrets in a task file", endpointsYAML(`uri: "mongodb://10.0.0.1/", tls: {enabled: true, caSecret: {name: ca, key: ca.crt}}`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.tls.caSecret: names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use source.tls.caFile"},
 		{"sharding on the source", endpointsYAML(`uri: "mongodb://10.0.0.1/", sharding: keep`, `uri: "mongodb://10.0.0.2/"`, ""),
 			"source.sharding: says how a sharded target's collections are sharded: remove it here (set it on target)"},
 		{"target sharding mode", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", sharding: like`, ""),

@@ -147,6 +147,14 @@ func validateEndpoint(add func(string, string, ...any), name string, e *Endpoint
 		add(name+".shards", "lists the shards of a sharded source: remove it, or set %s.kind to sharded (or auto)", name)
 	}
 	validateSharding(add, name, e)
+	if t := e.TLS; t != nil {
+		if t.CASecret != nil {
+			add(name+".tls.caSecret", "names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use %s.tls.caFile", name)
+		}
+		if t.CertificateKeySecret != nil {
+			add(name+".tls.certificateKeySecret", "names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use %s.tls.certificateKeyFile", name)
+		}
+	}
 	seen := map[string]int{}
 	for i, sh := range e.Shards {
 		f := fmt.Sprintf("%s.shards[%d]", name, i)

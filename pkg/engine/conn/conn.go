@@ -43,6 +43,11 @@ type Options struct {
 	// of its passwordFile or passwordEnv (for a caller that holds it, such
 	// as the operator reading the source's shards).
 	Password string
+	// CAPEM and CertificateKeyPEM, when not empty, are the PEM of the
+	// endpoint's tls.caFile and tls.certificateKeyFile, used instead of
+	// reading those files (for a caller that holds them, such as the
+	// operator reading a SyncTask's TLS Secrets).
+	CAPEM, CertificateKeyPEM []byte
 }
 
 // Open connects to an endpoint and pings it. role ("source" or "target")
@@ -75,7 +80,7 @@ func Open(ctx context.Context, role string, e config.Endpoint, o Options) (*mong
 		opts.SetAuth(cred)
 	}
 	if e.TLS != nil && e.TLS.Enabled {
-		tc, err := tlsConfig(role, e.TLS)
+		tc, err := tlsConfig(role, e.TLS, o)
 		if err != nil {
 			return nil, err
 		}
@@ -129,12 +134,14 @@ func readPassword(role string, e config.Endpoint) (string, error) {
 	return "", nil
 }
 
-func tlsConfig(role string, t *config.TLS) (*tls.Config, error) {
+func tlsConfig(role string, t *config.TLS, o Options) (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // user's explicit choice
-	if t.CAFile != "" {
-		pem, err := os.ReadFile(t.CAFile)
-		if err != nil {
-			return nil, fmt.Errorf("%s.tls.caFile: %w", role, err)
+	if pem := o.CAPEM; len(pem) > 0 || t.CAFile != "" {
+		if len(pem) == 0 {
+			var err error
+			if pem, err = os.ReadFile(t.CAFile); err != nil {
+				return nil, fmt.Errorf("%s.tls.caFile: %w", role, err)
+			}
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
@@ -142,8 +149,14 @@ func tlsConfig(role string, t *config.TLS) (*tls.Config, error) {
 		}
 		tc.RootCAs = pool
 	}
-	if t.CertificateKeyFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertificateKeyFile, t.CertificateKeyFile)
+	if pem := o.CertificateKeyPEM; len(pem) > 0 || t.CertificateKeyFile != "" {
+		if len(pem) == 0 {
+			var err error
+			if pem, err = os.ReadFile(t.CertificateKeyFile); err != nil {
+				return nil, fmt.Errorf("%s.tls.certificateKeyFile: %w", role, err)
+			}
+		}
+		cert, err := tls.X509KeyPair(pem, pem)
 		if err != nil {
 			return nil, fmt.Errorf("%s.tls.certificateKeyFile: %w", role, err)
 		}
