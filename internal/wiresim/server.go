@@ -254,13 +254,41 @@ func (s *Server) Stats() Stats {
 	return s.stats.snapshot()
 }
 
+// WaitWrites waits until the server has acknowledged at least n writes
+// to database db, or ctx ends.
+func (s *Server) WaitWrites(ctx context.Context, db string, n int64) error {
+	c := &s.stats
+	c.mu.Lock()
+	if d := c.byDB[db]; d != nil && d.Writes >= n {
+		c.mu.Unlock()
+		return nil
+	}
+	w := waiter{db: db, n: n, done: make(chan struct{})}
+	c.waiters = append(c.waiters, w)
+	c.mu.Unlock()
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // statsCounter holds the counters behind Stats.
 type statsCounter struct {
-	mu    sync.Mutex
-	all   Counts
-	byDB  map[string]*Counts
-	reads struct{ finds, getMores, entries int64 }
-	cmds  atomic.Int64
+	mu      sync.Mutex
+	all     Counts
+	byDB    map[string]*Counts
+	reads   struct{ finds, getMores, entries int64 }
+	cmds    atomic.Int64
+	waiters []waiter
+}
+
+// waiter is a WaitWrites call: done closes once db has n writes.
+type waiter struct {
+	db   string
+	n    int64
+	done chan struct{}
 }
 
 func (c *statsCounter) addWrites(db string, n Counts) {
@@ -273,6 +301,18 @@ func (c *statsCounter) addWrites(db string, n Counts) {
 		c.byDB[db] = d
 	}
 	d.add(n)
+	if len(c.waiters) == 0 {
+		return
+	}
+	left := c.waiters[:0]
+	for _, w := range c.waiters {
+		if w.db == db && d.Writes >= w.n {
+			close(w.done)
+			continue
+		}
+		left = append(left, w)
+	}
+	c.waiters = left
 }
 
 func (c *statsCounter) addReads(find bool, entries int64) {
