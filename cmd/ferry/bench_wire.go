@@ -155,8 +155,12 @@ func benchWireRounds(ctx context.Context, out io.Writer, f benchReplayFlags, in 
 			return g, fmt.Errorf("%s delay %s round %d: %w", in.Shape, delay, r, err)
 		}
 		cpu := env.cpu().sub(cpu0)
-		fmt.Fprintf(out, "delay %s round %d: %d ops in %.3fs = %s ops/s, %d writes in %d commands (%.1f writes/command), %d getMores; CPU %.1f µs/op (%.2f cores), %.1f allocs/op; other processes %.2fs CPU\n",
-			delay, r, res.Ops, res.Elapsed.Seconds(), human(int64(res.OpsPerSecond())), res.Target.Writes, res.Target.Commands, res.WritesPerCommand(),
+		waited := ""
+		if delay > 0 {
+			waited = fmt.Sprintf(" waiting %s each on average", res.WaitPerCommand().Round(time.Microsecond))
+		}
+		fmt.Fprintf(out, "delay %s round %d: %d ops in %.3fs = %s ops/s, %d writes in %d commands (%.1f writes/command)%s, %d getMores; CPU %.1f µs/op (%.2f cores), %.1f allocs/op; other processes %.2fs CPU\n",
+			delay, r, res.Ops, res.Elapsed.Seconds(), human(int64(res.OpsPerSecond())), res.Target.Writes, res.Target.Commands, res.WritesPerCommand(), waited,
 			res.Source.GetMores, float64(res.CPUPerOp().Nanoseconds())/1000, safeDiv(res.CPU.Seconds(), res.Elapsed.Seconds()), res.AllocsPerOp(), cpu.others())
 		g.rounds = append(g.rounds, res)
 		g.others += cpu.others()
@@ -203,6 +207,14 @@ func printBenchWireTable(out io.Writer, f benchReplayFlags, groups []benchWireGr
 				fmt.Sprintf("ddt, 1ms per command: %.0f ops/s, target >= %d: %s", rate, benchWireTargetDelayed, passOrBelow(rate >= benchWireTargetDelayed)),
 				fmt.Sprintf("ddt, 1ms per command: %.1f writes/command, target >= %d: %s", perCmd, benchWireTargetPerCommand, passOrBelow(perCmd >= benchWireTargetPerCommand)))
 		}
+	}
+	for _, g := range groups {
+		if g.delay <= 0 {
+			continue
+		}
+		_, perCmd, _, _, _ := g.medians()
+		fmt.Fprintf(out, "%s, %s per command: round trips allow at most writers x writes/command / delay = %d x %.1f / %s = %.0f ops/s\n",
+			g.in.Shape, g.delay, f.writers, perCmd, g.delay, float64(f.writers)*perCmd/g.delay.Seconds())
 	}
 	if len(verdicts) == 0 {
 		fmt.Fprintf(out, "targets are set for the ddt shape with %d writers, with --delay 0 and 1ms\n", benchWireTargetWriters)

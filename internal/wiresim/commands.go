@@ -228,7 +228,7 @@ func (h *handler) write(ctx context.Context, req *request, name string, dst []by
 	default:
 		c.Deletes = n
 	}
-	h.delay(ctx)
+	c.Waited = h.delay(ctx)
 	h.s.stats.addWrites(req.db, c)
 	idx, d := bsoncore.AppendDocumentStart(dst)
 	d = bsoncore.AppendInt64Element(d, "n", n)
@@ -288,8 +288,9 @@ func (h *handler) bulkWrite(ctx context.Context, req *request, dst []byte) ([]by
 		c.add(one)
 		all.add(one)
 	}
-	h.delay(ctx)
+	waited := h.delay(ctx)
 	for db, c := range perDB {
+		c.Waited = waited
 		h.s.stats.addWrites(db, *c)
 	}
 	errorsOnly, _ := req.body.Lookup("errorsOnly").BooleanOK()
@@ -328,11 +329,13 @@ func (h *handler) bulkWrite(ctx context.Context, req *request, dst []byte) ([]by
 	return dst, nil
 }
 
-// delay waits the write delay (or until the server closes).
-func (h *handler) delay(ctx context.Context) {
+// delay waits the write delay (or until the server closes) and returns
+// how long it waited.
+func (h *handler) delay(ctx context.Context) time.Duration {
 	if h.s.o.WriteDelay <= 0 {
-		return
+		return 0
 	}
+	start := time.Now()
 	t := time.NewTimer(h.s.o.WriteDelay)
 	defer t.Stop()
 	select {
@@ -340,4 +343,5 @@ func (h *handler) delay(ctx context.Context) {
 	case <-h.s.closed:
 	case <-ctx.Done():
 	}
+	return time.Since(start)
 }

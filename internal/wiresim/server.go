@@ -225,6 +225,9 @@ type Counts struct {
 	Commands int64
 	// Writes are the statements they carried: Inserts + Updates + Deletes.
 	Writes, Inserts, Updates, Deletes int64
+	// Waited is the time the commands spent in the write delay, as
+	// measured: on a busy machine a wait lasts longer than asked.
+	Waited time.Duration
 }
 
 func (c *Counts) add(o Counts) {
@@ -233,6 +236,7 @@ func (c *Counts) add(o Counts) {
 	c.Inserts += o.Inserts
 	c.Updates += o.Updates
 	c.Deletes += o.Deletes
+	c.Waited += o.Waited
 }
 
 // Stats is a snapshot of what a server did.

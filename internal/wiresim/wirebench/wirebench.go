@@ -86,6 +86,12 @@ func (r Result) WritesPerCommand() float64 {
 	return float64(r.Target.Writes) / float64(r.Target.Commands)
 }
 
+// WaitPerCommand is the mean time a write command spent in the target's
+// delay, as measured.
+func (r Result) WaitPerCommand() time.Duration {
+	return r.Target.Waited / time.Duration(max(r.Target.Commands, 1))
+}
+
 // CPUPerOp is the CPU time per entry, servers included.
 func (r Result) CPUPerOp() time.Duration { return r.CPU / time.Duration(max(r.Ops, 1)) }
 
