@@ -213,8 +213,13 @@ func printBenchWireTable(out io.Writer, f benchReplayFlags, groups []benchWireGr
 			continue
 		}
 		_, perCmd, _, _, _ := g.medians()
-		fmt.Fprintf(out, "%s, %s per command: round trips allow at most writers x writes/command / delay = %d x %.1f / %s = %.0f ops/s\n",
-			g.in.Shape, g.delay, f.writers, perCmd, g.delay, float64(f.writers)*perCmd/g.delay.Seconds())
+		var waits []float64
+		for _, r := range g.rounds {
+			waits = append(waits, r.WaitPerCommand().Seconds())
+		}
+		waited := time.Duration(median(waits) * float64(time.Second)).Round(time.Microsecond)
+		fmt.Fprintf(out, "%s, %s per command: round trips allow at most writers x writes/command / delay = %d x %.1f / %s = %.0f ops/s (%.0f with the %s each command waited)\n",
+			g.in.Shape, g.delay, f.writers, perCmd, g.delay, float64(f.writers)*perCmd/g.delay.Seconds(), float64(f.writers)*perCmd/max(waited.Seconds(), 1e-9), waited)
 	}
 	if len(verdicts) == 0 {
 		fmt.Fprintf(out, "targets are set for the ddt shape with %d writers, with --delay 0 and 1ms\n", benchWireTargetWriters)
