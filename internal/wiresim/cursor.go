@@ -40,6 +40,8 @@ type cursor struct {
 	backward bool
 	tailable bool
 	await    bool
+	// single: close the cursor after its first batch.
+	single bool
 	// left is how many entries the limit still allows; 0: no limit.
 	left int64
 	// skipNS are the ns $nin patterns; skipped caches their verdict by ns.
@@ -71,13 +73,12 @@ func (h *handler) find(req *request, dst []byte) ([]byte, error) {
 	if v, ok := req.body.Lookup("batchSize").AsInt64OK(); ok {
 		size = v
 	}
-	single, _ := req.body.Lookup("singleBatch").BooleanOK()
 	var r cursorReply
 	dst = r.start(dst, "firstBatch")
 	dst, n, more := h.s.fill(dst, c, size)
 	h.s.stats.addReads(true, n)
 	id := int64(0)
-	if more && !single {
+	if more && !c.single {
 		h.s.curMu.Lock()
 		h.s.nextCur++
 		c.id = h.s.nextCur
@@ -94,6 +95,10 @@ func (c *cursor) parse(body bsoncore.Document) error {
 	c.await, _ = body.Lookup("awaitData").BooleanOK()
 	if l, ok := body.Lookup("limit").AsInt64OK(); ok {
 		c.left = max(l, -l)
+		c.single = l < 0 // a negative limit: one batch, then close
+	}
+	if single, _ := body.Lookup("singleBatch").BooleanOK(); single {
+		c.single = true
 	}
 	if sort, ok := body.Lookup("sort").DocumentOK(); ok {
 		elems, _ := sort.Elements()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -292,6 +293,60 @@ func TestTailerReadsGeneratedOplogOnce(t *testing.T) {
 			newest, err := tailer.Newest(ctx)
 			if err != nil || newest != in.TS(ops-1) {
 				t.Errorf("Newest %v, %v: want %v", newest, err, in.TS(ops-1))
+			}
+		})
+	}
+}
+
+// TestFindOnTheOplog reads the oplog with the queries the fixture knows
+// and checks the ones it refuses say so.
+func TestFindOnTheOplog(t *testing.T) {
+	var entries RawOplog
+	for i := range 20 {
+		entries = append(entries, oplogEntry(i, "app.users"))
+	}
+	s := startServer(t, Options{Oplog: entries})
+	c := connect(t, s)
+	ts := func(i uint32) bson.Timestamp { return bson.Timestamp{T: 1_700_000_000, I: i} }
+	for _, tc := range []struct {
+		name   string
+		coll   string
+		filter bson.D
+		opts   *options.FindOptionsBuilder
+		want   []int32 // _ids, in order
+		err    string
+	}{
+		{"a ts range", "oplog.rs", bson.D{{Key: "ts", Value: bson.D{{Key: "$gte", Value: ts(3)}, {Key: "$lt", Value: ts(6)}}}}, options.Find(), []int32{2, 3, 4}, ""},
+		{"one ts", "oplog.rs", bson.D{{Key: "ts", Value: ts(10)}}, options.Find(), []int32{9}, ""},
+		{"a limit over small batches", "oplog.rs", bson.D{{Key: "ts", Value: bson.D{{Key: "$gt", Value: ts(14)}}}}, options.Find().SetLimit(4).SetBatchSize(3), []int32{14, 15, 16, 17}, ""},
+		{"backwards", "oplog.rs", bson.D{{Key: "ts", Value: bson.D{{Key: "$lte", Value: ts(3)}}}}, options.Find().SetSort(bson.D{{Key: "$natural", Value: -1}}), []int32{2, 1, 0}, ""},
+		{"an ns excluded by name", "oplog.rs", bson.D{{Key: "ns", Value: bson.D{{Key: "$nin", Value: bson.A{"app.users"}}}}}, options.Find(), nil, ""},
+		{"another collection is empty", "startup_log", bson.D{}, options.Find(), nil, ""},
+		{"another filter field", "oplog.rs", bson.D{{Key: "op", Value: "i"}}, options.Find(), nil, "filters the oplog on ts and ns only"},
+		{"another sort", "oplog.rs", bson.D{}, options.Find().SetSort(bson.D{{Key: "wall", Value: 1}}), nil, "sorts the oplog by $natural or ts"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			cur, err := c.Database("local").Collection(tc.coll).Find(ctx, tc.filter, tc.opts)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err %v, want one that says %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int32
+			for cur.Next(ctx) {
+				id, _ := cur.Current.Lookup("o", "_id").Int32OK()
+				got = append(got, id)
+			}
+			if err := cur.Err(); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("_ids %v, want %v", got, tc.want)
 			}
 		})
 	}
