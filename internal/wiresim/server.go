@@ -15,9 +15,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// Wire versions of MongoDB releases: hello's maxWireVersion.
+// Wire versions of MongoDB releases: hello's maxWireVersion (the driver
+// talks to 4.4 and later).
 const (
-	WireVersion42 = 8
 	WireVersion44 = 9
 	WireVersion50 = 13
 	WireVersion60 = 17
