@@ -85,6 +85,10 @@ demo-sharded: ferry ferretdb ## Run a sync from a 3-shard cluster stand-in with 
 bench: ferry ferretdb ## Run the benchmarks (figures go to docs/benchmarks.md).
 	$(BIN)/ferry bench full
 
+.PHONY: bench-wire
+bench-wire: ferry ## Run the replay benchmark over the wire protocol (in-process servers; targets for ddt with 16 writers).
+	$(BIN)/ferry bench replay --wire --shape ddt --writers 16 --delay 0,1ms
+
 ##@ Operator
 
 # The operator's image: the manager (entrypoint /manager) and the worker

@@ -904,6 +904,7 @@ type benchReplayFlags struct {
 	cpuProfile string
 	shards     int
 	migrate    int64
+	wire       benchWireFlags
 }
 
 func newBenchReplayCommand() *cobra.Command {
@@ -961,7 +962,9 @@ writes until the others have applied up to it (subtasks publish every
 200ms here). It reports the writes held and the time they were held.
 
 --cpuprofile writes a CPU profile of each shape's rounds (FILE.<shape> with
---shape both); read them with 'go tool pprof -top bin/ferry FILE*'.`,
+--shape both); read them with 'go tool pprof -top bin/ferry FILE*'.
+
+` + benchWireHelp,
 		Example: `  # Both shapes, 1M entries each, 3 rounds (about a minute)
   ferry bench replay
 
@@ -973,9 +976,13 @@ writes until the others have applied up to it (subtasks publish every
   ferry bench replay --shards 3
 
   # The same through go test
-  go test ./pkg/engine/replay/ -run '^$' -bench Replay -benchmem`,
+  go test ./pkg/engine/replay/ -run '^$' -bench Replay -benchmem` + benchWireExamples,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.wire.enabled {
+				f.wire.opsGiven = cmd.Flags().Changed("ops")
+				return benchExit(cmd.Context(), cmd.OutOrStdout(), runBenchReplayWire(cmd.Context(), cmd.OutOrStdout(), f))
+			}
 			return benchExit(cmd.Context(), cmd.OutOrStdout(), runBenchReplay(cmd.Context(), cmd.OutOrStdout(), f))
 		},
 	}
@@ -990,6 +997,7 @@ writes until the others have applied up to it (subtasks publish every
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the rounds to this file (FILE.<shape> with --shape both)")
 	fl.IntVar(&f.shards, "shards", 1, "replay as a sharded source with this many shards, one replayer each")
 	fl.Int64Var(&f.migrate, "migrate-every", replaybench.DefaultMigrateEvery, "with --shards: entries between chunk migrations (fromMigrate entries); 0 for none")
+	addBenchWireFlags(fl, &f.wire)
 	return cmd
 }
 
