@@ -30,6 +30,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
@@ -62,6 +63,7 @@ func DefaultWorkerImage() string {
 // options are the manager's command-line settings.
 type options struct {
 	metricsAddr             string
+	metricsSecure           bool
 	probeAddr               string
 	leaderElect             bool
 	leaderElectionNamespace string
@@ -78,7 +80,8 @@ type options struct {
 // where controller-runtime has also defined --kubeconfig).
 func bindFlags(fs *flag.FlagSet) *options {
 	o := &options{}
-	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `address of the /metrics endpoint (plain HTTP); "0" disables it`)
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", `address of the /metrics endpoint; "0" disables it`)
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", false, "serve /metrics over HTTPS (a self-signed certificate) to clients the API server authenticates (TokenReview) and authorizes (SubjectAccessReview: get on the non-resource URL /metrics, as the chart's metrics-reader ClusterRole grants); plain HTTP when false")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", `address of the /healthz and /readyz probes; "0" disables them`)
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader among manager replicas (Lease "+LeaderElectionID+"), so that only one reconciles; on in the Deployment")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; the manager's own namespace in a cluster, required with --leader-elect outside one")
@@ -183,7 +186,7 @@ func run(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logger) er
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   cacheOpts,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsOptions(o),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        LeaderElectionID,
@@ -266,4 +269,16 @@ func cacheSynced(c cache.Cache) healthz.Checker {
 		}
 		return nil
 	}
+}
+
+// metricsOptions serves /metrics as the flags say: plain HTTP, or HTTPS
+// with every request authenticated and authorized by the API server, in
+// the manner of kubebuilder's scaffold.
+func metricsOptions(o *options) metricsserver.Options {
+	m := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsSecure {
+		m.SecureServing = true
+		m.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return m
 }

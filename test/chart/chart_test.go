@@ -302,7 +302,7 @@ func TestDeployment(t *testing.T) {
 	}
 	args := managerArgs(t, &d)
 	want := map[string]string{
-		"metrics-bind-address": ":8080", "health-probe-bind-address": ":8081", "leader-elect": "true",
+		"metrics-bind-address": ":8080", "metrics-secure": "false", "health-probe-bind-address": ":8081", "leader-elect": "true",
 		"worker-image": c.Image, "worker-status-timeout": "5s", "log-format": "json", "log-level": "info",
 	}
 	if !reflect.DeepEqual(args, want) {
