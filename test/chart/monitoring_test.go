@@ -72,6 +72,7 @@ const workerStatus = `{"task":"orders","mode":"fullAndIncremental","phase":"Stre
              "replay":{"appliedTS":{"T":1700000000,"I":3},"readTS":{"T":1700000001,"I":1},"newestTS":{"T":1700000002,"I":1},
                        "lagSeconds":2,"opsPerSecond":21.4,"applied":{"insert":5},"skipped":{"fromMigrate":7},
                        "shard":"rs0","holds":{"heldWrites":3,"heldNow":1,"holdSeconds":0.5,"commitWaits":1}}}],
+  "oplogWindows":[{"spanSeconds":7200,"headroomSeconds":7100}],
   "verify":{"mode":"hash","running":false,"ok":true},
   "startedAt":"2023-11-14T22:00:00Z"}`
 
@@ -474,7 +475,7 @@ func alertRules(t *testing.T, objs []*unstructured.Unstructured) []alertRule {
 // The alerts a migration owner needs, each with a runbook.
 var wantAlerts = []string{
 	"MongoFerryLagHigh", "MongoFerrySyncTaskDegraded", "MongoFerrySyncTaskFailed", "MongoFerryCopyStalled",
-	"MongoFerryOplogWindowLost", "MongoFerryCheckpointStalled", "MongoFerryWorkerRestarting",
+	"MongoFerryOplogWindowLost", "MongoFerryOplogHeadroomLow", "MongoFerryCheckpointStalled", "MongoFerryWorkerRestarting",
 }
 
 // TestAlerts: every alert has a severity, a summary, a description and a
