@@ -314,6 +314,9 @@ func TestOperatorMetrics(t *testing.T) {
 		t.Fatalf("only %d metric names in the dashboard and the rules: %v", len(names), names)
 	}
 	for _, n := range names {
+		if panelsWithoutData[n] != "" {
+			continue // see TestPrometheusMonitoring
+		}
 		family := strings.TrimSuffix(n, "_bucket")
 		found := false
 		for _, s := range scrapes {
