@@ -43,7 +43,7 @@ monitoring:
       failed: {for: 5s}
       copyStalled: {minutes: 1, for: 5s}
       oplogWindowLost: {for: 0s}
-      oplogHeadroomLow: {thresholdSeconds: 0, spanFraction: 0.25, for: 2s}
+      oplogHeadroomLow: {thresholdSeconds: 0, spanFraction: 0.25, trendWindow: 15s, for: 2s}
       checkpointStalled: {minutes: 2, for: 10s}
       workerRestarts: {count: 2, minutes: 3, for: 0s}
 `
