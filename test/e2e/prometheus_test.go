@@ -38,7 +38,7 @@ const testAlertValues = `
 monitoring:
   prometheusRule:
     alerts:
-      lagHigh: {thresholdSeconds: 10, for: 5s}
+      lagHigh: {thresholdSeconds: 20, for: 5s}
       degraded: {for: 5s}
       failed: {for: 5s}
       copyStalled: {minutes: 1, for: 5s}
@@ -397,8 +397,8 @@ func sensible(q string, res []promSample) string {
 		}
 	case strings.Contains(q, "lag_seconds") && !strings.Contains(q, "deriv"):
 		for _, s := range res {
-			if v := s.float(); v < 0 || v >= 10 {
-				return fmt.Sprintf("lag %v s, want under the test's 10 s", v)
+			if v := s.float(); v < 0 || v >= 20 {
+				return fmt.Sprintf("lag %v s, want under the test's 20 s", v)
 			}
 		}
 	case strings.Contains(q, "headroom_seconds") || strings.Contains(q, "span_seconds"):
