@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,10 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -105,19 +101,10 @@ func TestPrometheusMonitoring(t *testing.T) {
 	if _, err := workload.Load(ctx, smc, windowDocs); err != nil {
 		t.Fatal(err)
 	}
-	for s, pass := range map[string]string{"src-creds": srcPass, "dst-creds": dstPass, "wrong-creds": "not-the-password"} {
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s}, StringData: map[string]string{"username": user, "password": pass}}
-		if err := env.Client.Create(ctx, secret); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createCredentials(t, env, ns, user, map[string]string{"src-creds": srcPass, "dst-creds": dstPass, "wrong-creds": "not-the-password"})
 	startOperator(t, env)
 	runner := podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}})
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(&controllers.SyncTaskCollector{Reader: env.Client})
-	managerSrv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	defer managerSrv.Close()
+	managerSrv := managerMetricsServer(t, env)
 	prom := startPrometheus(t, chartRules(t, testAlertValues), managerSrv.Listener.Addr().String())
 
 	// The worker pods as a PodMonitor finds them: each task's pod, on its
