@@ -50,7 +50,7 @@ lint: $(BIN)/golangci-lint ## Run golangci-lint.
 	$(BIN)/golangci-lint run ./...
 
 .PHONY: test
-test: ferretdb envtest-assets verify-generated $(BIN)/golangci-lint $(BIN)/helm ## Run every check and test: gofmt, vet, golangci-lint, unit, fuzz seeds, the Helm chart's, end-to-end on FerretDB.
+test: ferretdb envtest-assets prometheus verify-generated $(BIN)/golangci-lint $(BIN)/helm ## Run every check and test: gofmt, vet, golangci-lint, unit, fuzz seeds, the Helm chart's (promtool rule tests among them), end-to-end on FerretDB (one with a real Prometheus).
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(BIN)/golangci-lint run ./...
@@ -127,33 +127,39 @@ generate: $(BIN)/controller-gen ## Generate deepcopy methods for api/ and pkg/co
 	$(BIN)/controller-gen object paths=./api/... paths=./pkg/config/...
 
 .PHONY: manifests
-manifests: $(BIN)/controller-gen ## Generate the CRD YAML (config/crd/bases, and the chart's CRD templates from it) and the manager's ClusterRole (config/rbac/role.yaml) from the markers.
+manifests: $(BIN)/controller-gen ## Generate the CRD YAML (config/crd/bases, and the chart's CRD templates from it), the manager's ClusterRole (config/rbac/role.yaml) from the markers, and the chart's Grafana dashboard from internal/dashboard.
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(BIN)/controller-gen rbac:roleName=mongoferry-manager paths=./controllers/... output:rbac:artifacts:config=config/rbac
 	hack/chart-manifests.sh
+	$(GO) run ./hack/gen-dashboard $(DASHBOARD)
+
+# The chart's Grafana dashboard, built by internal/dashboard.
+DASHBOARD := charts/mongoferry/dashboards/mongoferry-synctask.json
 
 # Regenerates into the working tree, then compares with a copy taken before:
 # on a clean clone this is `git diff --exit-code` on the generated files, and
 # locally it only fails when something really was stale (not merely uncommitted).
 .PHONY: verify-generated
-verify-generated: $(BIN)/controller-gen ## Fail if the committed deepcopy, CRD (also the chart's) or RBAC files differ from what the code generates.
+verify-generated: $(BIN)/controller-gen ## Fail if the committed deepcopy, CRD (also the chart's), RBAC or dashboard files differ from what the code generates.
 	@before="$$(mktemp -d)"; trap 'rm -rf "$$before"' EXIT; \
 	mkdir -p "$$before/config/crd" "$$before/config/rbac" "$$before/pkg/config" "$$before/chart"; \
 	cp -R api "$$before/"; cp -R config/crd/bases "$$before/config/crd/"; \
 	cp charts/mongoferry/templates/crd-*.yaml charts/mongoferry/templates/_manager-rules.tpl "$$before/chart/" 2>/dev/null || true; \
 	cp config/rbac/role.yaml "$$before/config/rbac/" 2>/dev/null || true; \
 	cp pkg/config/zz_generated.deepcopy.go "$$before/pkg/config/" 2>/dev/null || true; \
+	cp $(DASHBOARD) "$$before/dashboard.json" 2>/dev/null || true; \
 	$(MAKE) --no-print-directory generate manifests >/dev/null; \
 	stale=0; \
 	diff -ruN "$$before/api" api || stale=1; \
 	diff -ruN "$$before/config/crd/bases" config/crd/bases || stale=1; \
 	diff -uN "$$before/config/rbac/role.yaml" config/rbac/role.yaml || stale=1; \
 	diff -uN "$$before/pkg/config/zz_generated.deepcopy.go" pkg/config/zz_generated.deepcopy.go || stale=1; \
+	diff -uN "$$before/dashboard.json" $(DASHBOARD) || stale=1; \
 	for f in "$$before"/chart/* charts/mongoferry/templates/crd-*.yaml charts/mongoferry/templates/_manager-rules.tpl; do \
 	  [ -e "$$f" ] || continue; b="$$(basename "$$f")"; \
 	  diff -uN "$$before/chart/$$b" "charts/mongoferry/templates/$$b" || stale=1; \
 	done; \
-	if [ -n "$$CI" ]; then git diff --exit-code -- api config/crd config/rbac/role.yaml pkg/config/zz_generated.deepcopy.go 'charts/mongoferry/templates/crd-*.yaml' charts/mongoferry/templates/_manager-rules.tpl || stale=1; fi; \
+	if [ -n "$$CI" ]; then git diff --exit-code -- api config/crd config/rbac/role.yaml pkg/config/zz_generated.deepcopy.go 'charts/mongoferry/templates/crd-*.yaml' charts/mongoferry/templates/_manager-rules.tpl $(DASHBOARD) || stale=1; fi; \
 	if [ $$stale = 1 ]; then echo "generated files were stale and have been regenerated (above): review and commit them (make generate manifests)"; exit 1; fi
 
 ##@ Test servers and tools
@@ -175,6 +181,20 @@ $(K8S_ASSETS)/kube-apiserver: hack/tools/kube-apiserver/go.mod
 etcd: $(K8S_ASSETS)/etcd ## Build etcd (go.etcd.io/etcd/server/v3) into bin/k8s.
 $(K8S_ASSETS)/etcd: hack/tools/etcd/go.mod
 	hack/build-etcd.sh $@
+
+# The alert rules' unit tests (promtool test rules, test/chart) and the
+# end-to-end test with a real Prometheus (test/e2e) use these; they build
+# from github.com/prometheus/prometheus at the version go.mod uses, without
+# the web UI's assets and with only the static, file and HTTP service
+# discoveries (about 10 minutes on two cores with a cold build cache).
+.PHONY: prometheus
+prometheus: $(BIN)/prometheus $(BIN)/promtool ## Build the Prometheus server and promtool (github.com/prometheus/prometheus in go.mod) into bin/.
+$(BIN)/prometheus $(BIN)/promtool &: hack/tools/prometheus/go.mod
+	hack/build-prometheus.sh $(BIN)
+
+.PHONY: test-rules
+test-rules: prometheus $(BIN)/helm ## Run promtool check rules and promtool test rules on the chart's alerts (go test ./test/chart does too).
+	$(GO) test -count=1 -run 'TestAlertRulesPromtool' -v ./test/chart
 
 $(BIN)/controller-gen:
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)

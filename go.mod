@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/go-logr/logr v1.4.4
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0

@@ -119,6 +119,8 @@ type Engine struct {
 	verifyProg verifyProgress
 	started    time.Time
 	finished   time.Time
+	// windows are the source oplogs' windows, read by watchWindows.
+	windows []OplogWindow
 }
 
 type verifyProgress struct {
@@ -211,7 +213,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	e.started = time.Now()
 	e.mu.Unlock()
+	wctx, stopWindows := context.WithCancel(ctx)
+	go e.watchWindows(wctx)
 	err := e.run(ctx)
+	stopWindows()
 	e.mu.Lock()
 	e.finished = time.Now()
 	if err != nil && ctx.Err() == nil {

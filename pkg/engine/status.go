@@ -29,6 +29,9 @@ type Status struct {
 	// shard by shard; Replay then sums them (its applied position is the
 	// task's checkpoint, the minimum over the shards).
 	Shards []ShardStatus `json:"shards,omitempty"`
+	// OplogWindows say, per source oplog, how much of it lies behind the
+	// checkpoint (read every few seconds while the task can replay).
+	OplogWindows []OplogWindow `json:"oplogWindows,omitempty"`
 	// Verify is the last verification's outcome, when one ran.
 	Verify         *VerifyStatus `json:"verify,omitempty"`
 	StartedAt      time.Time     `json:"startedAt"`
@@ -66,6 +69,7 @@ func (e *Engine) Status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := Status{Contract: workerapi.ContractVersion, Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, Replay: replayStatus, Shards: shards, StartedAt: e.started, TargetSharding: targetSharding}
+	s.OplogWindows = append([]OplogWindow(nil), e.windows...)
 	if e.err != nil {
 		s.Error = e.err.Error()
 	}

@@ -55,6 +55,8 @@ var (
 	shardRateDesc      = desc("shard_replay_ops_per_second", "Oplog operations a shard subtask applied per second over the last 10 seconds.", "shard")
 	shardAppliedDesc   = desc("shard_replay_applied_ops_total", "Oplog operations a shard subtask applied, by operation.", "shard", "op")
 	shardSkippedDesc   = desc("shard_replay_skipped_entries_total", "Oplog entries a shard subtask skipped, by reason (fromMigrate: chunk migrations).", "shard", "reason")
+	headroomDesc       = desc("source_oplog_headroom_seconds", "Seconds between the oldest entry a source oplog holds and the task's checkpoint on it (where a restart resumes); negative once the window is lost.", "shard")
+	spanDesc           = desc("source_oplog_span_seconds", "Seconds between the oldest and the newest entry a source oplog holds.", "shard")
 	verifyOKDesc       = desc("verify_ok", "1 when the last verification matched, 0 when it found differences.")
 	verifyDiffDesc     = desc("verify_differing_namespaces", "Namespaces whose target differs from the source at the last verification.")
 )
@@ -74,7 +76,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		verifyOKDesc, verifyDiffDesc, lagDesc, appliedDesc, skippedDesc, replayRateDesc, replayBufDesc, checkpointDesc, conflictsTolDesc,
 		heldDesc, heldNowDesc, holdSecondsDesc, commitWaitsDesc,
 
-		shardPhaseDesc, shardLagDesc, shardAppliedTSDesc, shardReadTSDesc, shardRateDesc, shardAppliedDesc, shardSkippedDesc} {
+		shardPhaseDesc, shardLagDesc, shardAppliedTSDesc, shardReadTSDesc, shardRateDesc, shardAppliedDesc, shardSkippedDesc,
+		headroomDesc, spanDesc} {
 		ch <- d
 	}
 }
@@ -148,6 +151,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for reason, n := range r.Skipped {
 			counter(shardSkippedDesc, float64(n), sh.Shard, reason)
+		}
+	}
+	for _, w := range s.OplogWindows {
+		gauge(spanDesc, w.SpanSeconds, w.Shard)
+		if w.HeadroomSeconds != nil {
+			gauge(headroomDesc, *w.HeadroomSeconds, w.Shard)
 		}
 	}
 	if v := s.Verify; v != nil && !v.Running {

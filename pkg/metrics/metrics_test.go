@@ -53,3 +53,27 @@ mongoferry_shard_phase{phase="Streaming",shard="rs1",task="t1"} 0
 		t.Error(err)
 	}
 }
+
+// TestOplogWindowMetrics: each watched oplog's span, and its headroom
+// when there is one.
+func TestOplogWindowMetrics(t *testing.T) {
+	headroom := -12.0
+	status := engine.Status{Task: "t1", Phase: engine.PhaseStreaming, OplogWindows: []engine.OplogWindow{
+		{Shard: "rs0", SpanSeconds: 3600, HeadroomSeconds: &headroom},
+		{Shard: "rs1", SpanSeconds: 60},
+	}}
+	c := NewCollector(func() engine.Status { return status })
+	want := `
+# HELP mongoferry_source_oplog_headroom_seconds Seconds between the oldest entry a source oplog holds and the task's checkpoint on it (where a restart resumes); negative once the window is lost.
+# TYPE mongoferry_source_oplog_headroom_seconds gauge
+mongoferry_source_oplog_headroom_seconds{shard="rs0",task="t1"} -12
+# HELP mongoferry_source_oplog_span_seconds Seconds between the oldest and the newest entry a source oplog holds.
+# TYPE mongoferry_source_oplog_span_seconds gauge
+mongoferry_source_oplog_span_seconds{shard="rs0",task="t1"} 3600
+mongoferry_source_oplog_span_seconds{shard="rs1",task="t1"} 60
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		"mongoferry_source_oplog_headroom_seconds", "mongoferry_source_oplog_span_seconds"); err != nil {
+		t.Error(err)
+	}
+}

@@ -62,6 +62,31 @@ func readMetrics(t *testing.T, url string) metricsScrape {
 	return metricsScrape{at: time.Now(), body: string(b), families: fams}
 }
 
+// createCredentials creates a Secret with username and password for each
+// name.
+func createCredentials(t *testing.T, env *envtestutil.Env, ns, user string, passwords map[string]string) {
+	t.Helper()
+	for s, pass := range passwords {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s}, StringData: map[string]string{"username": user, "password": pass}}
+		if err := env.Client.Create(context.Background(), secret); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// managerMetricsServer serves the manager's metrics endpoint until the
+// test ends: the SyncTask collector reading the API server, on a registry
+// of its own (the manager serves controller-runtime's registry; the
+// collector is the same).
+func managerMetricsServer(t *testing.T, env *envtestutil.Env) *httptest.Server {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&controllers.SyncTaskCollector{Reader: env.Client})
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // stageScrapes are the manager's and the worker's scrapes at one stage of
 // a task, with `kubectl get synctasks -o wide` at that moment.
 type stageScrapes struct {
@@ -125,22 +150,10 @@ func TestOperatorMetrics(t *testing.T) {
 	if _, err := workload.Load(ctx, sc, base); err != nil {
 		t.Fatal(err)
 	}
-	for s, pass := range map[string]string{"src-creds": srcPass, "dst-creds": dstPass} {
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s}, StringData: map[string]string{"username": user, "password": pass}}
-		if err := env.Client.Create(ctx, secret); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createCredentials(t, env, ns, user, map[string]string{"src-creds": srcPass, "dst-creds": dstPass})
 	startOperator(t, env)
 	runner := podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}})
-
-	// The manager's metrics endpoint: the SyncTask collector reading the
-	// API server, on a registry of its own (the manager serves
-	// controller-runtime's registry; the collector is the same).
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(&controllers.SyncTaskCollector{Reader: env.Client})
-	managerSrv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	defer managerSrv.Close()
+	managerSrv := managerMetricsServer(t, env)
 
 	task := &syncv1alpha1.SyncTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -314,6 +327,9 @@ func TestOperatorMetrics(t *testing.T) {
 		t.Fatalf("only %d metric names in the dashboard and the rules: %v", len(names), names)
 	}
 	for _, n := range names {
+		if panelsWithoutData[n] != "" {
+			continue // see TestPrometheusMonitoring
+		}
 		family := strings.TrimSuffix(n, "_bucket")
 		found := false
 		for _, s := range scrapes {

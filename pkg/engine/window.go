@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
+)
+
+// windowInterval is how often the source oplogs' windows are read.
+const windowInterval = 5 * time.Second
+
+// OplogWindow is how much of a source oplog lies behind the task's
+// checkpoint: the room left before a restart could no longer resume.
+type OplogWindow struct {
+	// Shard is the shard's name for a sharded source, empty for a replica
+	// set.
+	Shard string `json:"shard,omitempty"`
+	// Oldest and Newest are the ts of the oldest and the newest entry the
+	// oplog holds.
+	Oldest bson.Timestamp `json:"oldest"`
+	Newest bson.Timestamp `json:"newest"`
+	// Checkpoint is where a restart would resume on this oplog: the saved
+	// checkpoint, or the start position before anything was applied.
+	Checkpoint bson.Timestamp `json:"checkpoint"`
+	// SpanSeconds is Newest − Oldest: how much time the oplog holds.
+	SpanSeconds float64 `json:"spanSeconds"`
+	// HeadroomSeconds is Checkpoint − Oldest: how much older than the
+	// checkpoint the oplog's oldest entry may grow before the window is
+	// lost (negative once it is). Unset while the checkpoint is a start
+	// position taken on an empty oplog, which no entry marks.
+	HeadroomSeconds *float64 `json:"headroomSeconds,omitempty"`
+}
+
+// oplogSide is one oplog to watch and where its task resumes on it.
+type oplogSide struct {
+	shard  string
+	client *mongo.Client
+	// from is the checkpoint; zero skips the oplog (no position yet).
+	from       bson.Timestamp
+	sinceEmpty bool
+}
+
+// watchWindows reads the window of every source oplog the task replays
+// (each shard's this process runs, for a sharded source) until ctx ends.
+// A failed read keeps the last figures: the tailer reports the source's
+// problems.
+func (e *Engine) watchWindows(ctx context.Context) {
+	if e.task.Mode == config.ModeFull || e.task.Incremental.Method == config.MethodChangeStream || e.opts.Reader != nil {
+		return
+	}
+	t := time.NewTicker(windowInterval)
+	defer t.Stop()
+	for {
+		var out []OplogWindow
+		sides, err := e.oplogSides(ctx)
+		if err == nil {
+			for _, s := range sides {
+				w, err := readWindow(ctx, s)
+				if err != nil {
+					out = nil
+					break
+				}
+				out = append(out, w)
+			}
+		}
+		if out != nil {
+			e.mu.Lock()
+			e.windows = out
+			e.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// oplogSides lists the oplogs to watch with their checkpoints, read from
+// the checkpoint store (what a restart resumes from).
+func (e *Engine) oplogSides(ctx context.Context) ([]oplogSide, error) {
+	if !e.sharded {
+		rec, err := e.store.Task(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return []oplogSide{{client: e.source, from: rec.ResumeTS(), sinceEmpty: rec.ResumesFromEmptyOplog()}}, nil
+	}
+	recs, err := e.store.Shards(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []oplogSide
+	for _, st := range e.subtaskList() {
+		if !e.mine(st.shard.Name) {
+			continue
+		}
+		rec, ok := recs[st.shard.Name]
+		if ok && rec.Retired {
+			continue
+		}
+		out = append(out, oplogSide{shard: st.shard.Name, client: st.client, from: shardResume(rec, ok)})
+	}
+	return out, nil
+}
+
+func shardResume(rec checkpoint.ShardRecord, ok bool) bson.Timestamp {
+	if !ok {
+		return bson.Timestamp{}
+	}
+	return rec.ResumeTS()
+}
+
+func readWindow(ctx context.Context, s oplogSide) (OplogWindow, error) {
+	oldest, newest, err := source.OplogBounds(ctx, s.client)
+	if err != nil {
+		return OplogWindow{}, err
+	}
+	return windowOf(s.shard, s.from, s.sinceEmpty, oldest, newest), nil
+}
+
+// windowOf works out an oplog's span and the headroom behind a checkpoint
+// from its oldest and newest entries.
+func windowOf(shard string, from bson.Timestamp, sinceEmpty bool, oldest, newest bson.Timestamp) OplogWindow {
+	w := OplogWindow{Shard: shard, Oldest: oldest, Newest: newest, Checkpoint: from}
+	if oldest.IsZero() {
+		return w
+	}
+	w.SpanSeconds = float64(newest.T) - float64(oldest.T)
+	if !from.IsZero() && (!sinceEmpty || from.Compare(oldest) >= 0) {
+		h := float64(from.T) - float64(oldest.T)
+		w.HeadroomSeconds = &h
+	}
+	return w
+}
