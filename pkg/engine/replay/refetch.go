@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 )
 
 // kindRefetch is the kind of a write that re-reads its document from the
@@ -102,3 +103,43 @@ func (r *Replayer) refetch(ctx context.Context, it item) error {
 
 // sourceOf returns the source namespace of a write.
 func sourceOf(ns string) catalog.Namespace { return catalog.ParseNamespace(ns) }
+
+// late applies an entry older than one already read: it became visible
+// on the source after later entries had been read (a hole in the oplog,
+// see source.Tailer.Settle). Its writes cannot be replayed in place, so
+// once every queued write is on the target, the current state of each
+// document it touched is read from the source and written to the target
+// (or the document deleted there when the source no longer has it). Later
+// entries then apply on top, as they do over the full copy.
+func (r *Replayer) late(ctx, wctx context.Context, e oplog.Entry) error {
+	ts := e.TS()
+	r.log.Warn("an oplog entry became visible after later ones (a hole in the source's oplog); its documents are re-read from the source",
+		"ts", ts, "ns", e.NS(), "op", e.Kind().String())
+	if e.Kind() != oplog.Insert && e.Kind() != oplog.Update && e.Kind() != oplog.Delete {
+		if skip, _ := r.filter.Skip(e); skip {
+			r.count("late", true)
+			return nil
+		}
+		return fmt.Errorf("replay: the source's oplog showed the %s entry at %d,%d after later entries were applied, "+
+			"and only inserts, updates and deletes can be applied out of order: resync the task (delete its checkpoint database and run it again)",
+			e.Kind(), ts.T, ts.I)
+	}
+	ws, err := r.o.Translator.Append(nil, e)
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	if err := r.drain(ctx, wctx); err != nil {
+		return err
+	}
+	for _, w := range ws {
+		src := sourceOf(w.NS)
+		if w.Model == nil || !r.o.Mapper.Selected(src) {
+			continue
+		}
+		it := item{ts: r.lastTS, ns: r.o.Mapper.Target(src), key: w.DocKey, src: src}
+		if err := r.refetch(ctx, it); err != nil {
+			return err
+		}
+	}
+	return nil
+}

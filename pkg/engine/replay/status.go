@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"maps"
 	"time"
 
@@ -110,4 +111,23 @@ func (m *rateMeter) perSecond() float64 {
 		sum += v
 	}
 	return float64(sum) / float64(len(m.slots))
+}
+
+// watchNewest polls the source's newest position for the lag.
+func (r *Replayer) watchNewest(ctx context.Context) error {
+	for {
+		if ts, err := r.o.Reader.Newest(ctx); err == nil {
+			r.mu.Lock()
+			if ts.Compare(r.newestTS) > 0 {
+				r.newestTS = ts
+			}
+			r.newestKnown = true
+			r.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
 }
