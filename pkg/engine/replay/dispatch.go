@@ -57,6 +57,10 @@ func (r *Replayer) dispatch(ctx, wctx context.Context) error {
 				r.mu.Unlock()
 			}
 		}
+		// Before the next read, which may wait for new entries.
+		if err := r.flush(ctx); err != nil {
+			return err
+		}
 		if err := wctx.Err(); err != nil {
 			return fmt.Errorf("writer stopped: %w", context.Cause(wctx))
 		}
@@ -155,6 +159,11 @@ func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson
 	if err := r.refuseTimeSeries(op); err != nil {
 		return err
 	}
+	if k := op.Kind(); k == oplog.Insert || k == oplog.Update || k == oplog.Delete {
+		if rt := r.route(op.NS()); !rt.views {
+			return r.dispatchCRUD(ctx, op, ts, rt)
+		}
+	}
 	ws, err := r.o.Translator.Append(nil, op)
 	if errors.Is(err, oplog.ErrUnaddressablePath) && op.Kind() == oplog.Update {
 		// A field name no update path can address ($setField on a name
@@ -186,6 +195,7 @@ func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson
 		if w.Model == nil {
 			it.kind = kindRefetch
 		}
+		it.cmd = commandOf(w.Model)
 		items = append(items, it)
 	}
 	if len(items) == 0 {
@@ -201,25 +211,69 @@ func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson
 	return nil
 }
 
+// nsRoute is what dispatch needs to know of a source namespace.
+type nsRoute struct {
+	src, target catalog.Namespace
+	selected    bool
+	views       bool // system.views: its writes are DDL
+}
+
+// route returns the route of a source namespace ("db.coll"), from a cache
+// the dispatch goroutine keeps (the Mapper never changes).
+func (r *Replayer) route(ns string) nsRoute {
+	if rt, ok := r.routes[ns]; ok {
+		return rt
+	}
+	src := sourceOf(ns)
+	rt := nsRoute{src: src, target: r.o.Mapper.Target(src), selected: r.o.Mapper.Selected(src), views: oplog.IsViews(src)}
+	if len(r.routes) >= 10_000 {
+		clear(r.routes) // a bound on memory with very many namespaces
+	}
+	r.routes[ns] = rt
+	return rt
+}
+
+// dispatchCRUD queues an insert, update or delete for its writer, which
+// translates it (expand): translation runs on the writers in parallel.
+func (r *Replayer) dispatchCRUD(ctx context.Context, op oplog.Entry, ts bson.Timestamp, rt nsRoute) error {
+	if !rt.selected {
+		r.count("filtered", true)
+		r.wm.Dispatch(ts, 0)
+		return nil
+	}
+	key, err := op.DocKey()
+	if err != nil {
+		return fmt.Errorf("replay: %s: %w", op, err)
+	}
+	it := item{ts: ts, ns: rt.target, src: rt.src, key: key, kind: op.Kind().String(), bytes: int64(len(op.Raw())), op: op}
+	r.wm.Dispatch(ts, 1)
+	return r.send(ctx, it)
+}
+
 // bucket picks the writer for a write: by (namespace, document key), or by
-// namespace alone for collections with a unique secondary index.
-func (r *Replayer) bucket(ns catalog.Namespace, docKey bson.Raw) int {
+// namespace alone for collections with a unique secondary index. It
+// records the hash and the choice in it (see planner).
+func (r *Replayer) bucket(it *item) int {
 	var h maphash.Hash
 	h.SetSeed(r.seed)
-	_, _ = h.WriteString(ns.DB)
+	_, _ = h.WriteString(it.ns.DB)
 	_ = h.WriteByte('.')
-	_, _ = h.WriteString(ns.Coll)
+	_, _ = h.WriteString(it.ns.Coll)
 	r.mu.Lock()
-	serial := r.unique[ns]
+	serial := r.unique[it.ns]
 	r.mu.Unlock()
 	if !serial {
-		_, _ = h.Write(docKey)
+		_, _ = h.Write(it.key)
 	}
-	return int(h.Sum64() % uint64(len(r.queues)))
+	it.hash, it.serial = h.Sum64(), serial
+	return int(it.hash % uint64(len(r.queues)))
 }
 
 // drain waits until every queued write is applied.
 func (r *Replayer) drain(ctx, wctx context.Context) error {
+	if err := r.flush(ctx); err != nil {
+		return err
+	}
 	for r.wm.InFlight() > 0 {
 		select {
 		case <-ctx.Done():

@@ -52,30 +52,6 @@ func stalePath(err error, batch []item) (int, bool) {
 	return 0, false
 }
 
-// applyItems applies a writer's run of one namespace: bulk writes, split
-// around the writes that re-read their document from the source.
-func (r *Replayer) applyItems(ctx context.Context, group []item) error {
-	for len(group) > 0 {
-		i := 0
-		for i < len(group) && group[i].model != nil {
-			i++
-		}
-		if i > 0 {
-			if err := r.applyBatch(ctx, group[:i]); err != nil {
-				return err
-			}
-		}
-		if i == len(group) {
-			return nil
-		}
-		if err := r.refetch(ctx, group[i]); err != nil {
-			return err
-		}
-		group = group[i+1:]
-	}
-	return nil
-}
-
 // refetch writes one document as the source has it now: replaced, or
 // deleted when the source no longer has it. Later entries of the document
 // then apply on top, as they do over the full copy.
@@ -93,7 +69,7 @@ func (r *Replayer) refetch(ctx context.Context, it item) error {
 	default:
 		model = mongo.NewReplaceOneModel().SetFilter(it.key).SetReplacement(doc).SetUpsert(true)
 	}
-	it.model, it.kind = model, kindRefetch
+	it.model, it.kind, it.cmd = model, kindRefetch, commandOf(model)
 	if err := r.applyBatch(ctx, []item{it}); err != nil {
 		return err
 	}

@@ -7,10 +7,12 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -56,15 +58,24 @@ type Options struct {
 	// CheckpointInterval is how often the checkpoint is saved; 2s when
 	// zero.
 	CheckpointInterval time.Duration
-	// ObserveWrite is told each write batch's duration and operation kind.
+	// ObserveWrite is told each command's duration and the kind of its
+	// first operation ("bulkWrite" for a bulkWrite command).
 	ObserveWrite func(op string, d time.Duration)
 	// Apply, when set, replaces the target as the sink: it receives each
-	// ordered batch of writes for one target namespace (the replay
-	// benchmark discards them). Target may then be nil.
+	// command's writes, all of one kind and one target namespace (the
+	// replay benchmark discards them): inserts (InsertOneModel, to apply
+	// in any order; a document that exists must be reported as a
+	// mongo.BulkWriteException with a duplicate key at its index), or
+	// updates or deletes (to apply in order). Target may then be nil.
 	Apply func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel) error
 	// Translator turns entries into writes; its WholeDocumentUpdates comes
 	// from the source's profile, its PipelineUpdates from the target's.
+	// InsertModels is set here, except on a shard member (see byID).
 	Translator oplog.Translator
+	// BulkWrite: the target has the bulkWrite command (conn.Profile's
+	// BulkWriteCommand): a writer sends each batch, many namespaces and
+	// kinds, as one command. Ignored with Apply or ApplyAt.
+	BulkWrite bool
 	// MaxWriteBatch caps the writes of one bulk write; cache.batchSize
 	// when zero (or larger).
 	MaxWriteBatch int
@@ -112,13 +123,23 @@ type Replayer struct {
 	asm     *oplog.Assembler
 	filter  *oplog.Filter
 	budget  *pipeline.Budget
-	queues  []chan item
+	queues  []chan *[]item
+	pending []*[]item // per writer, not yet sent (see send)
 	seed    maphash.Seed
 	lastRaw bson.Raw       // the last entry read
 	lastTS  bson.Timestamp // its ts
+	routes  map[string]nsRoute
 
 	// Ordering of a shard's subtask (shard.go).
 	hs holds
+
+	// Writers (worker.go, bulk.go): apply sends one command; bulkWrite,
+	// set when the target has the command, one bulkWrite. Counted by
+	// command kind: commands sent and the writes they carried.
+	apply      func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) error
+	bulkWrite  func(ctx context.Context, writes []mongo.ClientBulkWrite) error
+	commands   [numCmdKinds]atomic.Int64
+	writesSent [numCmdKinds]atomic.Int64
 
 	// Checkpointing (checkpoint.go): the watermark of applied positions
 	// and what holds the checkpoint below it.
@@ -151,10 +172,21 @@ type item struct {
 	ts    bson.Timestamp
 	ns    catalog.Namespace // target namespace
 	key   bson.Raw          // document key: picks the writer
-	kind  string
-	model mongo.WriteModel // nil: re-read the document from the source
+	kind  string            // the operation's kind, for Status.Applied
+	model mongo.WriteModel  // nil: re-read the document from the source
 	bytes int64
 	src   catalog.Namespace // source namespace, for a re-read
+	// Set by bucket: the partition hash of (ns, key), or of ns alone when
+	// serial (a namespace with a unique secondary index); and the command
+	// the write travels in.
+	hash   uint64
+	serial bool
+	cmd    cmdKind
+	// op, when its Op is set, is an insert, update or delete its writer
+	// translates (expand): it becomes the item's writes, all but the last
+	// marked extra (not counted in the watermark, no bytes).
+	op    oplog.Entry
+	extra bool
 }
 
 // New builds a Replayer.
@@ -171,11 +203,19 @@ func New(o Options) *Replayer {
 		o: o, log: log.With("task", o.Task), wm: NewWatermark(o.From), asm: oplog.NewAssembler(),
 		filter: &oplog.Filter{IsInternal: o.Mapper.IsInternal, ShardMember: o.ShardMember},
 		budget: pipeline.NewBudget(maxBytes), seed: maphash.MakeSeed(),
-		unique: map[catalog.Namespace]bool{}, counts: map[string]int64{}, skipped: map[string]int64{},
+		unique: map[catalog.Namespace]bool{}, routes: map[string]nsRoute{}, counts: map[string]int64{}, skipped: map[string]int64{},
 		readTS: o.From, savedTS: o.From,
 	}
 	for ns, u := range o.UniqueIndexed {
 		r.unique[catalog.ParseNamespace(ns)] = u
+	}
+	r.o.Translator.InsertModels = !o.ShardMember
+	r.apply = r.applier()
+	if o.BulkWrite && o.Apply == nil && o.ApplyAt == nil && o.Target != nil {
+		r.bulkWrite = func(ctx context.Context, writes []mongo.ClientBulkWrite) error {
+			_, err := o.Target.BulkWrite(ctx, writes, options.ClientBulkWrite().SetOrdered(true).SetBypassDocumentValidation(true))
+			return err
+		}
 	}
 	if len(o.Recover.Entries) > 0 {
 		if err := r.asm.Recover(o.Recover); err != nil {
@@ -193,16 +233,20 @@ func (r *Replayer) Run(ctx context.Context) error {
 	}
 	writers := r.o.Spec.Threads.Writers
 	depth := r.o.Spec.Cache.BucketSize * r.o.Spec.Cache.BatchSize
-	r.queues = make([]chan item, writers)
+	// Writes travel in slices of up to sendBatch: the queue holds about
+	// depth writes.
+	r.queues = make([]chan *[]item, writers)
+	r.pending = make([]*[]item, writers)
 	for i := range r.queues {
-		r.queues[i] = make(chan item, depth)
+		r.queues[i] = make(chan *[]item, max(depth/sendBatch, 2))
+		r.pending[i] = getItems()
 	}
 	// Writers outlive the reader's context so a clean stop drains them.
 	wctx, stopWriters := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWriters()
 	wg, wctx := errgroup.WithContext(wctx)
 	for i := range r.queues {
-		wg.Go(func() error { return r.write(wctx, r.queues[i]) })
+		wg.Go(func() error { return r.newWriter(r.queues[i]).run(wctx) })
 	}
 	// A writer that fails stops the reader too: otherwise the reader would
 	// wait forever for room in the failed writer's queue.
