@@ -1162,7 +1162,7 @@ func printBenchReplayTable(out io.Writer, shapes []benchReplayShape) {
 		last := s.rounds[len(s.rounds)-1].Sink
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.0f\t%.1f\t%.0f\t%.1f\t%.1f\t%s\t\n", s.in.Shape, s.rounds[0].Ops,
 			s.in.EntryBytes(), median(rate), median(ns), median(allocs), median(bytesOp),
-			safeDiv(float64(last.Writes), float64(last.Batches)), safeDiv(float64(last.Writes), float64(last.Commands)),
+			safeDiv(float64(last.Writes), float64(last.Batches)), s.rounds[len(s.rounds)-1].WritesPerCommand(),
 			bytesHuman(s.peakRSS))
 	}
 	_ = tw.Flush()

@@ -413,7 +413,7 @@ func (e *Engine) stream(ctx context.Context) error {
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
 		Mapper: e.mapper, Log: e.log, From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique,
-		MaxWriteBatch: e.dstProfile.MaxWriteBatch,
+		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand,
 		Translator: oplog.Translator{
 			WholeDocumentUpdates: e.srcProfile.UpdateShape == conn.UpdatesAsWholeDocument,
 			PipelineUpdates:      e.dstProfile.PipelineUpdates,

@@ -106,6 +106,7 @@ func aggregateReplay(shards []ShardStatus) *replay.Status {
 		if out == nil {
 			c := *r
 			c.Applied, c.Skipped = map[string]int64{}, map[string]int64{}
+			c.WriteCommands, c.WritesSent = map[string]int64{}, map[string]int64{}
 			c.OpsPerSecond, c.BufferedBytes, c.InFlight, c.ToleratedConflicts = 0, 0, 0, 0
 			out = &c
 		} else {
@@ -133,6 +134,7 @@ func aggregateReplay(shards []ShardStatus) *replay.Status {
 		for _, r := range retired {
 			addCounts(out, r)
 		}
+		out.WritesPerCommand = replay.WritesPerCommand(out.WriteCommands, out.WritesSent)
 	}
 	return out
 }
@@ -145,4 +147,10 @@ func addCounts(out, r *replay.Status) {
 		out.Skipped[k] += v
 	}
 	out.ToleratedConflicts += r.ToleratedConflicts
+	for k, v := range r.WriteCommands {
+		out.WriteCommands[k] += v
+	}
+	for k, v := range r.WritesSent {
+		out.WritesSent[k] += v
+	}
 }

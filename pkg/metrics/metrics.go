@@ -44,6 +44,8 @@ var (
 	replayBufDesc      = desc("replay_buffered_bytes", "Bytes of oplog entries read and not yet applied.")
 	checkpointDesc     = desc("replay_checkpoint_timestamp_seconds", "Source time (Unix seconds) of the replay checkpoint.")
 	conflictsTolDesc   = desc("replay_tolerated_conflicts_total", "Duplicate keys stepped over in the copy/replay overlap.")
+	writeCmdsDesc      = desc("replay_write_commands_total", "Write commands replay sent to the target, by kind (insert, update, delete, bulkWrite).", "kind")
+	writesSentDesc     = desc("replay_writes_sent_total", "Writes carried by the commands replay sent to the target, by command kind.", "kind")
 	heldDesc           = desc("replay_held_writes_total", "Writes a shard's subtask held after chunk migrations until the other subtasks had applied up to them.", "shard")
 	heldNowDesc        = desc("replay_held_writes", "Writes a shard's subtask holds at the moment.", "shard")
 	holdSecondsDesc    = desc("replay_hold_seconds_total", "Time namespaces spent held after chunk migrations, summed.", "shard")
@@ -74,6 +76,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{phaseDesc, copyDocsDesc, copyBytesDesc, copyEstimatedDesc, copyRatioDesc,
 		copyNSRatioDesc, copyRangesDesc, copyRangesDoneDesc, conflictsDesc, retriesDesc, bufferedDesc, maxBytesDesc,
 		verifyOKDesc, verifyDiffDesc, lagDesc, appliedDesc, skippedDesc, replayRateDesc, replayBufDesc, checkpointDesc, conflictsTolDesc,
+		writeCmdsDesc, writesSentDesc,
 		heldDesc, heldNowDesc, holdSecondsDesc, commitWaitsDesc,
 
 		shardPhaseDesc, shardLagDesc, shardAppliedTSDesc, shardReadTSDesc, shardRateDesc, shardAppliedDesc, shardSkippedDesc,
@@ -125,6 +128,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(replayBufDesc, float64(r.BufferedBytes))
 		gauge(checkpointDesc, float64(r.AppliedTS.T))
 		counter(conflictsTolDesc, float64(r.ToleratedConflicts))
+		for kind, n := range r.WriteCommands {
+			counter(writeCmdsDesc, float64(n), kind)
+			counter(writesSentDesc, float64(r.WritesSent[kind]), kind)
+		}
 	}
 	for _, sh := range s.Shards {
 		for _, p := range []string{engine.SubtaskPending, engine.SubtaskStreaming, engine.SubtaskRetiring, engine.SubtaskRetired, engine.SubtaskFailed} {

@@ -77,3 +77,27 @@ mongoferry_source_oplog_span_seconds{shard="rs1",task="t1"} 60
 		t.Error(err)
 	}
 }
+
+// TestWriteCommandMetrics checks the replay's command counters: their
+// ratio is the writes per command /status shows.
+func TestWriteCommandMetrics(t *testing.T) {
+	status := engine.Status{Task: "t1", Phase: engine.PhaseStreaming, Replay: &replay.Status{
+		WriteCommands: map[string]int64{"insert": 4, "delete": 1},
+		WritesSent:    map[string]int64{"insert": 200, "delete": 3},
+	}}
+	c := NewCollector(func() engine.Status { return status })
+	want := `
+# HELP mongoferry_replay_write_commands_total Write commands replay sent to the target, by kind (insert, update, delete, bulkWrite).
+# TYPE mongoferry_replay_write_commands_total counter
+mongoferry_replay_write_commands_total{kind="delete",task="t1"} 1
+mongoferry_replay_write_commands_total{kind="insert",task="t1"} 4
+# HELP mongoferry_replay_writes_sent_total Writes carried by the commands replay sent to the target, by command kind.
+# TYPE mongoferry_replay_writes_sent_total counter
+mongoferry_replay_writes_sent_total{kind="delete",task="t1"} 3
+mongoferry_replay_writes_sent_total{kind="insert",task="t1"} 200
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
+		"mongoferry_replay_write_commands_total", "mongoferry_replay_writes_sent_total"); err != nil {
+		t.Error(err)
+	}
+}

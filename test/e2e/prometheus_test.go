@@ -47,10 +47,6 @@ monitoring:
 // panelsWithoutData are the dashboard queries a replica-set task on this
 // branch's engine does not feed, each with why.
 var panelsWithoutData = map[string]string{
-	// Counted by the replay write path's batching (write commands sent and
-	// the writes they carry), which this engine does not export yet.
-	"mongoferry_replay_writes_sent_total":    "the write path's command counters are not exported yet",
-	"mongoferry_replay_write_commands_total": "the write path's command counters are not exported yet",
 	// Set once a verification finished: at the end of a task (mode full,
 	// or once caught up), whose worker then exits; a streaming task has
 	// none.

@@ -3,6 +3,8 @@ package conn
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -70,6 +72,10 @@ type Profile struct {
 	// PipelineUpdates: the server applies pipeline-style updates
 	// (MongoDB 4.2+; not FerretDB v1).
 	PipelineUpdates bool
+	// BulkWriteCommand: the server has the bulkWrite command (MongoDB
+	// 8.0+), which carries writes of many namespaces and kinds in one
+	// command; not FerretDB v1.
+	BulkWriteCommand bool
 }
 
 // MongoDBProfile is the profile of a MongoDB server: the default for
@@ -102,5 +108,25 @@ func profileFromBuildInfo(raw bson.Raw) Profile {
 	}
 	p := MongoDBProfile
 	p.Version, _ = raw.Lookup("version").StringValueOK()
+	p.BulkWriteCommand = majorVersion(raw) >= 8
 	return p
+}
+
+// majorVersion is the first element of buildInfo's versionArray, or of
+// its version string when the array is missing; 0 when neither says.
+func majorVersion(raw bson.Raw) int {
+	if arr, ok := raw.Lookup("versionArray").ArrayOK(); ok {
+		if vs, err := arr.Values(); err == nil && len(vs) > 0 {
+			if n, ok := vs[0].AsInt64OK(); ok {
+				return int(n)
+			}
+		}
+	}
+	v, _ := raw.Lookup("version").StringValueOK()
+	major, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(major)
+	if err != nil {
+		return 0
+	}
+	return n
 }

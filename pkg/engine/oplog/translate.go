@@ -33,7 +33,7 @@ type Write struct {
 //
 //   - insert: ReplaceOne with upsert, filtered on the document key (o2 when
 //     present, else {_id}), so replaying it again, or over the copy, is
-//     harmless;
+//     harmless (InsertOne of the document with Translator.InsertModels);
 //   - update with $v: 2: the diff as $set/$unset/$push updates (UpdateOne,
 //     no upsert; see translateDiff); "is a diff" is decided by $v == 2 and
 //     nothing else, so a replacement with a field named diff stays one;
@@ -81,6 +81,12 @@ type Translator struct {
 	// of fields instead of an $unset and a $set in two updates, so that a
 	// unique index never sees the field missing in between.
 	PipelineUpdates bool
+	// InsertModels: an insert is an InsertOne of the document instead of
+	// a replacement upsert by its key. Far cheaper on some servers
+	// (FerretDB serves an upsert with a scan of the collection), but not
+	// idempotent: the caller replaces the document by DocKey when the
+	// insert meets a duplicate key (the copy/replay overlap, a resume).
+	InsertModels bool
 }
 
 // Append is AppendTranslate for this source.
@@ -102,13 +108,12 @@ func (t Translator) translate(dst []Write, e Entry) ([]Write, error) {
 	}
 	switch e.op {
 	case OpInsert:
-		key := e.o2
-		if key == nil {
-			id, _, err := lookup(e.o, "_id")
-			if err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrMalformedEntry, err)
-			}
-			key = bson.Raw(singleton("_id", id))
+		key, err := e.DocKey()
+		if err != nil {
+			return nil, err
+		}
+		if t.InsertModels {
+			return append(dst, Write{NS: e.ns, Kind: Insert, DocKey: key, Model: &mongo.InsertOneModel{Document: e.o}}), nil
 		}
 		m := &mongo.ReplaceOneModel{Filter: key, Replacement: e.o, Upsert: &upsert}
 		return append(dst, Write{NS: e.ns, Kind: Insert, DocKey: key, Model: m}), nil
@@ -146,6 +151,29 @@ func (t Translator) translate(dst []Write, e Entry) ([]Write, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: op %q", ErrMalformedEntry, e.op)
+}
+
+// DocKey returns the key of the document an insert, update or delete
+// writes, as Translate's writes carry it in Write.DocKey: an insert's o2
+// when present (the shard key with _id), else {_id}; an update's o2; a
+// delete's o. Nil for other entries.
+func (e Entry) DocKey() (bson.Raw, error) {
+	switch e.op {
+	case OpInsert:
+		if e.o2 != nil {
+			return e.o2, nil
+		}
+		id, _, err := lookup(e.o, "_id")
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrMalformedEntry, err)
+		}
+		return bson.Raw(singleton("_id", id)), nil
+	case OpUpdate:
+		return e.o2, nil
+	case OpDelete:
+		return e.o, nil
+	}
+	return nil, nil
 }
 
 // firstKey returns the name of doc's first field.

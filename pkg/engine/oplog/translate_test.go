@@ -29,6 +29,8 @@ func model(t *testing.T, m mongo.WriteModel) string {
 		return "UpdateOne " + js(m.Filter) + " " + js(m.Update) + " upsert=" + boolStr(m.Upsert)
 	case *mongo.DeleteOneModel:
 		return "DeleteOne " + js(m.Filter)
+	case *mongo.InsertOneModel:
+		return "InsertOne " + js(m.Document)
 	}
 	t.Fatalf("unexpected model %T", m)
 	return ""
@@ -102,6 +104,37 @@ func TestTranslateCRUD(t *testing.T) {
 			}
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("writes\n got %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// With InsertModels an insert is an InsertOne of the document, its key
+// kept for the replacement a duplicate key falls back to; other entries
+// translate as without it.
+func TestTranslateInsertModels(t *testing.T) {
+	js := func(v any) string { return marshal(t, v).String() }
+	doc := bson.D{{Key: "_id", Value: 1}, {Key: "sk", Value: 3}}
+	skKey := bson.D{{Key: "sk", Value: 3}, {Key: "_id", Value: 1}}
+	tests := []struct {
+		name  string
+		entry bson.D
+		key   string
+		want  string
+	}{
+		{"insert", with(outer(1, "i", "a.b"), "o", doc), js(bson.D{{Key: "_id", Value: 1}}), "InsertOne " + js(doc)},
+		{"insert with shard key in o2", with(outer(1, "i", "a.b"), "o", doc, "o2", skKey), js(skKey), "InsertOne " + js(doc)},
+		{"replacement update stays an upsert", with(outer(1, "u", "a.b"), "o", doc, "o2", bson.D{{Key: "_id", Value: 1}}), js(bson.D{{Key: "_id", Value: 1}}),
+			"ReplaceOne " + js(bson.D{{Key: "_id", Value: 1}}) + " " + js(doc) + " upsert=true"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ws, err := Translator{InsertModels: true}.Append(nil, mustParse(t, tt.entry))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ws) != 1 || ws[0].DocKey.String() != tt.key || model(t, ws[0].Model) != tt.want {
+				t.Fatalf("writes %+v, want one %s keyed %s", ws, tt.want, tt.key)
 			}
 		})
 	}

@@ -52,7 +52,7 @@ func TestCheckpointStaysBelowAppliedTransaction(t *testing.T) {
 	r := New(Options{Task: "t", Spec: &spec, Reader: source.NewScripted(ts(0), entries...), Mapper: mapper, From: ts(0),
 		CheckpointInterval: time.Hour,
 		Apply: func(_ context.Context, _ catalog.Namespace, models []mongo.WriteModel) error {
-			if f := models[0].(*mongo.ReplaceOneModel).Filter.(bson.Raw); f.Lookup("_id").Int32() == 2 {
+			if d := models[0].(*mongo.InsertOneModel).Document.(bson.Raw); d.Lookup("_id").Int32() == 2 {
 				close(blocked)
 				<-release
 			}

@@ -5,4 +5,10 @@
 // Replayer is one subtask of a sharded source and follows the ordering
 // rule of shard.go: writes held after chunk migrations, multi-shard
 // transaction parts that wait for the other subtasks.
+//
+// One file per role: replayer.go composes the parts (Options, New, Run);
+// dispatch.go reads, orders and partitions entries; worker.go is the
+// writers; bulk.go builds their commands from a batch; refetch.go re-reads
+// documents from the source (late entries, stale paths); checkpoint.go
+// saves positions; status.go reports.
 package replay

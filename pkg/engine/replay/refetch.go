@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 )
 
 // kindRefetch is the kind of a write that re-reads its document from the
@@ -51,30 +52,6 @@ func stalePath(err error, batch []item) (int, bool) {
 	return 0, false
 }
 
-// applyItems applies a writer's run of one namespace: bulk writes, split
-// around the writes that re-read their document from the source.
-func (r *Replayer) applyItems(ctx context.Context, group []item) error {
-	for len(group) > 0 {
-		i := 0
-		for i < len(group) && group[i].model != nil {
-			i++
-		}
-		if i > 0 {
-			if err := r.applyBatch(ctx, group[:i]); err != nil {
-				return err
-			}
-		}
-		if i == len(group) {
-			return nil
-		}
-		if err := r.refetch(ctx, group[i]); err != nil {
-			return err
-		}
-		group = group[i+1:]
-	}
-	return nil
-}
-
 // refetch writes one document as the source has it now: replaced, or
 // deleted when the source no longer has it. Later entries of the document
 // then apply on top, as they do over the full copy.
@@ -92,7 +69,7 @@ func (r *Replayer) refetch(ctx context.Context, it item) error {
 	default:
 		model = mongo.NewReplaceOneModel().SetFilter(it.key).SetReplacement(doc).SetUpsert(true)
 	}
-	it.model, it.kind = model, kindRefetch
+	it.model, it.kind, it.cmd = model, kindRefetch, commandOf(model)
 	if err := r.applyBatch(ctx, []item{it}); err != nil {
 		return err
 	}
@@ -102,3 +79,43 @@ func (r *Replayer) refetch(ctx context.Context, it item) error {
 
 // sourceOf returns the source namespace of a write.
 func sourceOf(ns string) catalog.Namespace { return catalog.ParseNamespace(ns) }
+
+// late applies an entry older than one already read: it became visible
+// on the source after later entries had been read (a hole in the oplog,
+// see source.Tailer.Settle). Its writes cannot be replayed in place, so
+// once every queued write is on the target, the current state of each
+// document it touched is read from the source and written to the target
+// (or the document deleted there when the source no longer has it). Later
+// entries then apply on top, as they do over the full copy.
+func (r *Replayer) late(ctx, wctx context.Context, e oplog.Entry) error {
+	ts := e.TS()
+	r.log.Warn("an oplog entry became visible after later ones (a hole in the source's oplog); its documents are re-read from the source",
+		"ts", ts, "ns", e.NS(), "op", e.Kind().String())
+	if e.Kind() != oplog.Insert && e.Kind() != oplog.Update && e.Kind() != oplog.Delete {
+		if skip, _ := r.filter.Skip(e); skip {
+			r.count("late", true)
+			return nil
+		}
+		return fmt.Errorf("replay: the source's oplog showed the %s entry at %d,%d after later entries were applied, "+
+			"and only inserts, updates and deletes can be applied out of order: resync the task (delete its checkpoint database and run it again)",
+			e.Kind(), ts.T, ts.I)
+	}
+	ws, err := r.o.Translator.Append(nil, e)
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	if err := r.drain(ctx, wctx); err != nil {
+		return err
+	}
+	for _, w := range ws {
+		src := sourceOf(w.NS)
+		if w.Model == nil || !r.o.Mapper.Selected(src) {
+			continue
+		}
+		it := item{ts: r.lastTS, ns: r.o.Mapper.Target(src), key: w.DocKey, src: src}
+		if err := r.refetch(ctx, it); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -215,25 +215,81 @@ func reachedBy(self string, ps []shard.Position, ts, waitingOn bson.Timestamp) b
 }
 
 // send queues a write for its writer, or holds it (Options.Board).
+// Writes wait in the dispatcher's pending slice of their writer until
+// sendBatch of them are there, the reader's batch ends (flush), or the
+// dispatcher waits for the writers (drain). A subtask of a sharded
+// source sends each write at once: held writes, released by holdLoop,
+// must never overtake a write pending here.
 func (r *Replayer) send(ctx context.Context, it item) error {
+	if r.budget.InUse()+it.bytes > r.budget.Limit() {
+		// Acquire may wait for the writers: give them what is pending
+		// first. Only the dispatcher acquires, so a budget that fits now
+		// still fits below.
+		if err := r.flush(ctx); err != nil {
+			return err
+		}
+	}
 	if err := r.budget.Acquire(ctx, it.bytes); err != nil {
 		return err
 	}
 	if r.o.Board != nil && r.hs.hold(it) {
 		return nil
 	}
-	return r.put(ctx, r.bucket(it.ns, it.key), it)
+	q := r.bucket(&it)
+	p := r.pending[q]
+	*p = append(*p, it)
+	if len(*p) >= sendBatch || r.o.Board != nil {
+		return r.flushQueue(ctx, q)
+	}
+	return nil
 }
 
-// put queues an item whose bytes are acquired.
-func (r *Replayer) put(ctx context.Context, q int, it item) error {
+// sendBatch is the most writes the dispatcher sends a writer at once.
+const sendBatch = 64
+
+// flush sends every pending write to its writer.
+func (r *Replayer) flush(ctx context.Context) error {
+	for q := range r.pending {
+		if err := r.flushQueue(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// flushQueue sends writer q's pending writes.
+func (r *Replayer) flushQueue(ctx context.Context, q int) error {
+	its := r.pending[q]
+	if len(*its) == 0 {
+		return nil
+	}
+	r.pending[q] = getItems()
+	return r.put(ctx, q, its)
+}
+
+// put queues items whose bytes are acquired.
+func (r *Replayer) put(ctx context.Context, q int, its *[]item) error {
 	select {
-	case r.queues[q] <- it:
+	case r.queues[q] <- its:
 		return nil
 	case <-ctx.Done():
-		r.budget.Release(it.bytes)
+		for _, it := range *its {
+			r.budget.Release(it.bytes)
+		}
 		return ctx.Err()
 	}
+}
+
+// itemSlices recycles the slices writes travel in.
+var itemSlices = sync.Pool{New: func() any { s := make([]item, 0, sendBatch); return &s }}
+
+func getItems() *[]item { return itemSlices.Get().(*[]item) }
+
+// putItems recycles a slice once its items are copied out.
+func putItems(its *[]item) {
+	clear(*its)
+	*its = (*its)[:0]
+	itemSlices.Put(its)
 }
 
 // noteSkip notes an entry skipped for reason; a subtask bars a namespace
@@ -264,7 +320,7 @@ func (r *Replayer) holdLoop(ctx context.Context) error {
 		}
 		its := r.hs.release(r.o.Shard, ps)
 		for _, it := range its {
-			if err := r.put(ctx, r.bucket(it.ns, it.key), it); err != nil {
+			if err := r.put(ctx, r.bucket(&it), &[]item{it}); err != nil {
 				return err
 			}
 		}

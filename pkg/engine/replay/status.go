@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"maps"
 	"time"
 
@@ -25,6 +26,13 @@ type Status struct {
 	// ddl, transaction); Skipped counts entries skipped by reason.
 	Applied map[string]int64 `json:"applied"`
 	Skipped map[string]int64 `json:"skipped"`
+	// WriteCommands counts the commands sent to the target by kind
+	// (insert, update, delete, bulkWrite), WritesSent the writes they
+	// carried; WritesPerCommand is the ratio over all kinds (0 before the
+	// first command). A write sent again after an error counts again.
+	WriteCommands    map[string]int64 `json:"writeCommands"`
+	WritesSent       map[string]int64 `json:"writesSent"`
+	WritesPerCommand float64          `json:"writesPerCommand"`
 	// OpsPerSecond is the apply rate over the last seconds.
 	OpsPerSecond       float64   `json:"opsPerSecond"`
 	BufferedBytes      int64     `json:"bufferedBytes"`
@@ -65,9 +73,31 @@ func (r *Replayer) Status() Status {
 		s.LagSeconds = float64(s.NewestTS.T - s.AppliedTS.T)
 	}
 	s.Shard, s.Holds = r.o.Shard, holds
+	s.WriteCommands, s.WritesSent = map[string]int64{}, map[string]int64{}
+	for k := range numCmdKinds {
+		if n := r.commands[k].Load(); n > 0 {
+			s.WriteCommands[k.String()] = n
+			s.WritesSent[k.String()] = r.writesSent[k].Load()
+		}
+	}
+	s.WritesPerCommand = WritesPerCommand(s.WriteCommands, s.WritesSent)
 	s.BufferedBytes = r.budget.InUse()
 	s.InFlight = r.wm.InFlight()
 	return s
+}
+
+// WritesPerCommand is the writes carried per command sent, over every
+// kind; 0 before the first command.
+func WritesPerCommand(commands, writes map[string]int64) float64 {
+	var c, w int64
+	for k, n := range commands {
+		c += n
+		w += writes[k]
+	}
+	if c == 0 {
+		return 0
+	}
+	return float64(w) / float64(c)
 }
 
 func maxTS(a, b bson.Timestamp) bson.Timestamp {
@@ -110,4 +140,23 @@ func (m *rateMeter) perSecond() float64 {
 		sum += v
 	}
 	return float64(sum) / float64(len(m.slots))
+}
+
+// watchNewest polls the source's newest position for the lag.
+func (r *Replayer) watchNewest(ctx context.Context) error {
+	for {
+		if ts, err := r.o.Reader.Newest(ctx); err == nil {
+			r.mu.Lock()
+			if ts.Compare(r.newestTS) > 0 {
+				r.newestTS = ts
+			}
+			r.newestKnown = true
+			r.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
 }

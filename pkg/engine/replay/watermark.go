@@ -44,13 +44,30 @@ func (w *Watermark) Dispatch(ts bson.Timestamp, n int) {
 func (w *Watermark) Done(ts bson.Timestamp) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.done(ts)
+	w.advance()
+}
+
+// DoneAll is Done for each of tss, under one lock.
+func (w *Watermark) DoneAll(tss []bson.Timestamp) {
+	if len(tss) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ts := range tss {
+		w.done(ts)
+	}
+	w.advance()
+}
+
+func (w *Watermark) done(ts bson.Timestamp) {
 	// The queue is in ts order: find ts by binary search, so a writer far
 	// ahead of the slowest one does not scan everything in flight.
 	open := w.queue[w.head:]
 	if i := sort.Search(len(open), func(i int) bool { return open[i].ts.Compare(ts) >= 0 }); i < len(open) && open[i].ts == ts {
 		open[i].pending--
 	}
-	w.advance()
 }
 
 // Applied returns the checkpoint position.

@@ -35,8 +35,28 @@ type Result struct {
 	Mallocs, AllocBytes uint64
 	GCs                 uint32
 	Sink                SinkCounts
+	// Commands are the commands the replayer counted (Status
+	// WriteCommands), CommandWrites the writes they carried: the figure
+	// /status and the metrics report as writes per command.
+	Commands, CommandWrites int64
 	// Writers and BatchSize are the values used.
 	Writers, BatchSize int
+}
+
+// WritesPerCommand is the writes carried per command the replayer
+// sent, as its Status reports it.
+func (r Result) WritesPerCommand() float64 {
+	if r.Commands == 0 {
+		return 0
+	}
+	return float64(r.CommandWrites) / float64(r.Commands)
+}
+
+func (r *Result) addCommands(st replay.Status) {
+	for k, n := range st.WriteCommands {
+		r.Commands += n
+		r.CommandWrites += st.WritesSent[k]
+	}
 }
 
 // OpsPerSecond is the replay rate.
@@ -101,13 +121,16 @@ func Run(ctx context.Context, in *Input, c Config) (Result, error) {
 		return res, fmt.Errorf("replay: %w", err)
 	}
 	res.Sink = sink.Counts()
+	res.addCommands(r.Status())
 	s := res.Sink
 	switch {
+	case res.Commands != s.Batches || res.CommandWrites != s.Writes:
+		return res, fmt.Errorf("the replayer counted %d commands of %d writes, the sink saw %d of %d", res.Commands, res.CommandWrites, s.Batches, s.Writes)
 	case s.Writes != want.Writes():
 		return res, fmt.Errorf("the sink saw %d writes, want %d", s.Writes, want.Writes())
-	case s.Replaces != want.Inserts || s.Updates != want.Updates || s.Deletes != want.Deletes:
-		return res, fmt.Errorf("the sink saw %d replaces, %d updates, %d deletes; want %d, %d, %d",
-			s.Replaces, s.Updates, s.Deletes, want.Inserts, want.Updates, want.Deletes)
+	case s.Inserts != want.Inserts || s.Replaces != 0 || s.Updates != want.Updates || s.Deletes != want.Deletes:
+		return res, fmt.Errorf("the sink saw %d inserts, %d replaces, %d updates, %d deletes; want %d, 0, %d, %d",
+			s.Inserts, s.Replaces, s.Updates, s.Deletes, want.Inserts, want.Updates, want.Deletes)
 	}
 	if cp := r.Checkpoint(); cp != last {
 		return res, fmt.Errorf("the checkpoint is %d.%d after the run, want the last entry's %d.%d", cp.T, cp.I, last.T, last.I)

@@ -268,6 +268,7 @@ func RunShards(ctx context.Context, in *Input, c ShardConfig) (ShardResult, erro
 		res.HeldWrites += st.Holds.HeldWrites
 		res.HoldSeconds += st.Holds.HoldSeconds
 		res.Migrations += st.Skipped[oplog.ReasonFromMigrate]
+		res.addCommands(st)
 	}
 	cancel()
 	for range rs {

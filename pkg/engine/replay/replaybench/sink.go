@@ -17,18 +17,20 @@ import (
 )
 
 // Sink is a replay.Options.Apply that writes nothing but does the work the
-// driver does before it sends a bulk write: it marshals each model's
-// filter with the BSON encoder, checks the update or replacement
-// document, builds the statement ({q, u, upsert} or {q, limit}) and copies
-// the statements of each run of one command kind (update or delete) into a
-// command message, as an ordered BulkWrite does. It counts what it saw and
-// closes Done once it has seen Want writes.
+// driver does before it sends a bulk write: it checks each insert's
+// document for an _id, marshals each other model's filter with the BSON
+// encoder, checks the update or replacement document, builds the
+// statement ({q, u, upsert} or {q, limit}) and copies the statements into
+// a command message. The replayer sends one command per Apply (one kind,
+// one namespace); a call that mixes kinds is counted as the commands a
+// BulkWrite would split it into. It counts what it saw and closes Done
+// once it has seen Want writes.
 type Sink struct {
 	// Want is the number of writes after which Done is closed.
 	Want int64
 
-	writes, batches, commands, encoded atomic.Int64
-	inserts, updates, deletes          atomic.Int64
+	writes, batches, commands, encoded  atomic.Int64
+	inserts, replaces, updates, deletes atomic.Int64
 
 	once sync.Once
 	done chan struct{}
@@ -46,10 +48,10 @@ func (s *Sink) Done() <-chan struct{} { return s.done }
 // SinkCounts are what a Sink saw.
 type SinkCounts struct {
 	// Writes are the write models, Batches the Apply calls, Commands the
-	// update/delete commands an ordered bulk write would have sent.
+	// insert/update/delete commands a bulk write would have sent.
 	Writes, Batches, Commands int64
-	// Replaces, Updates, Deletes count the models by type.
-	Replaces, Updates, Deletes int64
+	// Inserts, Replaces, Updates, Deletes count the models by type.
+	Inserts, Replaces, Updates, Deletes int64
 	// EncodedBytes is the size of the encoded statements.
 	EncodedBytes int64
 }
@@ -57,7 +59,7 @@ type SinkCounts struct {
 // Counts returns what the sink saw so far.
 func (s *Sink) Counts() SinkCounts {
 	return SinkCounts{Writes: s.writes.Load(), Batches: s.batches.Load(), Commands: s.commands.Load(),
-		Replaces: s.inserts.Load(), Updates: s.updates.Load(), Deletes: s.deletes.Load(), EncodedBytes: s.encoded.Load()}
+		Inserts: s.inserts.Load(), Replaces: s.replaces.Load(), Updates: s.updates.Load(), Deletes: s.deletes.Load(), EncodedBytes: s.encoded.Load()}
 }
 
 // commandKind is the command an ordered bulk write sends a model in.
@@ -66,6 +68,7 @@ type commandKind uint8
 const (
 	cmdUpdate commandKind = iota
 	cmdDelete
+	cmdInsert
 )
 
 // Apply encodes and discards one ordered batch of writes to ns.
@@ -87,8 +90,11 @@ func (s *Sink) Apply(_ context.Context, ns catalog.Namespace, models []mongo.Wri
 		}
 		// The command and its document sequence, as an OP_MSG holds them.
 		name := "update"
-		if runKind == cmdDelete {
+		switch runKind {
+		case cmdDelete:
 			name = "delete"
+		case cmdInsert:
+			name = "insert"
 		}
 		idx, cmd := bsoncore.AppendDocumentStart(msg)
 		cmd = bsoncore.AppendStringElement(cmd, name, ns.Coll)
@@ -103,7 +109,7 @@ func (s *Sink) Apply(_ context.Context, ns catalog.Namespace, models []mongo.Wri
 		commands++
 		docs = docs[:0]
 	}
-	var replaces, updates, deletes int64
+	var inserts, replaces, updates, deletes int64
 	for _, m := range models {
 		var (
 			doc  bsoncore.Document
@@ -111,6 +117,10 @@ func (s *Sink) Apply(_ context.Context, ns catalog.Namespace, models []mongo.Wri
 			err  error
 		)
 		switch m := m.(type) {
+		case *mongo.InsertOneModel:
+			doc, err = insertStatement(m.Document)
+			kind = cmdInsert
+			inserts++
 		case *mongo.ReplaceOneModel:
 			doc, err = updateStatement(m.Filter, m.Replacement, m.Upsert, false)
 			replaces++
@@ -140,7 +150,8 @@ func (s *Sink) Apply(_ context.Context, ns catalog.Namespace, models []mongo.Wri
 	s.batches.Add(1)
 	s.commands.Add(commands)
 	s.encoded.Add(encoded)
-	s.inserts.Add(replaces)
+	s.inserts.Add(inserts)
+	s.replaces.Add(replaces)
 	s.updates.Add(updates)
 	s.deletes.Add(deletes)
 	if s.writes.Add(int64(len(models))) >= s.Want {
@@ -207,6 +218,19 @@ func updateStatement(filter, update any, upsert *bool, operators bool) (bsoncore
 	}
 	doc, _ = bsoncore.AppendDocumentEnd(doc, idx)
 	return doc, nil
+}
+
+// insertStatement is the document itself, checked for an _id (the
+// driver adds one to a document without).
+func insertStatement(v any) (bsoncore.Document, error) {
+	d, err := asDocument(v)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := d.LookupErr("_id"); err != nil {
+		return nil, errors.New("insert without _id")
+	}
+	return d, nil
 }
 
 // deleteStatement is {q: filter, limit: 1} for the delete command.

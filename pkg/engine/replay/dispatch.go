@@ -1,0 +1,340 @@
+package replay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
+)
+
+// dispatch reads entries, assembles transactions, translates and hands
+// writes to the writers.
+func (r *Replayer) dispatch(ctx, wctx context.Context) error {
+	failures := 0
+	for {
+		// Asked before reading: an empty read after Retire means the
+		// end of the removed shard's oplog.
+		retiring := r.o.Board != nil && r.retiring()
+		raws, err := r.o.Reader.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			failures++
+			if failures > 10 {
+				return fmt.Errorf("read oplog: %w", err)
+			}
+			r.log.Warn("oplog read failed; retrying", "err", err, "attempt", failures)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Duration(failures) * 500 * time.Millisecond):
+			}
+			continue
+		}
+		failures = 0
+		if len(raws) == 0 && retiring {
+			if err := r.drain(ctx, wctx); err != nil {
+				return err
+			}
+			r.log.Info("removed shard read to its end; subtask retired", "shard", r.o.Shard)
+			return errRetired
+		}
+		for _, raw := range raws {
+			if err := r.entry(ctx, wctx, raw); err != nil {
+				return err
+			}
+			if r.o.Board != nil {
+				r.mu.Lock()
+				r.seen = r.lastTS
+				r.mu.Unlock()
+			}
+		}
+		// Before the next read, which may wait for new entries.
+		if err := r.flush(ctx); err != nil {
+			return err
+		}
+		if err := wctx.Err(); err != nil {
+			return fmt.Errorf("writer stopped: %w", context.Cause(wctx))
+		}
+	}
+}
+
+func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
+	e, err := oplog.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	if last := r.lastRaw; last != nil {
+		switch c := e.TS().Compare(r.lastTS); {
+		case c == 0 && bytes.Equal(raw, last):
+			r.count("duplicate", true) // a reader repeating itself
+			return nil
+		case c < 0:
+			return r.late(ctx, wctx, e)
+		}
+	}
+	r.lastRaw, r.lastTS = raw, e.TS()
+	r.mu.Lock()
+	r.readTS = e.TS()
+	r.mu.Unlock()
+	if err := r.checkTopology(e); err != nil {
+		return err
+	}
+	if skip, reason := r.filter.Skip(e); skip {
+		r.count(reason, true)
+		r.noteSkip(e, e.TS(), reason)
+		r.wm.Dispatch(e.TS(), 0)
+		return nil
+	}
+	var ending oplog.AssemblerState
+	if r.o.SaveState != nil && e.Command() == oplog.CmdCommitTransaction {
+		ending = r.asm.Checkpoint() // with the transaction this commit ends
+	}
+	unit, ok, err := r.asm.Add(e)
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	// The Assembler belongs to this goroutine; the checkpoint reads what
+	// it holds from here.
+	oldest, open := r.asm.OldestBufferedTS()
+	r.mu.Lock()
+	r.oldestOpen = nil
+	if open {
+		r.oldestOpen = &oldest
+	}
+	if ok && unit.FirstTS != unit.TS {
+		// The unit's first entries are no longer buffered: from here
+		// until it is applied (applyBarrier), the checkpoint stays below
+		// them, with no gap in which a checkpoint could pass them.
+		first := unit.FirstTS
+		r.hold = &first
+	}
+	r.mu.Unlock()
+	if !ok {
+		return nil // buffered: a transaction still open
+	}
+	if r.o.Board != nil && e.Command() == oplog.CmdCommitTransaction && insertsDocuments(unit) {
+		if err := r.waitCommit(ctx, wctx, unit, commitTS(e), ending); err != nil {
+			return err
+		}
+	}
+	if unit.FirstTS != unit.TS {
+		// A chain of entries: the checkpoint must stay below its first
+		// entry until all of it is applied.
+		return r.applyBarrier(ctx, wctx, unit)
+	}
+	// One entry (a plain write, a one-entry transaction, a batched write
+	// of 8.0, a user's applyOps): its operations all carry its ts, so the
+	// watermark passes it only once all are applied, and each document's
+	// writes stay in order on its writer. DDL inside is a barrier of its
+	// own (dispatchOp).
+	if unit.Txn {
+		r.count("transaction", false)
+	}
+	for _, op := range unit.Ops {
+		if err := r.dispatchOp(ctx, wctx, op, unit.TS); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dispatchOp translates one operation and queues its writes; DDL is a
+// barrier.
+func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson.Timestamp) error {
+	if skip, reason := r.filter.Skip(op); skip {
+		r.count(reason, true)
+		r.noteSkip(op, ts, reason)
+		r.wm.Dispatch(ts, 0)
+		return nil
+	}
+	if err := r.refuseTimeSeries(op); err != nil {
+		return err
+	}
+	if k := op.Kind(); k == oplog.Insert || k == oplog.Update || k == oplog.Delete {
+		if rt := r.route(op.NS()); !rt.views {
+			return r.dispatchCRUD(ctx, op, ts, rt)
+		}
+	}
+	ws, err := r.o.Translator.Append(nil, op)
+	if errors.Is(err, oplog.ErrUnaddressablePath) && op.Kind() == oplog.Update {
+		// A field name no update path can address ($setField on a name
+		// with '.' or '$'): the document is re-read from the source when
+		// its writer reaches this point.
+		ws, err = []oplog.Write{{NS: op.NS(), Kind: oplog.Update, DocKey: op.O2()}}, nil
+	}
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
+	var items []item
+	for _, w := range ws {
+		if w.DDL != nil {
+			if err := r.flushAndDDL(ctx, wctx, items, *w.DDL, ts); err != nil {
+				return err
+			}
+			items = nil
+			continue
+		}
+		src := sourceOf(w.NS)
+		if !r.o.Mapper.Selected(src) {
+			r.count("filtered", true)
+			continue
+		}
+		if r.o.ShardMember {
+			w = byID(w)
+		}
+		it := item{ts: ts, ns: r.o.Mapper.Target(src), src: src, key: w.DocKey, kind: w.Kind.String(), model: w.Model, bytes: int64(len(op.Raw()))}
+		if w.Model == nil {
+			it.kind = kindRefetch
+		}
+		it.cmd = commandOf(w.Model)
+		items = append(items, it)
+	}
+	if len(items) == 0 {
+		r.wm.Dispatch(ts, 0)
+		return nil
+	}
+	r.wm.Dispatch(ts, len(items))
+	for _, it := range items {
+		if err := r.send(ctx, it); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nsRoute is what dispatch needs to know of a source namespace.
+type nsRoute struct {
+	src, target catalog.Namespace
+	selected    bool
+	views       bool // system.views: its writes are DDL
+}
+
+// route returns the route of a source namespace ("db.coll"), from a cache
+// the dispatch goroutine keeps (the Mapper never changes).
+func (r *Replayer) route(ns string) nsRoute {
+	if rt, ok := r.routes[ns]; ok {
+		return rt
+	}
+	src := sourceOf(ns)
+	rt := nsRoute{src: src, target: r.o.Mapper.Target(src), selected: r.o.Mapper.Selected(src), views: oplog.IsViews(src)}
+	if len(r.routes) >= 10_000 {
+		clear(r.routes) // a bound on memory with very many namespaces
+	}
+	r.routes[ns] = rt
+	return rt
+}
+
+// dispatchCRUD queues an insert, update or delete for its writer, which
+// translates it (expand): translation runs on the writers in parallel.
+func (r *Replayer) dispatchCRUD(ctx context.Context, op oplog.Entry, ts bson.Timestamp, rt nsRoute) error {
+	if !rt.selected {
+		r.count("filtered", true)
+		r.wm.Dispatch(ts, 0)
+		return nil
+	}
+	key, err := op.DocKey()
+	if err != nil {
+		return fmt.Errorf("replay: %s: %w", op, err)
+	}
+	it := item{ts: ts, ns: rt.target, src: rt.src, key: key, kind: op.Kind().String(), bytes: int64(len(op.Raw())), op: op}
+	r.wm.Dispatch(ts, 1)
+	return r.send(ctx, it)
+}
+
+// bucket picks the writer for a write: by (namespace, document key), or by
+// namespace alone for collections with a unique secondary index. It
+// records the hash and the choice in it (see planner).
+func (r *Replayer) bucket(it *item) int {
+	var h maphash.Hash
+	h.SetSeed(r.seed)
+	_, _ = h.WriteString(it.ns.DB)
+	_ = h.WriteByte('.')
+	_, _ = h.WriteString(it.ns.Coll)
+	r.mu.Lock()
+	serial := r.unique[it.ns]
+	r.mu.Unlock()
+	if !serial {
+		_, _ = h.Write(it.key)
+	}
+	it.hash, it.serial = h.Sum64(), serial
+	return int(it.hash % uint64(len(r.queues)))
+}
+
+// drain waits until every queued write is applied.
+func (r *Replayer) drain(ctx, wctx context.Context) error {
+	if err := r.flush(ctx); err != nil {
+		return err
+	}
+	for r.wm.InFlight() > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-wctx.Done():
+			return fmt.Errorf("writer stopped: %w", context.Cause(wctx))
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// applyBarrier applies a transaction unit as one: the writers are
+// drained, its operations applied in order, and the checkpoint is held
+// below its first entry until it is complete.
+func (r *Replayer) applyBarrier(ctx, wctx context.Context, unit oplog.Unit) error {
+	if err := r.drain(ctx, wctx); err != nil {
+		return err
+	}
+	first := unit.FirstTS
+	r.mu.Lock()
+	r.hold = &first
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.hold = nil
+		r.txns = oplog.AssemblerState{}
+		r.mu.Unlock()
+	}()
+	for _, op := range unit.Ops {
+		if err := r.dispatchOp(ctx, wctx, op, unit.TS); err != nil {
+			return err
+		}
+		// One operation at a time: a transaction's writes may touch one
+		// document twice, on any writer.
+		if err := r.drain(ctx, wctx); err != nil {
+			return err
+		}
+	}
+	r.count("transaction", false)
+	r.wm.Dispatch(unit.TS, 0)
+	return nil
+}
+
+// flushAndDDL queues pending items, drains, applies a DDL command once.
+func (r *Replayer) flushAndDDL(ctx, wctx context.Context, pending []item, ddl oplog.DDL, ts bson.Timestamp) error {
+	if len(pending) > 0 {
+		r.wm.Dispatch(ts, len(pending))
+		for _, it := range pending {
+			if err := r.send(ctx, it); err != nil {
+				return err
+			}
+		}
+	}
+	if err := r.drain(ctx, wctx); err != nil {
+		return err
+	}
+	if err := r.applyDDL(ctx, ddl); err != nil {
+		return err
+	}
+	r.count("ddl", false)
+	r.wm.Dispatch(ts, 0)
+	return nil
+}

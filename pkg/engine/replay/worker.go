@@ -1,0 +1,406 @@
+package replay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
+)
+
+// writer applies one writer's queue. It takes what is queued, up to
+// cache.batchSize writes, translates the entries among them (expand),
+// reorders the writes into runs of one command kind per namespace
+// (planner), and sends each run as one command, or the whole batch as one
+// bulkWrite command where the target has it. Its buffers serve from one
+// batch to the next.
+type writer struct {
+	r        *Replayer
+	q        chan *[]item
+	max      int
+	batch    []item // received
+	carry    []item // received beyond max, for the next batch
+	expanded []item // batch's writes
+	ws       []oplog.Write
+	tss      []bson.Timestamp
+	p        planner
+}
+
+func (r *Replayer) newWriter(q chan *[]item) *writer {
+	batchMax := r.o.Spec.Cache.BatchSize
+	if m := r.o.MaxWriteBatch; m > 0 && m < batchMax {
+		batchMax = m
+	}
+	return &writer{r: r, q: q, max: batchMax}
+}
+
+// run applies the queue until it is closed.
+func (w *writer) run(ctx context.Context) error {
+	r := w.r
+	for {
+		if !w.receive() {
+			return nil
+		}
+		var err error
+		w.expanded, w.ws, err = r.expand(w.batch, w.expanded[:0], w.ws)
+		if err != nil {
+			return err
+		}
+		if len(w.expanded) == 0 {
+			continue
+		}
+		runs := w.p.plan(w.expanded)
+		if r.bulkWrite != nil && len(runs) > 1 {
+			err := r.applyBulk(ctx, runs)
+			w.finish(w.expanded, err)
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		for _, rn := range runs {
+			err := r.applyRun(ctx, rn)
+			w.finish(rn.items, err)
+			if err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// receive fills batch with up to max writes: what was carried over or
+// one slice (waiting for it), then whatever else is queued. It reports
+// false once the queue is closed and nothing is left.
+func (w *writer) receive() bool {
+	w.batch = append(w.batch[:0], w.carry...)
+	w.carry = w.carry[:0]
+	if len(w.batch) == 0 {
+		s, ok := <-w.q
+		if !ok {
+			return false
+		}
+		w.take(s)
+	}
+fill:
+	for len(w.batch) < w.max {
+		select {
+		case s, ok := <-w.q:
+			if !ok {
+				break fill
+			}
+			w.take(s)
+		default:
+			break fill
+		}
+	}
+	if len(w.batch) > w.max {
+		w.carry = append(w.carry, w.batch[w.max:]...)
+		clear(w.batch[w.max:])
+		w.batch = w.batch[:w.max]
+	}
+	return true
+}
+
+func (w *writer) take(s *[]item) {
+	w.batch = append(w.batch, *s...)
+	putItems(s)
+}
+
+// finish releases the bytes of applied (or failed) writes and, when err
+// is nil, marks them done.
+func (w *writer) finish(items []item, err error) {
+	r := w.r
+	var bytes int64
+	for _, it := range items {
+		bytes += it.bytes
+	}
+	r.budget.Release(bytes)
+	if err != nil {
+		return
+	}
+	w.tss = w.tss[:0]
+	for _, it := range items {
+		if !it.extra {
+			w.tss = append(w.tss, it.ts)
+		}
+	}
+	r.wm.DoneAll(w.tss)
+	r.mu.Lock()
+	for i := 0; i < len(items); {
+		j := i + 1
+		for j < len(items) && items[j].kind == items[i].kind {
+			j++
+		}
+		r.counts[items[i].kind] += int64(j - i)
+		i = j
+	}
+	r.rate.add(len(items))
+	r.lastAppliedWall = time.Now()
+	r.mu.Unlock()
+}
+
+// expand appends batch's writes to out: an item that carries its entry
+// (dispatchCRUD) becomes the writes Translator makes of it, in order, all
+// of its document; the others are taken as they are. An entry that makes
+// no write is done here. ws is scratch space, returned for reuse.
+func (r *Replayer) expand(batch, out []item, ws []oplog.Write) ([]item, []oplog.Write, error) {
+	for _, it := range batch {
+		if it.op.Op() == 0 {
+			out = append(out, it)
+			continue
+		}
+		op := it.op
+		it.op = oplog.Entry{}
+		var err error
+		ws, err = r.o.Translator.Append(ws[:0], op)
+		if errors.Is(err, oplog.ErrUnaddressablePath) && op.Kind() == oplog.Update {
+			// A field name no update path can address ($setField on a
+			// name with '.' or '$'): the document is re-read from the
+			// source.
+			it.kind, it.cmd = kindRefetch, cmdRefetch
+			out = append(out, it)
+			continue
+		}
+		if err != nil {
+			r.budget.Release(it.bytes)
+			return out, ws, fmt.Errorf("replay: %w", err)
+		}
+		if len(ws) == 0 {
+			r.budget.Release(it.bytes)
+			r.wm.Done(it.ts)
+			continue
+		}
+		for j, w := range ws {
+			if r.o.ShardMember {
+				w = byID(w)
+			}
+			x := it
+			x.model, x.cmd = w.Model, commandOf(w.Model)
+			if j < len(ws)-1 {
+				x.extra, x.bytes = true, 0
+			}
+			out = append(out, x)
+		}
+	}
+	clear(ws)
+	return out, ws, nil
+}
+
+// applyRun applies one run.
+func (r *Replayer) applyRun(ctx context.Context, rn run) error {
+	switch rn.cmd {
+	case cmdRefetch:
+		for _, it := range rn.items {
+			if err := r.refetch(ctx, it); err != nil {
+				return err
+			}
+		}
+		return nil
+	case cmdInsert:
+		return r.applyInserts(ctx, rn.items)
+	}
+	return r.applyBatch(ctx, rn.items)
+}
+
+// applyInserts inserts a run's documents in one unordered command. A
+// document that exists already (the copy/replay overlap, a resume) is
+// then replaced by its key with the inserted version: later writes bring
+// it where the source has it, as they do over the full copy.
+func (r *Replayer) applyInserts(ctx context.Context, batch []item) error {
+	backoff := 200 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := r.command(ctx, cmdInsert, batch)
+		if err == nil {
+			return nil
+		}
+		if dup, ok := duplicates(err, len(batch)); ok {
+			return r.replaceExisting(ctx, batch, dup)
+		}
+		if r.classify(err) != sink.Retryable || attempt >= 8 || ctx.Err() != nil {
+			return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
+		}
+		r.log.Warn("retrying replay batch", "ns", batch[0].ns.String(), "attempt", attempt+1, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+		// The whole run again: inserts that landed meet a duplicate key
+		// and are replaced with the same document.
+	}
+}
+
+// duplicates returns the indexes of the writes of an unordered insert
+// command that met a duplicate key, when those are its only errors.
+func duplicates(err error, n int) ([]int, bool) {
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || len(bwe.WriteErrors) == 0 || bwe.WriteConcernError != nil {
+		return nil, false
+	}
+	idx := make([]int, 0, len(bwe.WriteErrors))
+	for _, we := range bwe.WriteErrors {
+		if we.Code != sink.CodeDuplicateKey || we.Index < 0 || we.Index >= n {
+			return nil, false
+		}
+		idx = append(idx, we.Index)
+	}
+	return idx, true
+}
+
+// replaceExisting replaces, in order, the documents of the inserts at idx
+// by their keys, as upserts. A duplicate key there (a unique secondary
+// index) is the overlap's to tolerate or an error (applyBatch).
+func (r *Replayer) replaceExisting(ctx context.Context, batch []item, idx []int) error {
+	items := make([]item, len(idx))
+	for i, k := range idx {
+		it := batch[k]
+		doc := it.model.(*mongo.InsertOneModel).Document
+		it.model = &mongo.ReplaceOneModel{Filter: it.key, Replacement: doc, Upsert: &upsert}
+		it.cmd = cmdUpdate
+		items[i] = it
+	}
+	r.log.Debug("inserts met existing documents; replaced them", "ns", batch[0].ns.String(), "documents", len(items))
+	return r.applyBatch(ctx, items)
+}
+
+// upsert is the Upsert of the replacements replaceExisting sends.
+var upsert = true
+
+// applyBatch writes a run of one kind in order, retrying retryable
+// errors and stepping over duplicate keys of the copy/replay overlap.
+func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
+	backoff := 200 * time.Millisecond
+	for attempt := 0; len(batch) > 0; attempt++ {
+		err := r.command(ctx, batch[0].cmd, batch)
+		if err == nil {
+			return nil
+		}
+		switch r.classify(err) {
+		case sink.Retryable:
+			if attempt >= 8 || ctx.Err() != nil {
+				return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
+			}
+			r.log.Warn("retrying replay batch", "ns", batch[0].ns.String(), "attempt", attempt+1, "err", err)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			continue // writes are idempotent: the whole batch again
+		case sink.Conflict:
+			var bwe mongo.BulkWriteException
+			if !errors.As(err, &bwe) || len(bwe.WriteErrors) == 0 {
+				return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
+			}
+			k := bwe.WriteErrors[0].Index
+			it := batch[k]
+			if !r.inOverlap(it.ns, it.ts) {
+				return fmt.Errorf("replay into %s at %d,%d: %w: a unique index on the target refuses a write the source accepted; "+
+					"the target holds documents the source does not (written outside this task?)", it.ns, it.ts.T, it.ts.I, err)
+			}
+			// Overlap: the copy already holds a newer state; later entries
+			// bring the document where the source has it. Writes before k
+			// were applied (ordered); k is stepped over; the rest go again.
+			r.mu.Lock()
+			r.tolerated++
+			r.mu.Unlock()
+			r.log.Debug("duplicate key tolerated in the copy/replay overlap", "ns", it.ns.String(), "ts", it.ts)
+			batch = batch[k+1:]
+			continue
+		default:
+			if k, ok := stalePath(err, batch); ok {
+				// Writes before k were applied (ordered); the document of
+				// k is written as the source has it now, and the rest go
+				// again.
+				r.log.Info("an update does not fit the target's newer document (an older entry applied again); the document is re-read from the source",
+					"ns", batch[k].ns.String(), "ts", batch[k].ts, "err", err)
+				if err := r.refetch(ctx, batch[k]); err != nil {
+					return err
+				}
+				batch = batch[k+1:]
+				continue
+			}
+			return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
+		}
+	}
+	return nil
+}
+
+// classify is sink.Classify, with an abandoned attempt retryable.
+func (r *Replayer) classify(err error) sink.Class {
+	if errors.Is(err, errWriteTimeout) {
+		return sink.Retryable
+	}
+	return sink.Classify(err)
+}
+
+// command sends one command: batch's writes, all of kind cmd and of one
+// namespace (an insert command unordered, the others ordered), within
+// the write timeout. It counts the command and observes its duration.
+func (r *Replayer) command(ctx context.Context, cmd cmdKind, batch []item) error {
+	models := make([]mongo.WriteModel, len(batch))
+	for i, it := range batch {
+		models[i] = it.model
+	}
+	r.sent(cmd, len(batch))
+	started := time.Now()
+	actx, cancel := context.WithTimeout(ctx, r.writeTimeout())
+	err := r.apply(actx, batch[0].ns, cmd, models, batch)
+	if err != nil && actx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w: no answer within %s", errWriteTimeout, r.writeTimeout())
+	}
+	cancel()
+	if r.o.ObserveWrite != nil {
+		r.o.ObserveWrite(batch[0].kind, time.Since(started))
+	}
+	return err
+}
+
+// sent counts a command and the writes it carries.
+func (r *Replayer) sent(cmd cmdKind, writes int) {
+	r.commands[cmd].Add(1)
+	r.writesSent[cmd].Add(int64(writes))
+}
+
+// applier returns what sends a command: Options.ApplyAt, Options.Apply
+// or a bulk write on the target.
+func (r *Replayer) applier() func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) error {
+	switch {
+	case r.o.ApplyAt != nil:
+		return func(ctx context.Context, ns catalog.Namespace, _ cmdKind, models []mongo.WriteModel, batch []item) error {
+			at := make([]bson.Timestamp, len(batch))
+			for i, it := range batch {
+				at[i] = it.ts
+			}
+			return r.o.ApplyAt(ctx, ns, models, at)
+		}
+	case r.o.Apply != nil:
+		return func(ctx context.Context, ns catalog.Namespace, _ cmdKind, models []mongo.WriteModel, _ []item) error {
+			return r.o.Apply(ctx, ns, models)
+		}
+	}
+	return func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, _ []item) error {
+		_, err := r.o.Target.Database(ns.DB).Collection(ns.Coll).BulkWrite(ctx, models,
+			options.BulkWrite().SetOrdered(cmd != cmdInsert).SetBypassDocumentValidation(true))
+		return err
+	}
+}
+
+// errWriteTimeout marks a bulk write abandoned after WriteTimeout.
+var errWriteTimeout = errors.New("write batch timed out")
+
+func (r *Replayer) writeTimeout() time.Duration {
+	if r.o.WriteTimeout > 0 {
+		return r.o.WriteTimeout
+	}
+	return 2 * time.Minute
+}
