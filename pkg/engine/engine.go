@@ -162,7 +162,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	}
 	e.copier, err = fullsync.New(fullsync.Options{
 		Task: task.Name, Spec: &task.Spec, Source: e.source, Target: e.target, Store: e.store,
-		SourceProfile: e.srcProfile, Log: log, ObserveWrite: opts.ObserveWrite, Hook: opts.CopyHook,
+		SourceProfile: e.srcProfile, TargetProfile: e.dstProfile, Log: log, ObserveWrite: opts.ObserveWrite, Hook: opts.CopyHook,
 	})
 	if err != nil {
 		e.Close()

@@ -70,6 +70,15 @@ type Profile struct {
 	// PipelineUpdates: the server applies pipeline-style updates
 	// (MongoDB 4.2+; not FerretDB v1).
 	PipelineUpdates bool
+	// IndexesOneByOne: build a collection's indexes with one createIndexes
+	// command each. FerretDB v1 (SQLite) leaves its index registry broken
+	// for good when a createIndexes of several indexes loses its client
+	// midway (a killed worker): every later createIndexes on that
+	// collection then fails. One index per command is not affected
+	// (test/chaos TestFerretDBCreateIndexesAfterInterruptedBuild).
+	// MongoDB builds a command's indexes in one collection scan, so it
+	// gets them all at once.
+	IndexesOneByOne bool
 }
 
 // MongoDBProfile is the profile of a MongoDB server: the default for
@@ -79,7 +88,7 @@ var MongoDBProfile = Profile{Flavor: FlavorMongoDB, IndexedRangeReads: true, Upd
 // FerretDBProfile is the profile of a FerretDB v1 server.
 var FerretDBProfile = Profile{
 	Flavor: FlavorFerretDB, OplogHasHoles: true, IndexedRangeReads: false,
-	MaxWriteBatch: FerretDBMaxWriteBatch, UpdateShape: UpdatesAsWholeDocument,
+	MaxWriteBatch: FerretDBMaxWriteBatch, UpdateShape: UpdatesAsWholeDocument, IndexesOneByOne: true,
 }
 
 // ProbeProfile asks a server who it is (buildInfo) and returns its
