@@ -61,12 +61,14 @@ sim-long: ## Run the sharded-cluster simulation long: SIM_SEEDS schedules (defau
 	SHARDSIM_SEEDS=$${SIM_SEEDS:-20000} SHARDSIM_FIRST=$${SIM_FIRST:-1001} $(GO) test -count=1 -timeout 4h -run 'TestSim$$' -v ./test/shardsim
 
 # The chaos suite: CYCLES faults from the seed SEED (make test runs 20 from
-# seed 1). CHAOS_DIR keeps the servers' storage and every log when set.
+# seed 1). CHAOS_DIR keeps the servers' storage and every log when set;
+# BUDGET (a duration such as 45m) stops after the cycle it runs out in.
 CYCLES ?= 100
 SEED ?= 1
+BUDGET ?=
 .PHONY: chaos
 chaos: ferretdb ## Run the chaos suite long: CYCLES faults (default 100; 500 for the published run) from SEED; prints faults by kind, documents compared, differences, peak RSS and recovery times (docs/reliability.md).
-	CHAOS_CYCLES=$(CYCLES) CHAOS_SEED=$(SEED) $(GO) test -count=1 -timeout 12h -run 'TestChaos$$' -v ./test/chaos | grep -v '^{"level"'
+	CHAOS_CYCLES=$(CYCLES) CHAOS_SEED=$(SEED) CHAOS_BUDGET=$(BUDGET) $(GO) test -count=1 -timeout 12h -run 'TestChaos$$' -v ./test/chaos | grep -v '^{"level"'
 
 # Native Go fuzzing, FUZZTIME per target (make test runs only the seeds).
 FUZZTIME ?= 10m

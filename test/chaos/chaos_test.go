@@ -9,11 +9,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestChaos runs the chaos schedule: CHAOS_CYCLES faults (20 by default,
 // `make chaos CYCLES=N` for more) drawn from CHAOS_SEED (1 by default),
-// with the servers' storage and every log under CHAOS_DIR when set. It
+// with the servers' storage and every log under CHAOS_DIR when set, for at
+// most CHAOS_BUDGET (a duration) when set. It
 // fails on any difference between source and target, on a task that does
 // not catch up while both servers answer, and on a resume past the oplog
 // window that does not stop with OplogWindowLost.
@@ -32,6 +34,13 @@ func TestChaos(t *testing.T) {
 			t.Fatalf("CHAOS_SEED=%q: %v", s, err)
 		}
 		cfg.Seed = n
+	}
+	if s := os.Getenv("CHAOS_BUDGET"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			t.Fatalf("CHAOS_BUDGET=%q: %v", s, err)
+		}
+		cfg.Budget = d
 	}
 	cfg.Dir = os.Getenv("CHAOS_DIR")
 	if cfg.Dir == "" {

@@ -33,6 +33,9 @@ type Config struct {
 	// Docs is the number of documents each epoch's database starts with;
 	// Rate the workload's writes per second.
 	Docs, Rate int
+	// Budget, when set, ends the run after the cycle during which it ran
+	// out; the report says how many cycles ran.
+	Budget time.Duration
 	// Logf reports progress.
 	Logf func(format string, args ...any)
 }
@@ -93,9 +96,14 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 		return h.rep, err
 	}
 	for i, f := range Schedule(cfg.Seed, cfg.Cycles) {
+		if cfg.Budget > 0 && time.Since(started) > cfg.Budget {
+			cfg.Logf("the time budget of %s ran out after %d cycles", cfg.Budget, i)
+			break
+		}
 		if err := h.cycle(ctx, i, f); err != nil {
 			return h.rep, fmt.Errorf("cycle %d (%s): %w", i+1, f.Kind, err)
 		}
+		h.rep.Completed = i + 1
 	}
 	return h.rep, nil
 }
@@ -414,8 +422,13 @@ func (h *Harness) settle(ctx context.Context, healed time.Time) error {
 		return err
 	}
 	deadline := time.Now().Add(catchUpTimeout)
+	wedges := h.rep.wedges()
 	var last engine.Status
 	for {
+		if w := h.rep.wedges(); w != wedges {
+			// The watchdog restarted a wedged server: the wait starts over.
+			wedges, deadline = w, time.Now().Add(catchUpTimeout)
+		}
 		if err := h.ensureWorker(); err != nil {
 			return err
 		}

@@ -17,6 +17,8 @@ type Report struct {
 
 	Seed   uint64
 	Cycles int
+	// Completed counts the cycles that ran to their comparison.
+	Completed int
 	// Epochs counts tasks started (each on a new database).
 	Epochs int
 	// Faults counts faults injected by kind; a worker kill meant for one
@@ -71,6 +73,16 @@ func (r *Report) addWedge(server string) {
 	r.Wedges[server]++
 }
 
+func (r *Report) wedges() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, v := range r.Wedges {
+		n += v
+	}
+	return n
+}
+
 func (r *Report) addExit(code int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -120,7 +132,7 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 func (r *Report) Write(w io.Writer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	fmt.Fprintf(w, "chaos run: seed %d, %d cycles, %d tasks (epochs), %s\n", r.Seed, r.Cycles, r.Epochs, r.Elapsed.Round(time.Second))
+	fmt.Fprintf(w, "chaos run: seed %d, %d of %d cycles, %d tasks (epochs), %s\n", r.Seed, r.Completed, r.Cycles, r.Epochs, r.Elapsed.Round(time.Second))
 	fmt.Fprintf(w, "faults injected by kind:\n")
 	for _, k := range Kinds {
 		fmt.Fprintf(w, "  %-46s %5d\n", k, r.Faults[k])
