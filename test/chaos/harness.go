@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,6 +37,9 @@ type Config struct {
 	// Budget, when set, ends the run after the cycle during which it ran
 	// out; the report says how many cycles ran.
 	Budget time.Duration
+	// Only, when set, keeps the faults whose kind contains one of these
+	// words (to rerun one kind).
+	Only []string
 	// Logf reports progress.
 	Logf func(format string, args ...any)
 }
@@ -95,7 +99,13 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	if err := h.settle(ctx, time.Now()); err != nil {
 		return h.rep, err
 	}
-	for i, f := range Schedule(cfg.Seed, cfg.Cycles) {
+	schedule := Schedule(cfg.Seed, cfg.Cycles)
+	if len(cfg.Only) > 0 {
+		schedule = slices.DeleteFunc(schedule, func(f Fault) bool {
+			return !slices.ContainsFunc(cfg.Only, func(w string) bool { return strings.Contains(string(f.Kind), w) })
+		})
+	}
+	for i, f := range schedule {
 		if cfg.Budget > 0 && time.Since(started) > cfg.Budget {
 			cfg.Logf("the time budget of %s ran out after %d cycles", cfg.Budget, i)
 			break
@@ -485,23 +495,22 @@ func (h *Harness) stalled(ctx context.Context, newest bson.Timestamp, last engin
 func (h *Harness) windowLost(ctx context.Context) error {
 	h.worker.Kill()
 	h.rep.addWorker(h.worker)
-	var rec struct {
-		AppliedTS bson.Timestamp `bson:"appliedTS"`
-	}
+	var rec checkpoint.TaskRecord
 	if err := retry(ctx, func(ctx context.Context) error {
 		return h.dc.Database("mongoferry").Collection(checkpoint.TasksCollection).FindOne(ctx, bson.D{{Key: "_id", Value: h.task}}).Decode(&rec)
 	}); err != nil {
 		return fmt.Errorf("read the task's checkpoint: %w", err)
 	}
+	resume := rec.ResumeTS()
 	filler := h.sc.Database("chaosfiller").Collection("f")
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		oldest, err := oldestTS(ctx, h.sc)
-		if err == nil && oldest.Compare(rec.AppliedTS) > 0 {
+		if err == nil && oldest.Compare(resume) > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("the source's oplog still holds the checkpoint %v after 2 minutes of filler writes (oldest %v, %v)", rec.AppliedTS, oldest, err)
+			return fmt.Errorf("the source's oplog still holds the checkpoint %v after 2 minutes of filler writes (oldest %v, %v)", resume, oldest, err)
 		}
 		docs := make([]any, 2000)
 		for i := range docs {
@@ -542,9 +551,18 @@ func (h *Harness) windowLost(ctx context.Context) error {
 		return fmt.Errorf("the worker exited with code %d, want 3 and OplogWindowLost: see %s", code, filepath.Join(h.cfg.Dir, h.task+".log"))
 	}
 	if before != after {
-		h.rep.addDiff(h.db, Diff{Changed: 1, Examples: []string{"the target changed although the task stopped with OplogWindowLost"}})
+		i := 0
+		for i < min(len(before), len(after)) && before[i] == after[i] {
+			i++
+		}
+		_ = os.WriteFile(filepath.Join(h.cfg.Dir, h.task+"-before.txt"), []byte(before), 0o600)
+		_ = os.WriteFile(filepath.Join(h.cfg.Dir, h.task+"-after.txt"), []byte(after), 0o600)
+		h.rep.addDiff(h.db, Diff{Changed: 1, Examples: []string{fmt.Sprintf("the target changed although the task stopped with OplogWindowLost: before ...%s... after ...%s...",
+			before[max(0, i-100):min(len(before), i+200)], after[max(0, i-100):min(len(after), i+200)])}})
 	}
+	h.rep.mu.Lock()
 	h.rep.WindowLostStops = append(h.rep.WindowLostStops, stopped)
+	h.rep.mu.Unlock()
 	if err := retry(ctx, func(ctx context.Context) error { return h.sc.Database("chaosfiller").Drop(ctx) }); err != nil {
 		return err
 	}
@@ -570,8 +588,13 @@ func (h *Harness) targetState(ctx context.Context) (string, error) {
 				return err
 			}
 			fmt.Fprintf(&b, "%s:%d:", n, len(docs))
-			for _, d := range docs {
-				b.WriteString(d.String())
+			keys := make([]string, 0, len(docs))
+			for k := range docs {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				b.WriteString(docs[k].String())
 			}
 		}
 		// The checkpoint: the task's position and its copy ranges (the

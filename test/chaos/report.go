@@ -145,7 +145,7 @@ func (r *Report) Write(w io.Writer) {
 		percentile(r.Recovery, 0.5).Round(10*time.Millisecond), percentile(r.Recovery, 0.95).Round(10*time.Millisecond),
 		percentile(r.Recovery, 1).Round(10*time.Millisecond), len(r.Recovery))
 	if len(r.WindowLostStops) > 0 {
-		fmt.Fprintf(w, "OplogWindowLost: the worker stopped (exit 3, target unchanged) within median %s, max %s\n",
+		fmt.Fprintf(w, "OplogWindowLost: the worker stopped with exit code 3 within median %s, max %s (a changed target counts as a difference above)\n",
 			percentile(r.WindowLostStops, 0.5).Round(10*time.Millisecond), percentile(r.WindowLostStops, 1).Round(10*time.Millisecond))
 	}
 	fmt.Fprintf(w, "worker peak RSS: %d MiB\n", r.PeakRSS>>20)
