@@ -68,7 +68,7 @@ SEED ?= 1
 BUDGET ?=
 .PHONY: chaos
 chaos: ferretdb ## Run the chaos suite long: CYCLES faults (default 100; 500 for the published run) from SEED; prints faults by kind, documents compared, differences, peak RSS and recovery times (docs/reliability.md).
-	CHAOS_CYCLES=$(CYCLES) CHAOS_SEED=$(SEED) CHAOS_BUDGET=$(BUDGET) $(GO) test -count=1 -timeout 12h -run 'TestChaos$$' -v ./test/chaos | grep -v '^{"level"'
+	CHAOS_CYCLES=$(CYCLES) CHAOS_SEED=$(SEED) CHAOS_BUDGET=$(BUDGET) $(GO) test -count=1 -timeout 12h -run 'TestChaos$$' -v ./test/chaos | grep --line-buffered -v '^{"level"'
 
 # Native Go fuzzing, FUZZTIME per target (make test runs only the seeds).
 FUZZTIME ?= 10m
