@@ -79,6 +79,10 @@ fuzz: ## Fuzz the oplog entry parser and the diff translator for FUZZTIME each (
 	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -parallel $${FUZZ_PARALLEL:-2} "$${t%%:*}" || exit 1; \
 	done
 
+.PHONY: memory-adversarial
+memory-adversarial: ferretdb ## Measure the worker's peak RSS with cache.maxBytes 64MiB on 16 MiB documents, 25,000-field documents and a 100,000-operation transaction (tens of minutes).
+	MONGOFERRY_ADVERSARIAL=1 $(GO) test -count=1 -timeout 2h -run 'TestMemoryAdversarialInput' -v ./test/e2e
+
 .PHONY: helm-lint
 helm-lint: $(BIN)/helm ## Lint the Helm chart (helm lint --strict) with its defaults and each values file under charts/mongoferry/ci (go test ./test/chart does too).
 	$(BIN)/helm lint --strict charts/mongoferry
