@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/internal/testutil"
 	"github.com/mongoferry/mongoferry/pkg/config"
 )
 
@@ -21,53 +22,31 @@ type fieldCase struct {
 	what  string
 }
 
-// fieldCases walks every field of the task model (config.Task, by its JSON
-// names) and returns, for each, a value of the wrong type and, for numbers,
-// a negative one; and for each mapping, an unknown key. A field added to
-// the model is covered without editing the test.
+// fieldCases returns, for every field of the task model (config.Task, by
+// its JSON names), a value of the wrong type and, for numbers, a negative
+// one; and for each mapping, an unknown key. A field added to the model is
+// covered without editing the test.
 func fieldCases() []fieldCase {
 	var out []fieldCase
-	var walk func(t reflect.Type, path []string)
-	walk = func(t reflect.Type, path []string) {
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if name == "-" || !f.IsExported() {
-				continue
+	for _, f := range testutil.ModelFields(reflect.TypeFor[config.Task]()) {
+		p := f.Path
+		list := strings.HasSuffix(p[len(p)-1], "[]")
+		switch f.Kind {
+		case reflect.Struct:
+			if !list {
+				out = append(out, fieldCase{p, "7", "a number for a mapping"})
 			}
-			ft := f.Type
-			if ft.Kind() == reflect.Pointer {
-				ft = ft.Elem()
-			}
-			if name == "" { // inline
-				walk(ft, path)
-				continue
-			}
-			p := append(slices.Clone(path), name)
-			switch ft.Kind() {
-			case reflect.Struct:
-				out = append(out, fieldCase{p, "7", "a number for a mapping"},
-					fieldCase{append(slices.Clone(p), "noSuchField"), "1", "an unknown key"})
-				walk(ft, p)
-			case reflect.Slice:
-				out = append(out, fieldCase{p, "7", "a number for a list"})
-				if ft.Elem().Kind() == reflect.Struct {
-					p[len(p)-1] += "[]"
-					out = append(out, fieldCase{append(slices.Clone(p), "noSuchField"), "1", "an unknown key"})
-					walk(ft.Elem(), p)
-				}
-			case reflect.String:
-				out = append(out, fieldCase{p, "{a: 1}", "a mapping for a string"})
-			case reflect.Bool:
-				out = append(out, fieldCase{p, "maybe", "a word for true or false"})
-			case reflect.Int, reflect.Int32, reflect.Int64:
-				out = append(out, fieldCase{p, "many", "a word for a number"}, fieldCase{p, "-1", "a negative number"})
-			default:
-				panic(fmt.Sprintf("field %v of kind %s: teach fieldCases a bad value for it", p, ft.Kind()))
-			}
+			out = append(out, fieldCase{append(slices.Clone(p), "noSuchField"), "1", "an unknown key"})
+		case reflect.Slice:
+			out = append(out, fieldCase{p, "7", "a number for a list"})
+		case reflect.String:
+			out = append(out, fieldCase{p, "{a: 1}", "a mapping for a string"})
+		case reflect.Bool:
+			out = append(out, fieldCase{p, "maybe", "a word for true or false"})
+		case reflect.Int:
+			out = append(out, fieldCase{p, "many", "a word for a number"}, fieldCase{p, "-1", "a negative number"})
 		}
 	}
-	walk(reflect.TypeFor[config.Task](), nil)
 	return out
 }
 
