@@ -68,6 +68,29 @@ test-e2e: ferretdb envtest-assets $(BIN)/helm ## Run the tests under test/: end 
 sim-long: ## Run the sharded-cluster simulation long: SIM_SEEDS schedules (default 20000) three times longer than make test's, from SIM_FIRST (default 1001).
 	SHARDSIM_SEEDS=$${SIM_SEEDS:-20000} SHARDSIM_FIRST=$${SIM_FIRST:-1001} $(GO) test -count=1 -timeout 4h -run 'TestSim$$' -v ./test/shardsim
 
+# The chaos suite: CYCLES faults from the seed SEED (make test runs 20 from
+# seed 1). CHAOS_DIR keeps the servers' storage and every log when set;
+# BUDGET (a duration such as 45m) stops after the cycle it runs out in.
+CYCLES ?= 100
+SEED ?= 1
+BUDGET ?=
+.PHONY: chaos
+chaos: ferretdb ## Run the chaos suite long: CYCLES faults (default 100; 500 for the published run) from SEED; prints faults by kind, documents compared, differences, peak RSS and recovery times (docs/reliability.md).
+	CHAOS_CYCLES=$(CYCLES) CHAOS_SEED=$(SEED) CHAOS_BUDGET=$(BUDGET) $(GO) test -count=1 -timeout 12h -run 'TestChaos$$' -v ./test/chaos | grep --line-buffered -v '^{"level"'
+
+# Native Go fuzzing, FUZZTIME per target (make test runs only the seeds).
+FUZZTIME ?= 10m
+FUZZ_TARGETS := ./pkg/engine/oplog:FuzzParse ./pkg/engine/oplog:FuzzTranslateDiff
+.PHONY: fuzz
+fuzz: ## Fuzz the oplog entry parser and the diff translator for FUZZTIME each (default 10m); a crasher lands in the package's testdata/fuzz and becomes a seed.
+	for t in $(FUZZ_TARGETS); do \
+	  $(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -parallel $${FUZZ_PARALLEL:-2} "$${t%%:*}" || exit 1; \
+	done
+
+.PHONY: memory-adversarial
+memory-adversarial: ferretdb ## Measure the worker's peak RSS with cache.maxBytes 64MiB on 16 MiB documents, 25,000-field documents and a 100,000-operation transaction (tens of minutes).
+	MONGOFERRY_ADVERSARIAL=1 $(GO) test -count=1 -timeout 2h -run 'TestMemoryAdversarialInput' -v ./test/e2e
+
 .PHONY: helm-lint
 helm-lint: $(BIN)/helm ## Lint the Helm chart (helm lint --strict) with its defaults and each values file under charts/mongoferry/ci (go test ./test/chart does too).
 	$(BIN)/helm lint --strict charts/mongoferry

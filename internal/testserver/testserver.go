@@ -50,6 +50,8 @@ type Options struct {
 	// ReplSetName, when set, starts the server with --repl-set-name: hello
 	// then reports that set name, with the server as its only host.
 	ReplSetName string
+	// TLS, when set, makes the server listen with TLS only.
+	TLS *TLS
 }
 
 // Server is a running FerretDB process.
@@ -58,12 +60,18 @@ type Server struct {
 	Addr string
 	// URI is a mongodb:// URI without credentials.
 	URI string
+	// DebugAddr is FerretDB's debug handler (/debug/pprof, /metrics).
+	DebugAddr string
 
 	opts    Options
-	cmd     *exec.Cmd
+	bin     string
+	dir     string
 	tempDir string
-	done    chan struct{}
 	stop    sync.Once
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
 }
 
 // Binary returns the path of the FerretDB binary, or an error that says how
@@ -119,32 +127,54 @@ func StartProcess(ctx context.Context, o Options) (*Server, error) {
 	if o.OplogBytes == 0 {
 		o.OplogBytes = DefaultOplogBytes
 	}
-	s := &Server{opts: o, done: make(chan struct{})}
-	dir := o.Dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "mongoferry-ferretdb-"); err != nil {
+	s := &Server{opts: o, bin: bin}
+	s.dir = o.Dir
+	if s.dir == "" {
+		if s.dir, err = os.MkdirTemp("", "mongoferry-ferretdb-"); err != nil {
 			return nil, err
 		}
-		s.tempDir = dir
+		s.tempDir = s.dir
 	}
-	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(s.dir, "data"), 0o755); err != nil {
 		return nil, err
 	}
 	port, err := freePort(o.Host)
 	if err != nil {
 		return nil, err
 	}
-	debugPort, err := freePort(o.Host)
-	if err != nil {
+	s.Addr = net.JoinHostPort(o.Host, strconv.Itoa(port))
+	s.URI = "mongodb://" + s.Addr + "/?directConnection=true"
+	if err := s.launch(ctx); err != nil {
+		s.Stop()
 		return nil, err
 	}
-	s.Addr = net.JoinHostPort(o.Host, strconv.Itoa(port))
+	if o.OplogBytes > 0 {
+		if err := s.CreateOplog(ctx, o.OplogBytes); err != nil {
+			s.Stop()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// launch starts the process on s.Addr and s.dir and waits until it answers.
+func (s *Server) launch(ctx context.Context) error {
+	o := s.opts
+	debugPort, err := freePort(o.Host)
+	if err != nil {
+		return err
+	}
+	s.DebugAddr = net.JoinHostPort(o.Host, strconv.Itoa(debugPort))
+	plain := s.Addr
+	if o.TLS != nil {
+		plain = ""
+	}
 	args := []string{
 		"--handler=sqlite",
-		"--sqlite-url=file:" + filepath.Join(dir, "data") + "/",
-		"--state-dir=" + dir,
-		"--listen-addr=" + s.Addr,
-		"--debug-addr=" + net.JoinHostPort(o.Host, strconv.Itoa(debugPort)),
+		"--sqlite-url=file:" + filepath.Join(s.dir, "data") + "/",
+		"--state-dir=" + s.dir,
+		"--listen-addr=" + plain,
+		"--debug-addr=" + s.DebugAddr,
 		"--telemetry=disable",
 		"--log-level=warn",
 		// Trim capped collections (the oplog) every second instead of every
@@ -155,39 +185,75 @@ func StartProcess(ctx context.Context, o Options) (*Server, error) {
 	if o.ReplSetName != "" {
 		args = append(args, "--repl-set-name="+o.ReplSetName)
 	}
+	if o.TLS != nil {
+		args = append(args, "--listen-tls="+s.Addr, "--listen-tls-cert-file="+o.TLS.CertFile, "--listen-tls-key-file="+o.TLS.KeyFile)
+		if o.TLS.CAFile != "" {
+			args = append(args, "--listen-tls-ca-file="+o.TLS.CAFile)
+		}
+	}
 	if o.Username != "" {
 		args = append(args, "--test-enable-new-auth", "--setup-database=admin",
 			"--setup-username="+o.Username, "--setup-password="+o.Password)
 	}
-	s.cmd = exec.Command(bin, args...)
+	cmd := exec.Command(s.bin, args...)
 	var logBuf bytes.Buffer
-	s.cmd.Stdout, s.cmd.Stderr = &logBuf, &logBuf
+	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
 	if o.LogFile != "" {
-		f, err := os.Create(o.LogFile)
+		f, err := os.OpenFile(o.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		s.cmd.Stdout, s.cmd.Stderr = f, f
+		defer func() { _ = f.Close() }()
+		cmd.Stdout, cmd.Stderr = f, f
 	}
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", s.bin, err)
 	}
-	go func() { _ = s.cmd.Wait(); close(s.done) }()
-	s.URI = "mongodb://" + s.Addr + "/?directConnection=true"
-
-	if err := s.waitReady(ctx); err != nil {
-		s.Stop()
-		return nil, fmt.Errorf("FerretDB on %s did not become ready: %w\n%s", s.Addr, err, logBuf.String())
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	if err := s.waitReady(ctx, done); err != nil {
+		s.Kill()
+		return fmt.Errorf("FerretDB on %s did not become ready: %w\n%s", s.Addr, err, logBuf.String())
 	}
-	if o.OplogBytes > 0 {
-		if err := s.CreateOplog(ctx, o.OplogBytes); err != nil {
-			s.Stop()
-			return nil, err
-		}
-	}
-	return s, nil
+	return nil
 }
+
+// Kill stops the server with SIGKILL and waits for it to exit, keeping its
+// storage: Restart starts it again on the same address and data.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+}
+
+// Restart starts a killed server again on the same address and storage
+// directory, as a crashed mongod restarts on its dbpath.
+func (s *Server) Restart(ctx context.Context) error {
+	s.Kill()
+	return s.launch(ctx)
+}
+
+// Pid returns the server process's id, 0 when it is not running.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+// Dir returns the directory holding the server's storage.
+func (s *Server) Dir() string { return s.dir }
 
 // AuthURI returns the URI with the server's credentials embedded, for test
 // clients only.
@@ -200,9 +266,14 @@ func (s *Server) AuthURI() string {
 	return u.String()
 }
 
-// Client connects a client with the server's credentials.
+// Client connects a client with the server's credentials (and, for a TLS
+// server, Options.TLS.Client).
 func (s *Server) Client(ctx context.Context) (*mongo.Client, error) {
-	return mongo.Connect(options.Client().ApplyURI(s.AuthURI()).SetTimeout(2 * time.Minute))
+	opts := options.Client().ApplyURI(s.AuthURI()).SetTimeout(2 * time.Minute)
+	if s.opts.TLS != nil {
+		opts.SetTLSConfig(s.opts.TLS.Client)
+	}
+	return mongo.Connect(opts)
 }
 
 // MustClient connects a client for a test and disconnects it when the test
@@ -220,23 +291,20 @@ func (s *Server) MustClient(t testing.TB) *mongo.Client {
 // Stop kills the server and removes its temporary storage.
 func (s *Server) Stop() {
 	s.stop.Do(func() {
-		if s.cmd != nil && s.cmd.Process != nil {
-			_ = syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
-			<-s.done
-		}
+		s.Kill()
 		if s.tempDir != "" {
 			_ = os.RemoveAll(s.tempDir)
 		}
 	})
 }
 
-func (s *Server) waitReady(ctx context.Context) error {
+func (s *Server) waitReady(ctx context.Context, done <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var last error
 	for {
 		select {
-		case <-s.done:
+		case <-done:
 			return errors.New("server exited")
 		case <-ctx.Done():
 			return fmt.Errorf("%w (last error: %v)", ctx.Err(), last)

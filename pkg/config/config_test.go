@@ -158,8 +158,10 @@ func TestParseErrors(t *testing.T) {
 
 		// Unknown fields and wrong types.
 		{"unknown top-level field", taskYAML("threds: {readers: 2}"), "threds" + unknown},
-		{"unknown nested field", taskYAML("threads: {reader: 2}"), "reader" + unknown},
-		{"unknown endpoint field", endpointsYAML(`uri: "mongodb://10.0.0.1/", pasword: x`, `uri: "mongodb://10.0.0.2/"`, ""), "pasword" + unknown},
+		{"unknown nested field", taskYAML("threads: {reader: 2}"), "threads.reader" + unknown},
+		{"unknown endpoint field", endpointsYAML(`uri: "mongodb://10.0.0.1/", pasword: x`, `uri: "mongodb://10.0.0.2/"`, ""), "source.pasword" + unknown},
+		{"unknown field in a list", taskYAML("namespaces: {rename: [{from: a, to: b}, {from: c, too: d}]}"), "namespaces.rename[1].too" + unknown},
+		{"unknown field two levels down", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", tls: {enabled: true, caFle: x}`, ""), "target.tls.caFle" + unknown},
 		{"number for a whole number", taskYAML("threads: {readers: four}"),
 			"threads.readers: expected a whole number, got a string"},
 		{"fraction for a whole number", taskYAML("threads: {readers: 1.5}"),

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 
 	"sigs.k8s.io/yaml"
@@ -36,7 +37,7 @@ func Parse(data []byte) (*Task, error) {
 	dec.DisallowUnknownFields()
 	var t Task
 	if err := dec.Decode(&t); err != nil {
-		return nil, decodeError(err)
+		return nil, decodeError(err, jsonData)
 	}
 	t.SetDefaults()
 	if err := t.Validate(); err != nil {
@@ -45,10 +46,17 @@ func Parse(data []byte) (*Task, error) {
 	return &t, nil
 }
 
-func decodeError(err error) error {
+func decodeError(err error, jsonData []byte) error {
 	msg := err.Error()
 	if field, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
-		return ValidationError{{Field: strings.Trim(field, `"`), Message: "unknown field: check its spelling and indentation against `ferry run --help` or config/samples"}}
+		field = strings.Trim(field, `"`)
+		var doc any
+		if json.Unmarshal(jsonData, &doc) == nil {
+			if path := unknownField(doc, reflect.TypeFor[Task](), ""); path != "" {
+				field = path
+			}
+		}
+		return ValidationError{{Field: field, Message: "unknown field: check its spelling and indentation against `ferry run --help` or config/samples"}}
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
@@ -69,6 +77,67 @@ func decodeError(err error) error {
 		return ValidationError{{Field: field, Message: msg}}
 	}
 	return fmt.Errorf("%w: %v", ErrInvalid, err)
+}
+
+// unknownField returns the path (source.tls.caFle, namespaces.rename[0].form)
+// of the first key in doc that type t has no field for, or "".
+func unknownField(doc any, t reflect.Type, path string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch v := doc.(type) {
+	case []any:
+		if t.Kind() != reflect.Slice {
+			return ""
+		}
+		for i, e := range v {
+			if p := unknownField(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p
+			}
+		}
+	case map[string]any:
+		if t.Kind() != reflect.Struct {
+			return ""
+		}
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			f, ok := jsonField(t, k)
+			if !ok {
+				return p
+			}
+			if q := unknownField(v[k], f.Type, p); q != "" {
+				return q
+			}
+		}
+	}
+	return ""
+}
+
+// jsonField finds the field of struct t named name in JSON, looking into
+// inlined structs (json:",inline" or embedded without a name).
+func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "" && f.Anonymous {
+			if g, ok := jsonField(f.Type, name); ok {
+				return g, true
+			}
+			continue
+		}
+		if strings.EqualFold(tag, name) || (tag == "" && strings.EqualFold(f.Name, name)) {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 // yamlValue names JSON value kinds the way a YAML task file writes them.

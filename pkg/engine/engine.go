@@ -174,7 +174,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	}
 	copyOpts := fullsync.Options{
 		Task: task.Name, Spec: &task.Spec, Source: e.source, Target: e.target, Store: e.store,
-		SourceProfile: e.srcProfile, Log: log, ObserveWrite: opts.ObserveWrite, Hook: opts.CopyHook,
+		SourceProfile: e.srcProfile, TargetProfile: e.dstProfile, Log: log, ObserveWrite: opts.ObserveWrite, Hook: opts.CopyHook,
 	}
 	if e.targetSharding != nil {
 		copyOpts.ShardTarget = e.shardTarget(e.targetSharding)
@@ -413,7 +413,7 @@ func (e *Engine) stream(ctx context.Context) error {
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
 		Mapper: e.mapper, Log: e.log, From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique,
-		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand,
+		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, IndexesOneByOne: e.dstProfile.IndexesOneByOne,
 		Translator: oplog.Translator{
 			WholeDocumentUpdates: e.srcProfile.UpdateShape == conn.UpdatesAsWholeDocument,
 			PipelineUpdates:      e.dstProfile.PipelineUpdates,

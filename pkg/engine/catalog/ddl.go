@@ -94,6 +94,12 @@ func timeseriesOptions(v bson.RawValue) (bson.D, error) {
 // CreateIndexes builds the source's indexes on the target collection.
 // Server-specific fields (v, ns, background) are dropped from the specs.
 func CreateIndexes(ctx context.Context, target *mongo.Client, c Collection) error {
+	return CreateIndexesBy(ctx, target, c, false)
+}
+
+// CreateIndexesBy is CreateIndexes with one createIndexes command per index
+// when oneByOne is set (conn.Profile.IndexesOneByOne).
+func CreateIndexesBy(ctx context.Context, target *mongo.Client, c Collection, oneByOne bool) error {
 	if len(c.Indexes) == 0 {
 		return nil
 	}
@@ -113,11 +119,20 @@ func CreateIndexes(ctx context.Context, target *mongo.Client, c Collection) erro
 		}
 		specs = append(specs, spec)
 	}
-	err := target.Database(c.Target.DB).RunCommand(ctx, bson.D{
-		{Key: "createIndexes", Value: c.Target.Coll}, {Key: "indexes", Value: specs},
-	}).Err()
-	if err != nil {
-		return fmt.Errorf("create indexes on %s: %w", c.Target, err)
+	batches := []bson.A{specs}
+	if oneByOne {
+		batches = batches[:0]
+		for _, s := range specs {
+			batches = append(batches, bson.A{s})
+		}
+	}
+	for _, b := range batches {
+		err := target.Database(c.Target.DB).RunCommand(ctx, bson.D{
+			{Key: "createIndexes", Value: c.Target.Coll}, {Key: "indexes", Value: b},
+		}).Err()
+		if err != nil {
+			return fmt.Errorf("create indexes on %s: %w", c.Target, err)
+		}
 	}
 	return nil
 }

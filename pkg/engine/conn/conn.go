@@ -28,6 +28,9 @@ var (
 	ErrAuthentication = errors.New("authentication failed")
 	// ErrSameDeployment: source and target are one deployment.
 	ErrSameDeployment = errors.New("source and target are the same deployment")
+	// ErrTLS: the TLS handshake failed (an untrusted server certificate,
+	// a missing or refused client certificate).
+	ErrTLS = errors.New("TLS handshake failed")
 )
 
 // Options tunes Open.
@@ -107,6 +110,9 @@ func classify(role string, e config.Endpoint, err error) error {
 	addr := config.Redact(e.URI)
 	low := strings.ToLower(msg)
 	switch {
+	case strings.Contains(low, "x509:") || strings.Contains(low, "tls:"):
+		return fmt.Errorf("%s: %w at %s: %s; check %s.tls.caFile (the CA that signed the server's certificate) and, when the server asks for a client certificate, %s.tls.certificateKeyFile",
+			role, ErrTLS, addr, msg, role, role)
 	case strings.Contains(low, "auth"):
 		return fmt.Errorf("%s: %w at %s: %s; check %s.username and the password (Secret, passwordFile or passwordEnv) and %s.authSource",
 			role, ErrAuthentication, addr, msg, role, role)

@@ -76,6 +76,15 @@ type Profile struct {
 	// 8.0+), which carries writes of many namespaces and kinds in one
 	// command; not FerretDB v1.
 	BulkWriteCommand bool
+	// IndexesOneByOne: build a collection's indexes with one createIndexes
+	// command each. FerretDB v1 (SQLite) leaves its index registry broken
+	// for good when a createIndexes of several indexes loses its client
+	// midway (a killed worker): every later createIndexes on that
+	// collection then fails. One index per command is not affected
+	// (test/chaos TestFerretDBCreateIndexesAfterInterruptedBuild).
+	// MongoDB builds a command's indexes in one collection scan, so it
+	// gets them all at once.
+	IndexesOneByOne bool
 }
 
 // MongoDBProfile is the profile of a MongoDB server: the default for
@@ -85,7 +94,7 @@ var MongoDBProfile = Profile{Flavor: FlavorMongoDB, IndexedRangeReads: true, Upd
 // FerretDBProfile is the profile of a FerretDB v1 server.
 var FerretDBProfile = Profile{
 	Flavor: FlavorFerretDB, OplogHasHoles: true, IndexedRangeReads: false,
-	MaxWriteBatch: FerretDBMaxWriteBatch, UpdateShape: UpdatesAsWholeDocument,
+	MaxWriteBatch: FerretDBMaxWriteBatch, UpdateShape: UpdatesAsWholeDocument, IndexesOneByOne: true,
 }
 
 // ProbeProfile asks a server who it is (buildInfo) and returns its

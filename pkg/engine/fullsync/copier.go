@@ -42,6 +42,8 @@ type Options struct {
 	Log            *slog.Logger
 	// SourceProfile is the source server's profile (range reads).
 	SourceProfile conn.Profile
+	// TargetProfile is the target server's (how it takes index builds).
+	TargetProfile conn.Profile
 	// ObserveWrite, when set, is told the duration of every write batch.
 	ObserveWrite func(time.Duration)
 	// Hook, when set, is called after each batch is written (tests use it
@@ -213,7 +215,7 @@ func (c *Copier) Run(ctx context.Context) error {
 			if p.IndexesBuilt || !coll.Copyable() {
 				continue
 			}
-			if err := catalog.CreateIndexes(ctx, c.opts.Target, coll); err != nil {
+			if err := catalog.CreateIndexesBy(ctx, c.opts.Target, coll, c.opts.TargetProfile.IndexesOneByOne); err != nil {
 				return err
 			}
 			if err := c.opts.Store.MarkIndexesBuilt(ctx, coll.Source.String()); err != nil {
@@ -297,7 +299,7 @@ func (c *Copier) prepare(ctx context.Context, coll catalog.Collection) error {
 	}
 	plan := checkpoint.Plan{NS: coll.Source.String()}
 	if spec.FullSync.CopyIndexesEnabled() && spec.FullSync.IndexBuild == config.IndexesBefore && coll.Copyable() {
-		if err := catalog.CreateIndexes(ctx, c.opts.Target, coll); err != nil {
+		if err := catalog.CreateIndexesBy(ctx, c.opts.Target, coll, c.opts.TargetProfile.IndexesOneByOne); err != nil {
 			return err
 		}
 		plan.IndexesBuilt = true

@@ -57,7 +57,7 @@ func (r *Replayer) applyDDL(ctx context.Context, d oplog.DDL) error {
 	case oplog.CmdCreateIndexes, oplog.CmdCommitIndexBuild:
 		var specs []bson.Raw
 		if specs, err = d.Indexes(); err == nil {
-			err = catalog.CreateIndexes(ctx, t, catalog.Collection{Source: src.NS, Target: d.NS, Indexes: specs})
+			err = catalog.CreateIndexesBy(ctx, t, catalog.Collection{Source: src.NS, Target: d.NS, Indexes: specs}, r.o.IndexesOneByOne)
 		}
 	case oplog.CmdDropIndexes:
 		var names []string

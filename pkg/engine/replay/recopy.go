@@ -42,7 +42,7 @@ func (r *Replayer) recopy(ctx context.Context, src catalog.Namespace) error {
 		if err := r.copyDocuments(ctx, src, dst); err != nil {
 			return err
 		}
-		if err := catalog.CreateIndexes(ctx, t, c); err != nil {
+		if err := catalog.CreateIndexesBy(ctx, t, c, r.o.IndexesOneByOne); err != nil {
 			return err
 		}
 	}

@@ -76,6 +76,10 @@ type Options struct {
 	// BulkWriteCommand): a writer sends each batch, many namespaces and
 	// kinds, as one command. Ignored with Apply or ApplyAt.
 	BulkWrite bool
+	// IndexesOneByOne builds indexes with one createIndexes each (conn.Profile's
+	// IndexesOneByOne: FerretDB v1 breaks its index registry when a
+	// multi-index build loses its client midway).
+	IndexesOneByOne bool
 	// MaxWriteBatch caps the writes of one bulk write; cache.batchSize
 	// when zero (or larger).
 	MaxWriteBatch int

@@ -1,0 +1,168 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
+	"github.com/mongoferry/mongoferry/internal/envtestutil"
+	"github.com/mongoferry/mongoferry/internal/podrunner"
+	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/pkg/config"
+)
+
+// TestSecretsNeverLeakOperator puts the canary password in the credentials
+// Secrets of a SyncTask and runs it through the operator: streaming, a
+// wrong password in the target's Secret (the workers roll and fail), and a
+// target that goes away. After each it scans the SyncTask's status, its
+// events, the StatefulSet and pod specs (command, args, env), the workers'
+// /status and /metrics, every worker log line and the manager's log for
+// the canary: zero hits. (A verification failure is covered through the
+// CLI by TestSecretsNeverLeak; the Secrets themselves hold the password by
+// design and are not scanned.)
+func TestSecretsNeverLeakOperator(t *testing.T) {
+	ferry := ferryBinary(t)
+	env := envtestutil.Start(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	src := testserver.Start(t, testserver.Options{Host: "127.0.0.2", Username: "ferry", Password: canary})
+	dst := testserver.Start(t, testserver.Options{Host: "127.0.0.3", Username: "ferry", Password: canary, OplogBytes: -1})
+	docs := make([]any, 300)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: int32(i)}, {Key: "v", Value: fmt.Sprintf("v%d", i)}}
+	}
+	insertDocs(t, src.MustClient(t), "shop", "orders", docs)
+	secret := func(name, password string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			StringData: map[string]string{"username": "ferry", "password": password}}
+	}
+	for _, s := range []*corev1.Secret{secret("src-creds", canary), secret("dst-creds", canary)} {
+		if err := env.Client.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startOperator(t, env)
+	logDir := t.TempDir()
+	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}, LogDir: logDir})
+	const name = "canary"
+	task := &syncv1alpha1.SyncTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: syncv1alpha1.SyncTaskSpec{Spec: config.Spec{
+			Mode:   config.ModeFullAndIncremental,
+			Source: config.Endpoint{URI: src.URI, CredentialsSecret: "src-creds"},
+			Target: config.Endpoint{URI: dst.URI, CredentialsSecret: "dst-creds"},
+		}},
+	}
+	if err := env.Client.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *syncv1alpha1.SyncTask {
+		var st syncv1alpha1.SyncTask
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st); err != nil {
+			t.Fatal(err)
+		}
+		return &st
+	}
+	scan := &canaryScan{texts: map[string]string{}}
+	collect := func(stage string) {
+		j, _ := json.Marshal(get().Status)
+		scan.add(stage+" status", string(j))
+		for _, e := range taskEvents(t, env.Client, ns, name) {
+			scan.add(stage+" event", e.Reason+" "+e.Note)
+		}
+		var sets appsv1.StatefulSetList
+		if err := env.Client.List(ctx, &sets, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		j, _ = json.Marshal(sets.Items)
+		scan.add(stage+" statefulsets", string(j))
+		var pods corev1.PodList
+		if err := env.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		j, _ = json.Marshal(pods.Items)
+		scan.add(stage+" pods", string(j))
+		hc := &http.Client{Timeout: 2 * time.Second}
+		for _, p := range pods.Items {
+			for _, c := range p.Spec.Containers {
+				for _, port := range c.Ports {
+					for _, path := range []string{"/status", "/metrics"} {
+						resp, err := hc.Get("http://" + net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port.ContainerPort))) + path)
+						if err != nil {
+							continue
+						}
+						b, _ := io.ReadAll(resp.Body)
+						_ = resp.Body.Close()
+						scan.add(stage+" worker "+path, string(b))
+					}
+				}
+			}
+		}
+	}
+
+	waitFor(t, "phase Streaming", 3*time.Minute, func() bool { return get().Status.Phase == syncv1alpha1.PhaseStreaming })
+	collect("streaming")
+
+	// A wrong password in the target's Secret: the workers roll and fail
+	// to authenticate.
+	var s corev1.Secret
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: "dst-creds"}, &s); err != nil {
+		t.Fatal(err)
+	}
+	s.Data["password"] = []byte(canary + "-wrong")
+	if err := env.Client.Update(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(15 * time.Second)
+	collect("wrong password")
+	s.Data["password"] = []byte(canary)
+	if err := env.Client.Update(ctx, &s); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "phase Streaming again", 3*time.Minute, func() bool { return get().Status.Phase == syncv1alpha1.PhaseStreaming })
+
+	// The target goes away for a while.
+	dst.Kill()
+	time.Sleep(15 * time.Second)
+	collect("target gone")
+	if err := dst.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	logs, _ := filepath.Glob(filepath.Join(logDir, "*.log"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		scan.add("worker log "+filepath.Base(l), string(b))
+	}
+	operatorLog.mu.Lock()
+	scan.add("manager log", operatorLog.buf.String())
+	operatorLog.mu.Unlock()
+	if hits := scan.hits(); len(hits) > 0 {
+		t.Errorf("the canary password appeared %d times:\n%s", len(hits), joinLines(hits))
+	}
+	t.Logf("scanned %d texts (%d worker logs): 0 hits", len(scan.texts), len(logs))
+}
+
+func joinLines(s []string) string {
+	out := ""
+	for _, l := range s {
+		out += l + "\n"
+	}
+	return out
+}

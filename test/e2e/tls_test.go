@@ -1,0 +1,98 @@
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/mongoferry/mongoferry/internal/testserver"
+)
+
+// TestTLS runs `ferry run` against a source and a target that listen with
+// TLS only (FerretDB --listen-tls, certificates made here): the source
+// requires a client certificate signed by the CA, the target only proves
+// its identity. A task that trusts the CA and presents the client
+// certificate copies everything; a wrong CA, a missing client certificate
+// and a plain connection each fail with a message naming the endpoint and
+// what to check, and write nothing.
+func TestTLS(t *testing.T) {
+	ca, err := testserver.NewCA("mongoferry test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := ca.WriteFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := testserver.NewCA("another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherFiles, err := other.WriteFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := testserver.Start(t, testserver.Options{TLS: &testserver.TLS{CertFile: files.ServerCert, KeyFile: files.ServerKey,
+		CAFile: files.CA, Client: files.ClientConfig}})
+	dst := testserver.Start(t, testserver.Options{TLS: &testserver.TLS{CertFile: files.ServerCert, KeyFile: files.ServerKey,
+		Client: files.ClientConfig}})
+	servers := map[string]*mongo.Client{"source": src.MustClient(t), "target": dst.MustClient(t)}
+	docs := make([]any, 300)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: int32(i)}, {Key: "v", Value: fmt.Sprintf("secret-%d", i)}}
+	}
+	insertDocs(t, servers["source"], "app", "orders", docs)
+
+	bin := ferryBinary(t)
+	task := func(srcTLS, dstTLS string) string {
+		return fmt.Sprintf("name: tls\nmode: full\nsource: {uri: %q%s}\ntarget: {uri: %q%s}\nverify: {mode: hash}\n", src.URI, srcTLS, dst.URI, dstTLS)
+	}
+	good := fmt.Sprintf(", tls: {enabled: true, caFile: %q, certificateKeyFile: %q}", files.CA, files.Client)
+	serverOnly := fmt.Sprintf(", tls: {enabled: true, caFile: %q}", files.CA)
+	cases := []struct {
+		name     string
+		src, dst string
+		want     []string // in stderr, for a failure
+	}{
+		{"wrong CA for the target", good, fmt.Sprintf(", tls: {enabled: true, caFile: %q}", otherFiles.CA),
+			[]string{"target: TLS handshake failed", "certificate signed by unknown authority", "check target.tls.caFile"}},
+		{"no client certificate for the source", serverOnly, serverOnly,
+			[]string{"source: TLS handshake failed", "certificate required", "source.tls.certificateKeyFile"}},
+		{"client certificate from another CA", fmt.Sprintf(", tls: {enabled: true, caFile: %q, certificateKeyFile: %q}", files.CA, otherFiles.Client), serverOnly,
+			[]string{"source: TLS handshake failed", "source.tls.certificateKeyFile"}},
+		{"TLS off for a TLS-only target", good, "",
+			[]string{"target: deployment unreachable"}},
+		{"verified, with a client certificate", good, serverOnly, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			before := databases(t, servers)
+			stdout, stderr, code := runFerry(t, bin, writeFile(t, task(c.src, c.dst)), nil)
+			if c.want == nil {
+				if code != 0 {
+					t.Fatalf("ferry run exited %d:\n%s%s", code, stdout, stderr)
+				}
+				assertSameDocs(t, servers["source"], "app.orders", servers["target"], "app.orders")
+				return
+			}
+			if code == 0 {
+				t.Fatalf("ferry run exited 0, want a failure:\n%s", stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr does not contain %q:\n%s", w, stderr)
+				}
+			}
+			after := databases(t, servers)
+			for name := range servers {
+				if !slices.Equal(before[name], after[name]) {
+					t.Errorf("%s server's databases changed from %v to %v", name, before[name], after[name])
+				}
+			}
+		})
+	}
+}
