@@ -78,10 +78,11 @@ A benchmark exits 0 when it ran, whether or not its figures reach their
 target, and non-zero only when something failed.`,
 		Example: `  make bench
   ferry bench full --records 50000 --rounds 5
-  ferry bench replay --shape ddt`,
+  ferry bench replay --shape ddt
+  ferry bench live --inserts 2000 --updates 0 --deletes 0`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newBenchFullCommand(), newBenchReplayCommand())
+	cmd.AddCommand(newBenchFullCommand(), newBenchReplayCommand(), newBenchLiveCommand())
 	return cmd
 }
 

@@ -58,6 +58,9 @@ type Server struct {
 	Addr string
 	// URI is a mongodb:// URI without credentials.
 	URI string
+	// DebugAddr is host:port of the server's debug handler, which serves
+	// its Prometheus metrics at /debug/metrics (requests by command).
+	DebugAddr string
 
 	opts    Options
 	cmd     *exec.Cmd
@@ -139,12 +142,13 @@ func StartProcess(ctx context.Context, o Options) (*Server, error) {
 		return nil, err
 	}
 	s.Addr = net.JoinHostPort(o.Host, strconv.Itoa(port))
+	s.DebugAddr = net.JoinHostPort(o.Host, strconv.Itoa(debugPort))
 	args := []string{
 		"--handler=sqlite",
 		"--sqlite-url=file:" + filepath.Join(dir, "data") + "/",
 		"--state-dir=" + dir,
 		"--listen-addr=" + s.Addr,
-		"--debug-addr=" + net.JoinHostPort(o.Host, strconv.Itoa(debugPort)),
+		"--debug-addr=" + s.DebugAddr,
 		"--telemetry=disable",
 		"--log-level=warn",
 		// Trim capped collections (the oplog) every second instead of every

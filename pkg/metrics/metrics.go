@@ -55,6 +55,10 @@ var (
 	shardRateDesc      = desc("shard_replay_ops_per_second", "Oplog operations a shard subtask applied per second over the last 10 seconds.", "shard")
 	shardAppliedDesc   = desc("shard_replay_applied_ops_total", "Oplog operations a shard subtask applied, by operation.", "shard", "op")
 	shardSkippedDesc   = desc("shard_replay_skipped_entries_total", "Oplog entries a shard subtask skipped, by reason (fromMigrate: chunk migrations).", "shard", "reason")
+	reopensDesc        = desc("source_oplog_reopens_total", "Queries that opened a cursor on the source's oplog: the first, then re-opens after a cursor died, failed or went quiet, or polls of a server read by re-running its query.")
+	newestReadsDesc    = desc("source_oplog_newest_reads_total", "Queries for the source oplog's newest position (for lag).")
+	lateEntriesDesc    = desc("source_oplog_late_entries_total", "Oplog entries that became visible after later ones had been read; replay re-reads their documents from the source.")
+	planningDesc       = desc("startup_seconds", "Seconds from the task's start to its first copied document (or to replay, without a copy): connecting, recording the start position and planning.")
 	verifyOKDesc       = desc("verify_ok", "1 when the last verification matched, 0 when it found differences.")
 	verifyDiffDesc     = desc("verify_differing_namespaces", "Namespaces whose target differs from the source at the last verification.")
 )
@@ -72,7 +76,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{phaseDesc, copyDocsDesc, copyBytesDesc, copyEstimatedDesc, copyRatioDesc,
 		copyNSRatioDesc, copyRangesDesc, copyRangesDoneDesc, conflictsDesc, retriesDesc, bufferedDesc, maxBytesDesc,
 		verifyOKDesc, verifyDiffDesc, lagDesc, appliedDesc, skippedDesc, replayRateDesc, replayBufDesc, checkpointDesc, conflictsTolDesc,
-		heldDesc, heldNowDesc, holdSecondsDesc, commitWaitsDesc,
+		heldDesc, heldNowDesc, holdSecondsDesc, commitWaitsDesc, reopensDesc, newestReadsDesc, lateEntriesDesc, planningDesc,
 
 		shardPhaseDesc, shardLagDesc, shardAppliedTSDesc, shardReadTSDesc, shardRateDesc, shardAppliedDesc, shardSkippedDesc} {
 		ch <- d
@@ -122,6 +126,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(replayBufDesc, float64(r.BufferedBytes))
 		gauge(checkpointDesc, float64(r.AppliedTS.T))
 		counter(conflictsTolDesc, float64(r.ToleratedConflicts))
+	}
+	if src := s.Source; src != nil {
+		counter(reopensDesc, float64(src.Reopens))
+		counter(newestReadsDesc, float64(src.NewestReads))
+		counter(lateEntriesDesc, float64(src.LateEntries))
+	}
+	if s.StartupSeconds > 0 {
+		gauge(planningDesc, s.StartupSeconds)
 	}
 	for _, sh := range s.Shards {
 		for _, p := range []string{engine.SubtaskPending, engine.SubtaskStreaming, engine.SubtaskRetiring, engine.SubtaskRetired, engine.SubtaskFailed} {

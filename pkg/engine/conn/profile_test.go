@@ -15,7 +15,7 @@ func TestProfileFromBuildInfo(t *testing.T) {
 		{"MongoDB 7.0", bson.D{{Key: "version", Value: "7.0.14"}, {Key: "ok", Value: 1.0}},
 			Profile{Flavor: FlavorMongoDB, Version: "7.0.14", IndexedRangeReads: true, UpdateShape: UpdatesAsApplied, PipelineUpdates: true}},
 		{"FerretDB v1.24.0", bson.D{{Key: "version", Value: "7.0.77"}, {Key: "ferretdbVersion", Value: "v1.24.0"}, {Key: "ok", Value: 1.0}},
-			Profile{Flavor: FlavorFerretDB, Version: "v1.24.0", OplogHasHoles: true, MaxWriteBatch: FerretDBMaxWriteBatch, UpdateShape: UpdatesAsWholeDocument}},
+			Profile{Flavor: FlavorFerretDB, Version: "v1.24.0", OplogHasHoles: true, OplogQueriesScan: true, MaxWriteBatch: FerretDBMaxWriteBatch, UpdateShape: UpdatesAsWholeDocument}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

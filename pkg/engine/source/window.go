@@ -24,6 +24,23 @@ func StartPosition(ctx context.Context, client *mongo.Client) (ts bson.Timestamp
 	return ts, true, err
 }
 
+// StartPositionByClock is StartPosition for servers where reading the
+// newest oplog entry reads the whole oplog (conn.Profile.OplogQueriesScan):
+// the server's current time (ServerTime) whether or not the oplog holds
+// entries, which costs one hello, and one read of the oldest entry (which
+// such a server answers from the front of the oplog) to say whether it is
+// empty. Every entry written after the call has a higher ts; entries of
+// the current second written before it are replayed too, which the
+// overlap between copy and replay tolerates.
+func StartPositionByClock(ctx context.Context, client *mongo.Client) (ts bson.Timestamp, emptyOplog bool, err error) {
+	oldest, err := OldestTS(ctx, client)
+	if err != nil {
+		return bson.Timestamp{}, false, err
+	}
+	ts, err = ServerTime(ctx, client)
+	return ts, oldest.IsZero(), err
+}
+
 // ServerTime returns the server's current time as a timestamp: the
 // operationTime or $clusterTime of a hello reply (a replica set or
 // mongos), else its clock (hello's localTime) at the start of the current
@@ -62,7 +79,7 @@ func serverTimeFrom(hello bson.Raw) (bson.Timestamp, error) {
 // under half its capped size (a capped collection is trimmed only past its
 // size, by a small share of its oldest entries).
 func CheckWindow(ctx context.Context, client *mongo.Client, from bson.Timestamp, sinceEmpty bool) error {
-	oldest, err := edgeTS(ctx, client, 1)
+	oldest, err := OldestTS(ctx, client)
 	if err != nil {
 		return err
 	}
