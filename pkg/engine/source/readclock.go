@@ -64,7 +64,8 @@ func (c *readClock) handedOut(ts bson.Timestamp) {
 
 // newest returns the highest ts the reads saw: at once when it is past
 // what was handed out, otherwise once a read that starts after the call
-// has finished. ok is false when none finished within wait.
+// has finished. ok is false when no read started within wait (nobody is
+// reading), or none finished within readCap of starting.
 func (c *readClock) newest(ctx context.Context, wait time.Duration) (bson.Timestamp, bool, error) {
 	c.mu.Lock()
 	if c.known && c.seen.Compare(c.handed) > 0 {
@@ -76,6 +77,7 @@ func (c *readClock) newest(ctx context.Context, wait time.Duration) (bson.Timest
 	want := c.startedN + 1
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	capped := false
 	for c.doneN < want {
 		if c.finished == nil {
 			c.finished = make(chan struct{})
@@ -86,7 +88,17 @@ func (c *readClock) newest(ctx context.Context, wait time.Duration) (bson.Timest
 		case <-ctx.Done():
 			return bson.Timestamp{}, false, ctx.Err()
 		case <-timer.C:
-			return bson.Timestamp{}, false, nil
+			c.mu.Lock()
+			if capped || c.startedN < want {
+				c.mu.Unlock()
+				return bson.Timestamp{}, false, nil
+			}
+			// A read is under way (on a server where each one reads the
+			// whole oplog, it may take long): wait for it rather than
+			// start a second one beside it.
+			capped = true
+			timer.Reset(readCap)
+			c.mu.Unlock()
 		case <-ch:
 		}
 		c.mu.Lock()
@@ -95,6 +107,9 @@ func (c *readClock) newest(ctx context.Context, wait time.Duration) (bson.Timest
 	c.answered = c.doneAt
 	return c.seen, true, nil
 }
+
+// readCap bounds how long Newest waits for a read under way.
+const readCap = 5 * time.Minute
 
 // queried records an answer Newest read from the oplog itself, with the
 // query started at at.

@@ -337,7 +337,8 @@ func (t *Tailer) pruneSeen(from bson.Timestamp) {
 // what it handed out (the caller is behind anyway), otherwise from a read
 // that starts after the call, so that an answer a caller deems caught up
 // with was read after it asked. It queries the oplog itself only when no
-// read came within newestWait (the reader is not being driven).
+// read started within newestWait (the reader is not being driven), or
+// one under way did not finish within readCap.
 func (t *Tailer) Newest(ctx context.Context) (bson.Timestamp, error) {
 	if t.NewestFromReads && t.Settle > 0 {
 		ts, ok, err := t.reads.newest(ctx, newestWait(t))
