@@ -19,6 +19,8 @@ type readClock struct {
 	// startedAt is when the read in progress (or the last one) started;
 	// doneAt when the last finished one did.
 	startedAt, doneAt time.Time
+	// running is true while a read is under way.
+	running bool
 	// seen is the highest ts finished reads saw; handed the highest the
 	// tailer handed out.
 	seen, handed bson.Timestamp
@@ -34,6 +36,14 @@ func (c *readClock) started() {
 	defer c.mu.Unlock()
 	c.startedN++
 	c.startedAt = time.Now()
+	c.running = true
+}
+
+// failed records a read that ended without reading to its end.
+func (c *readClock) failed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running = false
 }
 
 // done records a read that finished after seeing entries up to newest, the
@@ -41,7 +51,7 @@ func (c *readClock) started() {
 func (c *readClock) done(newest, handed bson.Timestamp) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.doneN, c.doneAt, c.known = c.startedN, c.startedAt, true
+	c.doneN, c.doneAt, c.known, c.running = c.startedN, c.startedAt, true, false
 	if newest.Compare(c.seen) > 0 {
 		c.seen = newest
 	}
@@ -64,8 +74,8 @@ func (c *readClock) handedOut(ts bson.Timestamp) {
 
 // newest returns the highest ts the reads saw: at once when it is past
 // what was handed out, otherwise once a read that starts after the call
-// has finished. ok is false when no read started within wait (nobody is
-// reading), or none finished within readCap of starting.
+// has finished. ok is false when within wait no read was under way or
+// started (nobody is reading), or when none finished within readCap.
 func (c *readClock) newest(ctx context.Context, wait time.Duration) (bson.Timestamp, bool, error) {
 	c.mu.Lock()
 	if c.known && c.seen.Compare(c.handed) > 0 {
@@ -89,13 +99,14 @@ func (c *readClock) newest(ctx context.Context, wait time.Duration) (bson.Timest
 			return bson.Timestamp{}, false, ctx.Err()
 		case <-timer.C:
 			c.mu.Lock()
-			if capped || c.startedN < want {
+			if capped || (c.startedN < want && !c.running) {
 				c.mu.Unlock()
 				return bson.Timestamp{}, false, nil
 			}
 			// A read is under way (on a server where each one reads the
-			// whole oplog, it may take long): wait for it rather than
-			// start a second one beside it.
+			// whole oplog, it may take long): wait for it, and for the
+			// one after it if it started before the call, rather than
+			// query beside them.
 			capped = true
 			timer.Reset(readCap)
 			c.mu.Unlock()

@@ -207,6 +207,8 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 		t.cur = nil
 		if err == nil && finished {
 			t.reads.done(t.scanNewest, t.last)
+		} else {
+			t.reads.failed()
 		}
 		t.planNextRead(len(out) > 0, held, heldTS)
 		// Entries read before the failure are returned (the position has
@@ -257,6 +259,7 @@ func (t *Tailer) open(ctx context.Context) error {
 	t.stats.reopens.Add(1)
 	cur, err := t.oplog().Find(ctx, filter, opts)
 	if err != nil {
+		t.reads.failed()
 		return fmt.Errorf("open oplog cursor after %v: %w", t.last, err)
 	}
 	t.cur = cur
@@ -336,9 +339,9 @@ func (t *Tailer) pruneSeen(from bson.Timestamp) {
 // newest entry the tailer's reads have seen: at once while that is past
 // what it handed out (the caller is behind anyway), otherwise from a read
 // that starts after the call, so that an answer a caller deems caught up
-// with was read after it asked. It queries the oplog itself only when no
-// read started within newestWait (the reader is not being driven), or
-// one under way did not finish within readCap.
+// with was read after it asked. It queries the oplog itself only when
+// within newestWait no read was under way or started (the reader is not
+// being driven), or when none finished within readCap.
 func (t *Tailer) Newest(ctx context.Context) (bson.Timestamp, error) {
 	if t.NewestFromReads && t.Settle > 0 {
 		ts, ok, err := t.reads.newest(ctx, newestWait(t))
