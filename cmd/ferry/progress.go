@@ -113,6 +113,7 @@ func barLine(s engine.Status) string {
 		}
 		detail = fmt.Sprintf("%s/%s docs  %s/s  %s docs/s  ETA %s  %s",
 			human(c.Documents), human(c.EstimatedDocuments), bytesHuman(int64(c.BytesPerSecond)), human(int64(c.DocsPerSecond)), eta, c.Stage)
+		detail += "  " + startupText(s)
 		if active := copying(c); len(active) > 0 {
 			// The namespace expected to finish last sets the pace.
 			last := slices.MaxFunc(active, func(a, b fullsync.NamespaceStatus) int { return cmp.Compare(a.ETASeconds, b.ETASeconds) })
@@ -149,12 +150,22 @@ func logProgress(log *slog.Logger, s engine.Status) {
 	default:
 		log.Info("progress", "phase", s.Phase, "stage", c.Stage, "percent", fmt.Sprintf("%.1f", c.Percent),
 			"documents", c.Documents, "estimated", c.EstimatedDocuments, "docsPerSecond", int64(c.DocsPerSecond),
-			"bytesPerSecond", int64(c.BytesPerSecond), "etaSeconds", int64(c.ETASeconds), "bufferedBytes", c.BufferedBytes)
+			"bytesPerSecond", int64(c.BytesPerSecond), "etaSeconds", int64(c.ETASeconds), "bufferedBytes", c.BufferedBytes,
+			"startupSeconds", fmt.Sprintf("%.1f", s.StartupSeconds), "starting", s.Starting)
 		for _, n := range copying(c) {
 			log.Info("namespace progress", "ns", n.NS, "percent", fmt.Sprintf("%.1f", n.Percent), "documents", n.Documents,
 				"estimated", n.EstimatedDocuments, "bytes", n.Bytes, "docsPerSecond", int64(n.DocsPerSecond), "etaSeconds", int64(n.ETASeconds))
 		}
 	}
+}
+
+// startupText says how long the task has been starting, or took to start
+// (to its first copied document).
+func startupText(s engine.Status) string {
+	if s.Starting {
+		return fmt.Sprintf("starting for %.1fs", s.StartupSeconds)
+	}
+	return fmt.Sprintf("start-up %.1fs", s.StartupSeconds)
 }
 
 // copying returns the namespaces being copied now: started in this run

@@ -60,7 +60,8 @@ type Server struct {
 	Addr string
 	// URI is a mongodb:// URI without credentials.
 	URI string
-	// DebugAddr is FerretDB's debug handler (/debug/pprof, /metrics).
+	// DebugAddr is host:port of the server's debug handler, which serves
+	// its Prometheus metrics at /debug/metrics (requests by command).
 	DebugAddr string
 
 	opts    Options

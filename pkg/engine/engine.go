@@ -99,8 +99,13 @@ type Engine struct {
 	targetSharding *sharding.Preparer
 	mapper         *catalog.Mapper
 	replayer       atomic.Pointer[replay.Replayer]
+	tailer         atomic.Pointer[source.Tailer]
 	recorded       atomic.Bool // the run is recorded in the checkpoint database
 	untilCaughtUp  atomic.Bool
+	// finishAsked is when FinishWhenCaughtUp was called (UnixNano; 0 when
+	// not, or with UntilCaughtUp from the start): a cut-over trusts only
+	// newest positions read after it.
+	finishAsked atomic.Int64
 
 	// A sharded source read shard by shard (see sharded.go).
 	sharded    bool
@@ -121,6 +126,8 @@ type Engine struct {
 	finished   time.Time
 	// windows are the source oplogs' windows, read by watchWindows.
 	windows []OplogWindow
+	// streamAt is when replay started in this run.
+	streamAt time.Time
 }
 
 type verifyProgress struct {
@@ -402,7 +409,11 @@ func (e *Engine) stream(ctx context.Context) error {
 			tailer.Settle = 2 * time.Second
 			e.log.Info("the source's oplog may show entries out of order: entries are applied once 2s old, and one that shows up later has its documents re-read from the source")
 		}
+		// Lag from the tailer's own reads: a query for the newest entry
+		// would read the whole oplog again.
+		tailer.NewestFromReads = e.srcProfile.OplogQueriesScan && tailer.Settle > 0
 		reader = tailer
+		e.tailer.Store(tailer)
 	}
 	p, err := e.replayParams(ctx)
 	if err != nil {
@@ -420,6 +431,11 @@ func (e *Engine) stream(ctx context.Context) error {
 		},
 	})
 	e.replayer.Store(r)
+	e.mu.Lock()
+	if e.streamAt.IsZero() {
+		e.streamAt = time.Now()
+	}
+	e.mu.Unlock()
 	e.log.Info("replaying the oplog", "from", from)
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -429,7 +445,7 @@ func (e *Engine) stream(ctx context.Context) error {
 			streak := 0
 			for rctx.Err() == nil {
 				time.Sleep(time.Second)
-				if s := r.Status(); e.untilCaughtUp.Load() && s.CaughtUp() {
+				if s := r.Status(); e.untilCaughtUp.Load() && s.CaughtUp() && e.freshNewest(e.tailer.Load()) {
 					streak++
 				} else {
 					streak = 0
@@ -502,7 +518,20 @@ func (e *Engine) setPhase(p Phase) {
 
 // FinishWhenCaughtUp asks a streaming task to stop replay once everything
 // the source wrote is applied, then verify and complete: the cut-over.
-func (e *Engine) FinishWhenCaughtUp() { e.untilCaughtUp.Store(true) }
+func (e *Engine) FinishWhenCaughtUp() {
+	e.finishAsked.CompareAndSwap(0, time.Now().UnixNano())
+	e.untilCaughtUp.Store(true)
+}
+
+// freshNewest reports whether the reader's newest position, which replay
+// compares its checkpoint with, was read after the cut-over was asked
+// for: a reader that answers from reads it runs at its own pace (a
+// Settle-mode tailer) may hold an older answer, which could miss the last
+// writes made before the cut-over.
+func (e *Engine) freshNewest(t *source.Tailer) bool {
+	asked := e.finishAsked.Load()
+	return t == nil || asked == 0 || !t.NewestReadAt().Before(time.Unix(0, asked))
+}
 
 // VerifyReport returns the last verification report, or nil.
 func (e *Engine) VerifyReport() *verify.Report {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
@@ -25,6 +26,9 @@ type Status struct {
 	TargetSharding []TargetShardingStatus `json:"targetSharding,omitempty"`
 	// Replay is set once oplog replay has started.
 	Replay *replay.Status `json:"replay,omitempty"`
+	// Source is what the oplog reader asked of the source, once replay
+	// reads a replica set's oplog.
+	Source *SourceStatus `json:"source,omitempty"`
 	// Shards has one entry per shard subtask of a sharded source read
 	// shard by shard; Replay then sums them (its applied position is the
 	// task's checkpoint, the minimum over the shards).
@@ -36,6 +40,40 @@ type Status struct {
 	Verify         *VerifyStatus `json:"verify,omitempty"`
 	StartedAt      time.Time     `json:"startedAt"`
 	ElapsedSeconds float64       `json:"elapsedSeconds"`
+	// StartupSeconds is how long the run took to get going: from its start
+	// to its first copied document, or to the start of replay when it
+	// copies nothing (connecting, the pre-copy checks, recording the
+	// replay start position, creating collections and planning ranges).
+	// Until then it is the time so far, with Starting set.
+	StartupSeconds float64 `json:"startupSeconds"`
+	Starting       bool    `json:"starting,omitempty"`
+}
+
+// startup returns the run's start-up time and whether it is still
+// starting. Called with e.mu held.
+func (e *Engine) startup(c fullsync.Status) (float64, bool) {
+	switch {
+	case e.started.IsZero():
+		return 0, false
+	case !c.FirstDocumentAt.IsZero():
+		return c.FirstDocumentAt.Sub(e.started).Seconds(), false
+	case !e.streamAt.IsZero():
+		return e.streamAt.Sub(e.started).Seconds(), false
+	case e.phase != PhasePending && e.phase != PhaseFullSync:
+		return 0, false
+	}
+	end := e.finished
+	if end.IsZero() {
+		end = time.Now()
+	}
+	return end.Sub(e.started).Seconds(), e.finished.IsZero()
+}
+
+// SourceStatus counts the oplog reader's queries on the source.
+type SourceStatus struct {
+	source.TailerStats
+	// OplogQueries is every query on the oplog: Reopens + NewestReads.
+	OplogQueries int64 `json:"oplogQueries"`
 }
 
 // VerifyStatus summarises a verification.
@@ -62,17 +100,23 @@ func (e *Engine) Status() Status {
 		replayStatus = &rs
 	}
 	targetSharding := e.targetShardingStatus()
+	var src *SourceStatus
+	if t := e.tailer.Load(); t != nil {
+		ts := t.Stats()
+		src = &SourceStatus{TailerStats: ts, OplogQueries: ts.Reopens + ts.NewestReads}
+	}
 	shards := e.ShardStatuses()
 	if shards != nil {
 		replayStatus = aggregateReplay(shards)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Status{Contract: workerapi.ContractVersion, Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, Replay: replayStatus, Shards: shards, StartedAt: e.started, TargetSharding: targetSharding}
+	s := Status{Contract: workerapi.ContractVersion, Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, Replay: replayStatus, Source: src, Shards: shards, StartedAt: e.started, TargetSharding: targetSharding}
 	s.OplogWindows = append([]OplogWindow(nil), e.windows...)
 	if e.err != nil {
 		s.Error = e.err.Error()
 	}
+	s.StartupSeconds, s.Starting = e.startup(copyStatus)
 	if !e.started.IsZero() {
 		end := e.finished
 		if end.IsZero() {

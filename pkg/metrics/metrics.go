@@ -59,6 +59,10 @@ var (
 	shardSkippedDesc   = desc("shard_replay_skipped_entries_total", "Oplog entries a shard subtask skipped, by reason (fromMigrate: chunk migrations).", "shard", "reason")
 	headroomDesc       = desc("source_oplog_headroom_seconds", "Seconds between the oldest entry a source oplog holds and the task's checkpoint on it (where a restart resumes); negative once the window is lost.", "shard")
 	spanDesc           = desc("source_oplog_span_seconds", "Seconds between the oldest and the newest entry a source oplog holds.", "shard")
+	reopensDesc        = desc("source_oplog_reopens_total", "Queries that opened a cursor on the source's oplog: the first, then re-opens after a cursor died, failed or went quiet, or polls of a server read by re-running its query.")
+	newestReadsDesc    = desc("source_oplog_newest_reads_total", "Queries for the source oplog's newest position (for lag).")
+	lateEntriesDesc    = desc("source_oplog_late_entries_total", "Oplog entries that became visible after later ones had been read; replay re-reads their documents from the source.")
+	planningDesc       = desc("startup_seconds", "Seconds from the task's start to its first copied document (or to replay, without a copy): connecting, recording the start position and planning.")
 	verifyOKDesc       = desc("verify_ok", "1 when the last verification matched, 0 when it found differences.")
 	verifyDiffDesc     = desc("verify_differing_namespaces", "Namespaces whose target differs from the source at the last verification.")
 )
@@ -77,7 +81,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		copyNSRatioDesc, copyRangesDesc, copyRangesDoneDesc, conflictsDesc, retriesDesc, bufferedDesc, maxBytesDesc,
 		verifyOKDesc, verifyDiffDesc, lagDesc, appliedDesc, skippedDesc, replayRateDesc, replayBufDesc, checkpointDesc, conflictsTolDesc,
 		writeCmdsDesc, writesSentDesc,
-		heldDesc, heldNowDesc, holdSecondsDesc, commitWaitsDesc,
+		heldDesc, heldNowDesc, holdSecondsDesc, commitWaitsDesc, reopensDesc, newestReadsDesc, lateEntriesDesc, planningDesc,
 
 		shardPhaseDesc, shardLagDesc, shardAppliedTSDesc, shardReadTSDesc, shardRateDesc, shardAppliedDesc, shardSkippedDesc,
 		headroomDesc, spanDesc} {
@@ -132,6 +136,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(writeCmdsDesc, float64(n), kind)
 			counter(writesSentDesc, float64(r.WritesSent[kind]), kind)
 		}
+	}
+	if src := s.Source; src != nil {
+		counter(reopensDesc, float64(src.Reopens))
+		counter(newestReadsDesc, float64(src.NewestReads))
+		counter(lateEntriesDesc, float64(src.LateEntries))
+	}
+	if s.StartupSeconds > 0 {
+		gauge(planningDesc, s.StartupSeconds)
 	}
 	for _, sh := range s.Shards {
 		for _, p := range []string{engine.SubtaskPending, engine.SubtaskStreaming, engine.SubtaskRetiring, engine.SubtaskRetired, engine.SubtaskFailed} {

@@ -58,8 +58,8 @@ func (e exported) add(mfs []*dto.MetricFamily) {
 }
 
 // workerStatus is a worker's /status in every part: copying done, replay
-// running with every kind of operation, one shard's subtask, a finished
-// verification.
+// running with every kind of operation, the oplog tailer's counters, one
+// shard's subtask, a finished verification, the start-up time.
 const workerStatus = `{"task":"orders","mode":"fullAndIncremental","phase":"Streaming",
   "copy":{"stage":"done","estimatedDocuments":1000,"documents":1000,"bytes":51200,"ranges":2,"rangesDone":2,"percent":100,
           "namespaces":[{"ns":"shop.orders","target":"shop.orders","documents":1000,"percent":100,"done":true}],
@@ -74,8 +74,9 @@ const workerStatus = `{"task":"orders","mode":"fullAndIncremental","phase":"Stre
                        "lagSeconds":2,"opsPerSecond":21.4,"applied":{"insert":5},"skipped":{"fromMigrate":7},
                        "shard":"rs0","holds":{"heldWrites":3,"heldNow":1,"holdSeconds":0.5,"commitWaits":1}}}],
   "oplogWindows":[{"spanSeconds":7200,"headroomSeconds":7100}],
+  "source":{"reopens":3,"newestReads":1,"lateEntries":1,"oplogQueries":4},
   "verify":{"mode":"hash","running":false,"ok":true},
-  "startedAt":"2023-11-14T22:00:00Z"}`
+  "startedAt":"2023-11-14T22:00:00Z","startupSeconds":1.5}`
 
 // exportedMetrics gathers what the code exports: a worker's registry (as
 // `ferry run` builds it: the status collector, the write latency histogram,

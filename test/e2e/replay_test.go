@@ -76,6 +76,9 @@ func waitEngineCaughtUp(t *testing.T, e *engine.Engine, src *mongo.Client, timeo
 func caughtUp(e *engine.Engine, src *mongo.Client) (bool, string) {
 	s := e.Status()
 	if s.Phase != engine.PhaseStreaming || s.Replay == nil {
+		if s.Error != "" {
+			return false, fmt.Sprintf("phase %s: %s", s.Phase, s.Error)
+		}
 		return false, fmt.Sprintf("phase %s", s.Phase)
 	}
 	var newest bson.Raw

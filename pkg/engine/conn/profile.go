@@ -64,6 +64,13 @@ type Profile struct {
 	// index. False on FerretDB, where every range read scans and decodes
 	// the whole collection.
 	IndexedRangeReads bool
+	// OplogQueriesScan: every query on the oplog reads and decodes all of
+	// it (FerretDB v1: no pushdown of a ts range or of a sort, $natural
+	// included, so even the newest entry costs a full scan; a tailable
+	// cursor's getMore re-runs its query). The replay start position is
+	// then read from the server's clock, and lag from the tailer's own
+	// reads.
+	OplogQueriesScan bool
 	// MaxWriteBatch caps the writes of one bulk write on this server as a
 	// target; 0 means no cap beyond the task's own.
 	MaxWriteBatch int
@@ -93,7 +100,7 @@ var MongoDBProfile = Profile{Flavor: FlavorMongoDB, IndexedRangeReads: true, Upd
 
 // FerretDBProfile is the profile of a FerretDB v1 server.
 var FerretDBProfile = Profile{
-	Flavor: FlavorFerretDB, OplogHasHoles: true, IndexedRangeReads: false,
+	Flavor: FlavorFerretDB, OplogHasHoles: true, OplogQueriesScan: true, IndexedRangeReads: false,
 	MaxWriteBatch: FerretDBMaxWriteBatch, UpdateShape: UpdatesAsWholeDocument, IndexesOneByOne: true,
 }
 

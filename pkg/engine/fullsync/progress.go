@@ -35,6 +35,9 @@ type Status struct {
 	PeakBufferedBytes int64     `json:"peakBufferedBytes"`
 	MaxBytes          int64     `json:"maxBytes"`
 	StartedAt         time.Time `json:"startedAt"`
+	// FirstDocumentAt is when this run wrote its first document to the
+	// target (zero before).
+	FirstDocumentAt time.Time `json:"firstDocumentAt,omitzero"`
 	// ElapsedSeconds is the copy's duration (planning, copying and index
 	// builds), frozen once it is done.
 	ElapsedSeconds float64 `json:"elapsedSeconds"`
@@ -70,6 +73,8 @@ type progress struct {
 	over     int64
 	skipped  int64
 	retries  int64
+	// firstWrite is when this run wrote its first batch.
+	firstWrite time.Time
 }
 
 type nsProgress struct {
@@ -116,6 +121,9 @@ func (p *progress) batchWritten(ns string, docs, bytes int64, res sink.Result) {
 	if n.firstWrite.IsZero() {
 		n.firstWrite = time.Now()
 	}
+	if p.firstWrite.IsZero() {
+		p.firstWrite = n.firstWrite
+	}
 	n.thisRun += docs
 	p.thisRun += docs
 	p.bytesRun += bytes
@@ -149,7 +157,7 @@ func (p *progress) snapshot() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := Status{Stage: p.stage, StartedAt: p.started, ETASeconds: -1,
-		CopiedThisRun: p.thisRun, Overwritten: p.over, Skipped: p.skipped, Retries: p.retries}
+		CopiedThisRun: p.thisRun, Overwritten: p.over, Skipped: p.skipped, Retries: p.retries, FirstDocumentAt: p.firstWrite}
 	if !p.started.IsZero() {
 		end := p.finished
 		if end.IsZero() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -27,10 +28,21 @@ type OplogReader interface {
 	Newest(ctx context.Context) (bson.Timestamp, error)
 }
 
-// Tailer reads local.oplog.rs with a tailable cursor. When the cursor dies
-// (killed, CappedPositionLost, a new primary) or goes quiet, it re-opens
-// from the last position it returned: servers whose tailable cursors never
-// deliver later entries (FerretDB) are read by re-opening too.
+// Tailer reads local.oplog.rs. It keeps one cursor open and re-opens it
+// only when it must: the cursor died (killed, CappedPositionLost, a new
+// primary), failed, or stayed silent for QuietReopen (longer than a
+// MongoDB replica set's periodic no-op interval, so it only catches a
+// cursor that stopped delivering).
+//
+// In Settle mode (servers whose oplog can show an entry after later ones,
+// FerretDB) there is no tailable cursor to keep: the oplog is read in ts
+// order with a plain query, re-run for each poll, and on such a server
+// every query reads the whole oplog (no ts range or sort pushdown, and a
+// tailable cursor's getMore re-runs its query too). So a poll happens only
+// when it can hand out something: entries held back as too young are
+// re-read once they have settled, and an idle source is polled at an
+// interval that doubles from Poll up to MaxPoll. Newest then reports what
+// those reads saw (see NewestFromReads) instead of reading the oplog again.
 type Tailer struct {
 	client *mongo.Client
 	last   bson.Timestamp
@@ -38,10 +50,13 @@ type Tailer struct {
 	cur    *mongo.Cursor
 	// BatchEntries caps the entries returned by one Next.
 	BatchEntries int
-	// QuietReopen re-opens a cursor that returned nothing for this long.
+	// QuietReopen re-opens a tailable cursor that returned nothing for
+	// this long (0: never).
 	QuietReopen time.Duration
-	// Poll is the wait between re-opens when caught up.
-	Poll time.Duration
+	// Poll is the wait before reading again when caught up; MaxPoll the
+	// longest wait it grows to while a Settle-mode source stays idle
+	// (Poll when not above it).
+	Poll, MaxPoll time.Duration
 	// Late counts late entries found (Settle mode): entries that became
 	// visible after later ones had been returned. Each lengthens Settle by
 	// a quarter, up to MaxSettle.
@@ -51,6 +66,12 @@ type Tailer struct {
 	// conn.Profile.OplogHasHoles). Entries are then read in ts order and handed out only
 	// once no earlier entry can still appear.
 	Settle time.Duration
+	// NewestFromReads makes Newest report the newest entry the tailer's
+	// own reads have seen, waiting for a read that starts after the call
+	// when the tailer has handed out everything it saw, instead of
+	// querying the oplog: for servers where reading the newest entry reads
+	// the whole oplog (conn.Profile.OplogQueriesScan). Settle mode only.
+	NewestFromReads bool
 	// SkipDatabases are left out by the server: entries on their
 	// collections are never applied (local, config, the checkpoint
 	// database). Commands and no-ops always come through.
@@ -66,6 +87,38 @@ type Tailer struct {
 	// which is not in seen has found a late entry, one that became visible
 	// after later entries had been handed out.
 	seen map[bson.Timestamp]struct{}
+	// nextRead is when a Settle-mode read is worth running again; idle
+	// counts reads in a row that found nothing new.
+	nextRead time.Time
+	idle     int
+	// scanNewest is the highest ts the open Settle-mode read has seen.
+	scanNewest bson.Timestamp
+	// stats counts the tailer's queries; read by Stats from any goroutine.
+	stats tailerCounters
+	reads readClock
+}
+
+// TailerStats counts what a tailer asked of the source's oplog.
+type TailerStats struct {
+	// Reopens counts find commands that opened a cursor on the oplog (the
+	// first one included): after a cursor died, failed or went quiet, or,
+	// in Settle mode, for each poll.
+	Reopens int64 `json:"reopens"`
+	// NewestReads counts queries for the oplog's newest position (for
+	// lag); with NewestFromReads only those made when no read came in
+	// time.
+	NewestReads int64 `json:"newestReads"`
+	// LateEntries counts entries that became visible after later ones had
+	// been handed out (Settle mode); replay re-reads their documents from
+	// the source.
+	LateEntries int64 `json:"lateEntries"`
+}
+
+type tailerCounters struct{ reopens, newest, late atomic.Int64 }
+
+// Stats returns the tailer's counters; safe to call from any goroutine.
+func (t *Tailer) Stats() TailerStats {
+	return TailerStats{Reopens: t.stats.reopens.Load(), NewestReads: t.stats.newest.Load(), LateEntries: t.stats.late.Load()}
 }
 
 // lookBack is how far below the last position a Settle-mode read starts,
@@ -74,7 +127,8 @@ func (t *Tailer) lookBack() time.Duration { return max(10*time.Second, 2*t.Settl
 
 // NewTailer returns a tailer that yields entries with ts > from.
 func NewTailer(client *mongo.Client, from bson.Timestamp) *Tailer {
-	return &Tailer{client: client, last: from, start: from, BatchEntries: 1000, QuietReopen: 2 * time.Second, Poll: 500 * time.Millisecond}
+	return &Tailer{client: client, last: from, start: from, BatchEntries: 1000, QuietReopen: time.Minute,
+		Poll: 500 * time.Millisecond, MaxPoll: 5 * time.Second}
 }
 
 func (t *Tailer) oplog() *mongo.Collection { return t.client.Database("local").Collection("oplog.rs") }
@@ -85,45 +139,26 @@ func (t *Tailer) Position() bson.Timestamp { return t.last }
 // Next implements OplogReader.
 func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 	if t.cur == nil {
-		from := t.last
-		if t.Settle > 0 {
-			// Re-read the look-back window: an entry that appeared in it
-			// since is late, and is handed out rather than lost.
-			from = bson.Timestamp{T: t.last.T - min(t.last.T, uint32(t.lookBack()/time.Second))}
-			t.pruneSeen(from)
+		if err := t.waitNextRead(ctx); err != nil {
+			return nil, err
 		}
-		filter := bson.D{{Key: "ts", Value: bson.D{{Key: "$gt", Value: from}}}}
-		if len(t.SkipDatabases) > 0 {
-			skip := make(bson.A, 0, len(t.SkipDatabases))
-			for _, db := range t.SkipDatabases {
-				skip = append(skip, bson.Regex{Pattern: "^" + regexp.QuoteMeta(db) + `\.`})
-			}
-			filter = append(filter, bson.E{Key: "ns", Value: bson.D{{Key: "$nin", Value: skip}}})
+		if err := t.open(ctx); err != nil {
+			return nil, err
 		}
-		opts := options.Find().SetBatchSize(int32(t.BatchEntries))
-		if t.Settle > 0 {
-			// A tailable cursor only reads in $natural order; in ts order
-			// the oplog is read with a plain query, re-opened every time.
-			opts.SetSort(bson.D{{Key: "ts", Value: 1}})
-		} else {
-			opts.SetCursorType(options.TailableAwait).SetMaxAwaitTime(time.Second).SetSort(bson.D{{Key: "$natural", Value: 1}})
-		}
-		cur, err := t.oplog().Find(ctx, filter, opts)
-		if err != nil {
-			return nil, fmt.Errorf("open oplog cursor after %v: %w", t.last, err)
-		}
-		t.cur = cur
-		t.lastEntry = time.Now()
 	}
 	var out []bson.Raw
 	held := false
 	cutoff := uint32(time.Now().Add(-t.Settle).Unix())
+	var heldTS bson.Timestamp
 	for len(out) < t.BatchEntries && t.cur.TryNext(ctx) {
 		raw := bson.Raw(append([]byte(nil), t.cur.Current...))
 		if _, _, ok := raw.Lookup("ts").TimestampOK(); !ok {
 			return out, fmt.Errorf("oplog entry without a ts: %s", raw)
 		}
 		ts := tsOf(raw)
+		if ts.Compare(t.scanNewest) > 0 {
+			t.scanNewest = ts
+		}
 		if ts.Compare(t.last) <= 0 {
 			if t.Settle == 0 {
 				continue // a cursor re-delivering what it returned
@@ -136,14 +171,15 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 			// of order) and later entries are held back longer.
 			t.seen[ts] = struct{}{}
 			t.Late++
+			t.stats.late.Add(1)
 			t.Settle = min(t.Settle+t.Settle/4, t.maxSettle())
 			out = append(out, raw)
 			continue
 		}
 		if t.Settle > 0 && ts.T >= cutoff {
 			// Too young: an earlier entry may still appear. Read again
-			// from the last entry handed out.
-			held = true
+			// once it has settled.
+			held, heldTS = true, ts
 			break
 		}
 		t.last = ts
@@ -157,11 +193,24 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 	}
 	if len(out) > 0 {
 		t.lastEntry = time.Now()
+		t.reads.handedOut(t.last)
 	}
 	err := t.cur.Err()
-	if held || err != nil || t.cur.ID() == 0 || time.Since(t.lastEntry) > t.QuietReopen {
+	if held && err == nil {
+		// The rest of this read is younger still: read only its
+		// positions, so that Newest knows them.
+		err = t.drainNewest(ctx)
+	}
+	finished := held || err != nil || t.cur.ID() == 0
+	if finished || (t.QuietReopen > 0 && time.Since(t.lastEntry) > t.QuietReopen) {
 		_ = t.cur.Close(context.WithoutCancel(ctx))
 		t.cur = nil
+		if err == nil && finished {
+			t.reads.done(t.scanNewest, t.last)
+		} else {
+			t.reads.failed()
+		}
+		t.planNextRead(len(out) > 0, held, heldTS)
 		// Entries read before the failure are returned (the position has
 		// moved past them); the next call re-opens after them and reports
 		// the failure if it persists.
@@ -169,7 +218,7 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 			return nil, fmt.Errorf("read oplog after %v: %w", t.last, err)
 		}
 	}
-	if len(out) == 0 {
+	if len(out) == 0 && t.Settle == 0 {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -177,6 +226,96 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 		}
 	}
 	return out, nil
+}
+
+// open runs the query of one read: in Settle mode a ts-ordered read of
+// everything after the look-back window, otherwise a tailable cursor.
+func (t *Tailer) open(ctx context.Context) error {
+	from := t.last
+	if t.Settle > 0 {
+		// Re-read the look-back window: an entry that appeared in it
+		// since is late, and is handed out rather than lost.
+		from = bson.Timestamp{T: t.last.T - min(t.last.T, uint32(t.lookBack()/time.Second))}
+		t.pruneSeen(from)
+	}
+	filter := bson.D{{Key: "ts", Value: bson.D{{Key: "$gt", Value: from}}}}
+	if len(t.SkipDatabases) > 0 {
+		skip := make(bson.A, 0, len(t.SkipDatabases))
+		for _, db := range t.SkipDatabases {
+			skip = append(skip, bson.Regex{Pattern: "^" + regexp.QuoteMeta(db) + `\.`})
+		}
+		filter = append(filter, bson.E{Key: "ns", Value: bson.D{{Key: "$nin", Value: skip}}})
+	}
+	opts := options.Find().SetBatchSize(int32(t.BatchEntries))
+	if t.Settle > 0 {
+		// A tailable cursor only reads in $natural order; in ts order
+		// the oplog is read with a plain query, re-run for each poll.
+		opts.SetSort(bson.D{{Key: "ts", Value: 1}})
+	} else {
+		opts.SetCursorType(options.TailableAwait).SetMaxAwaitTime(time.Second).SetSort(bson.D{{Key: "$natural", Value: 1}})
+	}
+	t.scanNewest = t.last
+	t.reads.started()
+	t.stats.reopens.Add(1)
+	cur, err := t.oplog().Find(ctx, filter, opts)
+	if err != nil {
+		t.reads.failed()
+		return fmt.Errorf("open oplog cursor after %v: %w", t.last, err)
+	}
+	t.cur = cur
+	t.lastEntry = time.Now()
+	return nil
+}
+
+// drainNewest reads the rest of an open read for the highest ts in it.
+func (t *Tailer) drainNewest(ctx context.Context) error {
+	for t.cur.TryNext(ctx) {
+		if ts := tsOf(t.cur.Current); ts.Compare(t.scanNewest) > 0 {
+			t.scanNewest = ts
+		}
+	}
+	return t.cur.Err()
+}
+
+// planNextRead sets when a Settle-mode read is next worth running, after
+// one that read to its end: once the entry it held back as too young has
+// settled; Poll after one that handed out entries (it read everything
+// there was); after one that found nothing new, Poll doubled for each such
+// read in a row, up to MaxPoll.
+func (t *Tailer) planNextRead(handed, held bool, heldTS bson.Timestamp) {
+	if t.Settle == 0 {
+		return
+	}
+	now := time.Now()
+	wait := t.Poll
+	switch {
+	case held:
+		// ts.T < now-Settle (whole seconds) releases it.
+		t.idle = 0
+		wait = max(time.Unix(int64(heldTS.T)+1, 0).Add(t.Settle).Sub(now), t.Poll)
+	case handed:
+		t.idle = 0
+	default:
+		wait = min(t.Poll<<min(t.idle, 16), max(t.MaxPoll, t.Poll))
+		t.idle++
+	}
+	t.nextRead = now.Add(wait)
+}
+
+// waitNextRead waits until the next Settle-mode read is due.
+func (t *Tailer) waitNextRead(ctx context.Context) error {
+	d := time.Until(t.nextRead)
+	if t.Settle == 0 || d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+	}
+	return nil
 }
 
 func (t *Tailer) maxSettle() time.Duration {
@@ -196,9 +335,39 @@ func (t *Tailer) pruneSeen(from bson.Timestamp) {
 	}
 }
 
-// Newest implements OplogReader.
+// Newest implements OplogReader. With NewestFromReads it reports the
+// newest entry the tailer's reads have seen: at once while that is past
+// what it handed out (the caller is behind anyway), otherwise from a read
+// that starts after the call, so that an answer a caller deems caught up
+// with was read after it asked. It queries the oplog itself only when
+// within newestWait no read was under way or started (the reader is not
+// being driven), or when none finished within readCap.
 func (t *Tailer) Newest(ctx context.Context) (bson.Timestamp, error) {
-	return edgeTS(ctx, t.client, -1)
+	if t.NewestFromReads && t.Settle > 0 {
+		ts, ok, err := t.reads.newest(ctx, newestWait(t))
+		if ok || err != nil {
+			return ts, err
+		}
+	}
+	t.stats.newest.Add(1)
+	at := time.Now()
+	ts, err := edgeTS(ctx, t.client, -1)
+	if err == nil {
+		t.reads.queried(at)
+	}
+	return ts, err
+}
+
+// NewestReadAt returns when the read behind the last position Newest
+// returned started: a caller that needs the newest position as of some
+// moment (a cut-over once writes stopped) trusts only answers read after
+// it.
+func (t *Tailer) NewestReadAt() time.Time { return t.reads.answeredAt() }
+
+// newestWait is how long Newest waits for the tailer's next read before it
+// queries the oplog itself.
+func newestWait(t *Tailer) time.Duration {
+	return max(t.MaxPoll, t.Poll, t.Settle) + 20*time.Second
 }
 
 // ClusterTime returns the deployment's current cluster time (from a
@@ -222,9 +391,26 @@ func NewestTS(ctx context.Context, client *mongo.Client) (bson.Timestamp, error)
 	return edgeTS(ctx, client, -1)
 }
 
+// OldestTS returns the ts of the oldest entry of a source's oplog (zero
+// when it is empty). It asks for the first entry in natural order with a
+// hint rather than a sort: MongoDB reads it from the front of the oplog
+// either way, and a server that ignores the hint (FerretDB) returns a
+// capped collection in natural order unsorted, reading one entry, where a
+// sort would read and sort all of them.
+func OldestTS(ctx context.Context, client *mongo.Client) (bson.Timestamp, error) {
+	return oplogEdge(ctx, client, options.FindOne().SetHint(bson.D{{Key: "$natural", Value: 1}}))
+}
+
+// edgeTS returns the ts of the newest (dir -1) or oldest (dir 1) entry.
 func edgeTS(ctx context.Context, client *mongo.Client, dir int) (bson.Timestamp, error) {
-	raw, err := client.Database("local").Collection("oplog.rs").FindOne(ctx, bson.D{},
-		options.FindOne().SetSort(bson.D{{Key: "$natural", Value: dir}}).SetProjection(bson.D{{Key: "ts", Value: 1}})).Raw()
+	if dir > 0 {
+		return OldestTS(ctx, client)
+	}
+	return oplogEdge(ctx, client, options.FindOne().SetSort(bson.D{{Key: "$natural", Value: dir}}))
+}
+
+func oplogEdge(ctx context.Context, client *mongo.Client, opts *options.FindOneOptionsBuilder) (bson.Timestamp, error) {
+	raw, err := client.Database("local").Collection("oplog.rs").FindOne(ctx, bson.D{}, opts.SetProjection(bson.D{{Key: "ts", Value: 1}})).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return bson.Timestamp{}, nil
 	}

@@ -24,6 +24,34 @@ func StartPosition(ctx context.Context, client *mongo.Client) (ts bson.Timestamp
 	return ts, true, err
 }
 
+// StartPositionByClock is StartPosition for servers where reading the
+// newest oplog entry reads the whole oplog (conn.Profile.OplogQueriesScan):
+// the server's current time (ServerTime) whether or not the oplog holds
+// entries, which costs one hello and one read of the oldest entry (which
+// such a server answers from the front of the oplog). Every entry written
+// after the call has a higher ts; entries of the current second written
+// before it are replayed too, which the overlap between copy and replay
+// tolerates. When every entry in the oplog is of the current second (the
+// clock's position, at the start of the second, is below them all), the
+// oldest entry is the position instead: it was written before the copy
+// starts, and the window check then finds the oplog holding it.
+func StartPositionByClock(ctx context.Context, client *mongo.Client) (ts bson.Timestamp, emptyOplog bool, err error) {
+	oldest, err := OldestTS(ctx, client)
+	if err != nil {
+		return bson.Timestamp{}, false, err
+	}
+	if ts, err = ServerTime(ctx, client); err != nil {
+		return bson.Timestamp{}, false, err
+	}
+	if oldest.IsZero() {
+		return ts, true, nil
+	}
+	if ts.Compare(oldest) < 0 {
+		ts = oldest
+	}
+	return ts, false, nil
+}
+
 // ServerTime returns the server's current time as a timestamp: the
 // operationTime or $clusterTime of a hello reply (a replica set or
 // mongos), else its clock (hello's localTime) at the start of the current
@@ -62,7 +90,7 @@ func serverTimeFrom(hello bson.Raw) (bson.Timestamp, error) {
 // under half its capped size (a capped collection is trimmed only past its
 // size, by a small share of its oldest entries).
 func CheckWindow(ctx context.Context, client *mongo.Client, from bson.Timestamp, sinceEmpty bool) error {
-	oldest, err := edgeTS(ctx, client, 1)
+	oldest, err := OldestTS(ctx, client)
 	if err != nil {
 		return err
 	}
