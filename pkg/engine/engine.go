@@ -422,7 +422,7 @@ func (e *Engine) stream(ctx context.Context) error {
 	unique := p.unique
 	r := replay.New(replay.Options{
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
-		Mapper: e.mapper, Log: e.log, From: from, OverlapUntil: rec.CopyEndTS,
+		Mapper: e.mapper, Log: e.baseLog(), From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique,
 		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, IndexesOneByOne: e.dstProfile.IndexesOneByOne,
 		Translator: oplog.Translator{
@@ -538,4 +538,13 @@ func (e *Engine) VerifyReport() *verify.Report {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.verifyRes
+}
+
+// baseLog is the logger without the task key, for parts that add it
+// themselves (the replayer), so that a line names the task once.
+func (e *Engine) baseLog() *slog.Logger {
+	if e.opts.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return e.opts.Log
 }

@@ -369,7 +369,7 @@ func (e *Engine) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, p repla
 		SaveState: func(ctx context.Context, ts bson.Timestamp, txns oplog.AssemblerState) error {
 			return store.SaveShardState(ctx, ts, txns.Entries)
 		},
-		Mapper: e.mapper, Log: e.log.With("shard", st.shard.Name), From: from, OverlapUntil: rec.CopyEndTS,
+		Mapper: e.mapper, Log: e.baseLog().With("shard", st.shard.Name), From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: p.unique,
 		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, IndexesOneByOne: e.dstProfile.IndexesOneByOne,
 		Translator: oplog.Translator{
