@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
@@ -37,7 +35,7 @@ func (e *Engine) openTargetSharding(ctx context.Context) (*sharding.Preparer, er
 		}
 		return nil, nil
 	}
-	p := &sharding.Preparer{Target: e.target, Major: majorVersion(e.dstProfile.Version), Endpoint: e.task.Target, Log: e.log}
+	p := &sharding.Preparer{Target: e.target, Major: e.dstProfile.Major, Endpoint: e.task.Target, Log: e.log}
 	srcKind, err := topology.Hello(ctx, e.source)
 	if err != nil {
 		return nil, fmt.Errorf("source: %w", err)
@@ -72,11 +70,4 @@ func (e *Engine) targetShardingStatus() []TargetShardingStatus {
 		out = append(out, s)
 	}
 	return out
-}
-
-// majorVersion reads the major number of a server version ("7.0.12").
-func majorVersion(v string) int {
-	head, _, _ := strings.Cut(v, ".")
-	n, _ := strconv.Atoi(head)
-	return n
 }

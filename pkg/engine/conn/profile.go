@@ -55,6 +55,9 @@ type Profile struct {
 	// version on FerretDB).
 	Flavor  Flavor
 	Version string
+	// Major is MongoDB's major version (buildInfo's versionArray); 0 on
+	// FerretDB.
+	Major int
 	// OplogHasHoles: an oplog entry can become visible after entries with
 	// a higher ts (FerretDB writes each entry after its write, outside any
 	// ordering). MongoDB never shows one (visibility waits for earlier
@@ -124,7 +127,8 @@ func profileFromBuildInfo(raw bson.Raw) Profile {
 	}
 	p := MongoDBProfile
 	p.Version, _ = raw.Lookup("version").StringValueOK()
-	p.BulkWriteCommand = majorVersion(raw) >= 8
+	p.Major = majorVersion(raw)
+	p.BulkWriteCommand = p.Major >= 8
 	return p
 }
 
