@@ -27,6 +27,7 @@ func (n Namespace) String() string { return n.DB + "." + n.Coll }
 // the target.
 type Mapper struct {
 	include, exclude []*regexp.Regexp
+	includeExprs     []string
 	dbRenames        map[string]string
 	collRenames      map[string]Namespace
 	internalDBs      []string
@@ -55,6 +56,7 @@ func NewMapper(ns config.Namespaces, checkpointDB string) (*Mapper, error) {
 	if m.include, err = compile("include", ns.Include); err != nil {
 		return nil, err
 	}
+	m.includeExprs = slices.Clone(ns.Include)
 	if m.exclude, err = compile("exclude", ns.Exclude); err != nil {
 		return nil, err
 	}
@@ -96,6 +98,22 @@ func (m *Mapper) Selected(n Namespace) bool {
 		return false
 	}
 	return !slices.ContainsFunc(m.exclude, func(re *regexp.Regexp) bool { return re.MatchString(s) })
+}
+
+// UnmatchedIncludes explains each include pattern that selects none of
+// colls (the task's selected collections): a pattern written as if it were
+// unanchored, such as ^shop\., matches nothing, and a task that copies
+// nothing would otherwise finish without a word.
+func (m *Mapper) UnmatchedIncludes(colls []Namespace) []string {
+	var out []string
+	for i, re := range m.include {
+		if slices.ContainsFunc(colls, func(n Namespace) bool { return re.MatchString(n.String()) }) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("namespaces.include[%d] `%s` selects no collection on the source: a pattern matches the whole db.collection "+
+			"(^ and $ are implied), so to select every collection of database shop write `shop\\..*`", i, m.includeExprs[i]))
+	}
+	return out
 }
 
 // Target returns the namespace's name on the target: a collection rename
