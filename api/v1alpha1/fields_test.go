@@ -51,20 +51,7 @@ func TestCreateEveryFieldWrong(t *testing.T) {
 			n++
 			name := strings.Join(b.path, ".") + ": " + b.what
 			t.Run(name, func(t *testing.T) {
-				spec := map[string]any{
-					"source": map[string]any{"uri": "mongodb://src.mongo:27017/", "credentialsSecret": "src-creds"},
-					"target": map[string]any{"uri": "mongodb://dst.mongo:27017/", "credentialsSecret": "dst-creds"},
-				}
-				set(spec, b.path, b.value)
-				u := &unstructured.Unstructured{Object: map[string]any{
-					"apiVersion": "sync.mongoferry.io/v1alpha1", "kind": "SyncTask",
-					"metadata": map[string]any{"namespace": ns, "generateName": "field-"},
-					"spec":     spec,
-				}}
-				err := env.Client.Create(ctx(t), u, client.FieldValidation("Strict"))
-				if err == nil {
-					t.Fatalf("accepted: %v", spec)
-				}
+				err := createWith(t, ns, b.path, b.value)
 				if !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
 					t.Fatalf("error %v, want Invalid or BadRequest", err)
 				}
@@ -120,25 +107,34 @@ func TestCreateCLIFields(t *testing.T) {
 	for _, c := range cases {
 		name := strings.Join(c.path, ".")
 		t.Run(name, func(t *testing.T) {
-			spec := map[string]any{
-				"source": map[string]any{"uri": "mongodb://src.mongo:27017/", "credentialsSecret": "src-creds"},
-				"target": map[string]any{"uri": "mongodb://dst.mongo:27017/", "credentialsSecret": "dst-creds"},
-			}
-			set(spec, c.path, c.value)
-			u := &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "sync.mongoferry.io/v1alpha1", "kind": "SyncTask",
-				"metadata": map[string]any{"namespace": ns, "generateName": "cli-field-"},
-				"spec":     spec,
-			}}
-			err := env.Client.Create(ctx(t), u, client.FieldValidation("Strict"))
-			if err == nil {
-				t.Fatalf("accepted: %v", spec)
-			}
+			err := createWith(t, ns, c.path, c.value)
 			if want := `unknown field "spec.` + name + `"`; !strings.Contains(err.Error(), want) {
 				t.Errorf("error %v, want one naming %s", err, want)
 			}
 		})
 	}
+}
+
+// createWith creates a valid SyncTask with value at path in its spec, with
+// strict field validation as kubectl applies by default, and returns the
+// API server's error (the test fails if there is none).
+func createWith(t *testing.T, ns string, path []string, value any) error {
+	t.Helper()
+	spec := map[string]any{
+		"source": map[string]any{"uri": "mongodb://src.mongo:27017/", "credentialsSecret": "src-creds"},
+		"target": map[string]any{"uri": "mongodb://dst.mongo:27017/", "credentialsSecret": "dst-creds"},
+	}
+	set(spec, path, value)
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "sync.mongoferry.io/v1alpha1", "kind": "SyncTask",
+		"metadata": map[string]any{"namespace": ns, "generateName": "field-"},
+		"spec":     spec,
+	}}
+	err := env.Client.Create(ctx(t), u, client.FieldValidation("Strict"))
+	if err == nil {
+		t.Fatalf("accepted: %v", spec)
+	}
+	return err
 }
 
 // set puts value at path in m, creating mappings on the way and a list of

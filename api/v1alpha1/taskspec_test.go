@@ -222,6 +222,31 @@ func TestSharedOptions(t *testing.T) {
 	}
 }
 
+// TestSecretNames lists the Secrets a spec names, which the controller
+// watches (a new or changed one wakes the task): credentials and TLS, each
+// once.
+func TestSecretNames(t *testing.T) {
+	ref := func(name string) *v1alpha1.SecretKeyRef { return &v1alpha1.SecretKeyRef{Name: name, Key: "k"} }
+	cases := []struct {
+		name string
+		spec v1alpha1.SyncTaskSpec
+		want []string
+	}{
+		{"none", v1alpha1.SyncTaskSpec{}, nil},
+		{"credentials", v1alpha1.SyncTaskSpec{Source: v1alpha1.Source{CredentialsSecret: "src"}, Target: v1alpha1.Target{CredentialsSecret: "dst"}},
+			[]string{"src", "dst"}},
+		{"TLS, one Secret for both CAs", v1alpha1.SyncTaskSpec{
+			Source: v1alpha1.Source{CredentialsSecret: "creds", TLS: &v1alpha1.TLS{CASecret: ref("ca"), CertificateKeySecret: ref("client")}},
+			Target: v1alpha1.Target{CredentialsSecret: "creds", TLS: &v1alpha1.TLS{CASecret: ref("ca")}},
+		}, []string{"creds", "ca", "client"}},
+	}
+	for _, c := range cases {
+		if got := c.spec.SecretNames(); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
 // mutate sets every settable scalar under v to a non-zero value different
 // from the one it had, allocating pointers and one element for empty
 // slices.
