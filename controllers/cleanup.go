@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -94,56 +93,49 @@ func (r *SyncTaskReconciler) finalize(ctx context.Context, task *syncv1alpha1.Sy
 	return ctrl.Result{}, nil
 }
 
-// dropCheckpoint connects to the target with the credentials from its
-// Secret and deletes the task's checkpoint records.
+// dropCheckpoint connects to the target as the workers do (the endpoint of
+// the rendered task), with the password and TLS PEM held in memory from the
+// Secrets, and deletes the task's checkpoint records.
 func (r *SyncTaskReconciler) dropCheckpoint(ctx context.Context, task *syncv1alpha1.SyncTask) error {
 	ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)
 	defer cancel()
-	ep := task.Spec.Target
 	db := task.Spec.Checkpoint.Database
 	if db == "" {
 		db = config.DefaultDatabase
 	}
+	var users syncv1alpha1.Usernames
 	var password string
-	if name := ep.CredentialsSecret; name != "" {
+	if name := task.Spec.Target.CredentialsSecret; name != "" {
 		var s corev1.Secret
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: name}, &s); err != nil {
 			return fmt.Errorf("target.credentialsSecret %q: %w", name, err)
 		}
-		password = string(s.Data[PasswordKey])
-		uri, err := withCredentials(ep.URI, string(s.Data[UsernameKey]), password, ep.AuthSource)
+		users.Target, password = string(s.Data[UsernameKey]), string(s.Data[PasswordKey])
+	}
+	opts := conn.Options{AppName: "mongoferry-operator", ConnectTimeout: 10 * time.Second, Password: password}
+	for _, f := range task.Spec.TLSSecretFiles() {
+		if f.Role != "target" {
+			continue
+		}
+		pem, _, err := r.tlsSecretKey(ctx, task.Namespace, f)
 		if err != nil {
 			return err
 		}
-		ep = config.Endpoint{URI: uri, TLS: ep.TLS}
+		if f.CA {
+			opts.CAPEM = pem
+		} else {
+			opts.CertificateKeyPEM = pem
+		}
 	}
-	c, err := conn.Open(ctx, "target", ep, conn.Options{AppName: "mongoferry-operator", ConnectTimeout: 10 * time.Second})
+	ep := task.Spec.TaskSpec(users).Target
+	// The password is in opts: the manager has no variable to read.
+	ep.PasswordEnv = ""
+	c, err := conn.Open(ctx, "target", ep, opts)
 	if err != nil {
 		return scrub(err, password)
 	}
 	defer func() { _ = c.Disconnect(context.WithoutCancel(ctx)) }()
 	return scrub(checkpoint.NewStore(c, db, task.Name).Drop(ctx), password)
-}
-
-// withCredentials puts a username and password into a MongoDB URI, for a
-// client made in memory (never stored or logged: conn redacts URIs in its
-// errors).
-func withCredentials(uri, user, password, authSource string) (string, error) {
-	scheme, rest, ok := strings.Cut(uri, "://")
-	if !ok {
-		return "", errors.New("target.uri: not a mongodb:// URI")
-	}
-	u := url.UserPassword(user, password).String() + "@" + rest
-	if authSource != "" {
-		sep := "?"
-		if strings.Contains(rest, "?") {
-			sep = "&"
-		} else if !strings.Contains(rest, "/") {
-			sep = "/?"
-		}
-		u += sep + "authSource=" + url.QueryEscape(authSource)
-	}
-	return scheme + "://" + u, nil
 }
 
 // scrub removes a password from an error's text, should any layer have

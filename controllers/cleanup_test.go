@@ -11,7 +11,6 @@ import (
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/internal/testserver"
-	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 )
 
@@ -25,7 +24,7 @@ func TestDeleteRemovesCheckpoint(t *testing.T) {
 	ns := env.Namespace(t)
 	createSecret(t, ns, "dst-creds", user, password)
 	task := newTask(ns, "orders")
-	task.Spec.Source = config.Endpoint{URI: "mongodb://src.invalid:27017/"}
+	task.Spec.Source = syncv1alpha1.Source{URI: "mongodb://src.invalid:27017/"}
 	task.Spec.Target.URI = dst.URI
 	task.Spec.DeletePolicy = syncv1alpha1.DeleteDelete
 	createTask(t, task)

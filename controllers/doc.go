@@ -3,8 +3,10 @@
 // back into the SyncTask's status.
 //
 // Parts: the reconciler and its watches (synctask_controller.go); the
-// worker's task file rendered into a Secret, with the hash that rolls the
-// workers (render.go); the worker StatefulSet, headless Service and
+// worker's task file rendered into a Secret (SyncTaskSpec.TaskSpec, given
+// the usernames of the credentials Secrets), with the hash that rolls the
+// workers (render.go); the TLS Secrets' keys mounted into the workers
+// (tls.go); the worker StatefulSet, headless Service and
 // PodMonitor (workers.go); reading each worker's /status (the worker
 // contract, pkg/workerapi: the document, phases, exit codes and
 // environment) and aggregating it into status, conditions and events

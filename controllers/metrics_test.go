@@ -132,13 +132,13 @@ func TestMetricsCollector(t *testing.T) {
 
 	// A replica-set task copying, one sharded task streaming, one the
 	// controller has not reported on.
-	copying := metricsTestTask(ns, "orders", config.Endpoint{URI: "mongodb://src.example:27017/?replicaSet=rs0", CredentialsSecret: "src"})
+	copying := metricsTestTask(ns, "orders", syncv1alpha1.Source{URI: "mongodb://src.example:27017/?replicaSet=rs0", CredentialsSecret: "src"})
 	copying.Spec.Mode = config.ModeFull
-	streaming := metricsTestTask(ns, "users", config.Endpoint{
+	streaming := metricsTestTask(ns, "users", syncv1alpha1.Source{
 		URI: "mongodb://mongos.example:27017/", Kind: config.KindSharded, CredentialsSecret: "src",
 		Shards: []config.Shard{{Name: "shard0", URI: "mongodb://s0.example:27018/?replicaSet=shard0"}, {Name: "shard1", URI: "mongodb://s1.example:27018/?replicaSet=shard1"}},
 	})
-	fresh := metricsTestTask(ns, "fresh", config.Endpoint{URI: "mongodb://other.example:27017/", CredentialsSecret: "src"})
+	fresh := metricsTestTask(ns, "fresh", syncv1alpha1.Source{URI: "mongodb://other.example:27017/", CredentialsSecret: "src"})
 	for _, st := range []*syncv1alpha1.SyncTask{copying, streaming, fresh} {
 		if err := metricsEnv.Client.Create(ctx, st); err != nil {
 			t.Fatalf("create %s: %v", st.Name, err)
@@ -245,13 +245,13 @@ func TestMetricsCollector(t *testing.T) {
 	}
 }
 
-func metricsTestTask(ns, name string, src config.Endpoint) *syncv1alpha1.SyncTask {
+func metricsTestTask(ns, name string, src syncv1alpha1.Source) *syncv1alpha1.SyncTask {
 	return &syncv1alpha1.SyncTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: syncv1alpha1.SyncTaskSpec{Spec: config.Spec{
+		Spec: syncv1alpha1.SyncTaskSpec{
 			Source: src,
-			Target: config.Endpoint{URI: "mongodb://dst.example:27017/", CredentialsSecret: "dst"},
-		}},
+			Target: syncv1alpha1.Target{URI: "mongodb://dst.example:27017/", CredentialsSecret: "dst"},
+		},
 	}
 }
 

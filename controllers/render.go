@@ -87,22 +87,12 @@ type rendered struct {
 	volumes []corev1.Volume
 }
 
-// endpointCredentials names an endpoint's credentials in the task file.
-type endpointCredentials struct {
-	role     string
-	endpoint *config.Endpoint
-	env      string
-}
-
-// render builds the worker's task file: the SyncTask's spec with the task's
-// name, defaults filled in, and for each endpoint with a credentialsSecret
-// the username from that Secret and passwordEnv naming the variable the
-// StatefulSet fills from it. The password itself never enters the file.
+// render builds the worker's task file: the SyncTask's spec as the CLI's
+// task (SyncTaskSpec.TaskSpec) with the task's name and defaults filled
+// in, given the usernames of the credentials Secrets. The passwords never
+// enter the file: passwordEnv names the variables the StatefulSet fills
+// from the Secrets.
 func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.SyncTask) (*rendered, error) {
-	spec := task.Spec.Spec.DeepCopy()
-	// Suspend is the controller's business (replicas 0), not the worker's:
-	// keeping it out of the file means suspending does not change the hash.
-	spec.Suspend = false
 	out := &rendered{secrets: map[string]string{}}
 	h := sha256.New()
 	// Length-prefixed fields, so that moving bytes from one to the next
@@ -114,11 +104,15 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 		h.Write(b)
 	}
 	var secretFields [][]byte
-	for _, ec := range []endpointCredentials{
-		{"source", &spec.Source, SourcePasswordEnv},
-		{"target", &spec.Target, TargetPasswordEnv},
+	var users syncv1alpha1.Usernames
+	for _, ec := range []struct {
+		role, secret string
+		user         *string
+	}{
+		{"source", task.Spec.Source.CredentialsSecret, &users.Source},
+		{"target", task.Spec.Target.CredentialsSecret, &users.Target},
 	} {
-		name := ec.endpoint.CredentialsSecret
+		name := ec.secret
 		if name == "" {
 			continue
 		}
@@ -142,13 +136,11 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 		if ec.role == "source" {
 			out.sourceSecrets.Password = string(s.Data[PasswordKey])
 		}
-		ec.endpoint.Username = string(user)
-		ec.endpoint.PasswordEnv = ec.env
-		ec.endpoint.CredentialsSecret = ""
+		*ec.user = string(user)
 		out.secrets[ec.role] = name
 		secretFields = append(secretFields, []byte(ec.role), []byte(name), []byte(s.UID), []byte(s.ResourceVersion))
 	}
-	tlsFields, err := r.renderTLS(ctx, task.Namespace, spec, out)
+	tlsFields, err := r.renderTLS(ctx, task, out)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +155,7 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 		return nil, &blockedError{ReasonInvalidSpec, err.Error()}
 	}
 	out.volumes = vols
-	t := config.Task{Name: task.Name, Spec: *spec}
+	t := config.Task{Name: task.Name, Spec: task.Spec.TaskSpec(users)}
 	t.SetDefaults()
 	if err := t.Validate(); err != nil {
 		var v config.ValidationError

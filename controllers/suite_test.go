@@ -69,11 +69,11 @@ func createSecret(t *testing.T, ns, name, user, password string) *corev1.Secret 
 func newTask(ns, name string) *syncv1alpha1.SyncTask {
 	return &syncv1alpha1.SyncTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: syncv1alpha1.SyncTaskSpec{Spec: config.Spec{
+		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:   config.ModeFullAndIncremental,
-			Source: config.Endpoint{URI: "mongodb://src-0.mongo:27017/?replicaSet=rs0", CredentialsSecret: "src-creds"},
-			Target: config.Endpoint{URI: "mongodb://dst.mongo:27017/", CredentialsSecret: "dst-creds"},
-		}},
+			Source: syncv1alpha1.Source{URI: "mongodb://src-0.mongo:27017/?replicaSet=rs0", CredentialsSecret: "src-creds"},
+			Target: syncv1alpha1.Target{URI: "mongodb://dst.mongo:27017/", CredentialsSecret: "dst-creds"},
+		},
 	}
 }
 

@@ -33,8 +33,9 @@ import (
 // controller, for managers that take it from here).
 const ControllerName = "synctask"
 
-// credentialsIndex indexes SyncTasks by the credential Secrets they name.
-const credentialsIndex = "spec.credentialsSecrets"
+// secretsIndex indexes SyncTasks by the Secrets they name (credentials and
+// TLS).
+const secretsIndex = "spec.secrets"
 
 // blockedRetry is how often a task blocked on the user's objects is
 // looked at again (a watch on Secrets usually wakes it sooner).
@@ -239,7 +240,7 @@ func (r *SyncTaskReconciler) event(task *syncv1alpha1.SyncTask, kind, reason, ac
 
 // SetupWithManager registers the controller: it watches SyncTasks (spec
 // and metadata changes, not its own status writes), the objects it owns,
-// the worker pods, and the credential Secrets the tasks name.
+// the worker pods, and the Secrets the tasks name (credentials and TLS).
 func (r *SyncTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Client == nil {
 		r.Client = mgr.GetClient()
@@ -247,10 +248,10 @@ func (r *SyncTaskReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Scheme == nil {
 		r.Scheme = mgr.GetScheme()
 	}
-	err := mgr.GetFieldIndexer().IndexField(context.Background(), &syncv1alpha1.SyncTask{}, credentialsIndex,
-		func(o client.Object) []string { return credentialSecrets(o.(*syncv1alpha1.SyncTask)) })
+	err := mgr.GetFieldIndexer().IndexField(context.Background(), &syncv1alpha1.SyncTask{}, secretsIndex,
+		func(o client.Object) []string { return o.(*syncv1alpha1.SyncTask).Spec.SecretNames() })
 	if err != nil {
-		return fmt.Errorf("index SyncTasks by credential Secret: %w", err)
+		return fmt.Errorf("index SyncTasks by Secret: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&syncv1alpha1.SyncTask{}, builder.WithPredicates(specOrMetadataChanged())).
@@ -282,20 +283,10 @@ func CacheByObject() map[client.Object]cache.ByObject {
 	}
 }
 
-func credentialSecrets(t *syncv1alpha1.SyncTask) []string {
-	var names []string
-	for _, n := range []string{t.Spec.Source.CredentialsSecret, t.Spec.Target.CredentialsSecret} {
-		if n != "" && !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	return names
-}
-
 // tasksForSecret maps a Secret to the SyncTasks that name it.
 func (r *SyncTaskReconciler) tasksForSecret(ctx context.Context, o client.Object) []ctrl.Request {
 	var tasks syncv1alpha1.SyncTaskList
-	if err := r.Client.List(ctx, &tasks, client.InNamespace(o.GetNamespace()), client.MatchingFields{credentialsIndex: o.GetName()}); err != nil {
+	if err := r.Client.List(ctx, &tasks, client.InNamespace(o.GetNamespace()), client.MatchingFields{secretsIndex: o.GetName()}); err != nil {
 		logf.FromContext(ctx).Error(err, "list SyncTasks for Secret", "secret", o.GetName())
 		return nil
 	}

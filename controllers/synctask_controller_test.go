@@ -110,7 +110,6 @@ func TestRenderedSecret(t *testing.T) {
 		{"source.uri", rendered.Source.URI, "mongodb://src-0.mongo:27017/?replicaSet=rs0"},
 		{"source.username", rendered.Source.Username, "ferry-src"},
 		{"source.passwordEnv", rendered.Source.PasswordEnv, SourcePasswordEnv},
-		{"source.credentialsSecret", rendered.Source.CredentialsSecret, ""},
 		{"target.username", rendered.Target.Username, "ferry-dst"},
 		{"target.passwordEnv", rendered.Target.PasswordEnv, TargetPasswordEnv},
 		{"target.authSource", rendered.Target.AuthSource, "admin"},
@@ -685,20 +684,6 @@ func TestFinalizerFollowsDeletePolicy(t *testing.T) {
 	}
 }
 
-func TestWithCredentials(t *testing.T) {
-	for _, c := range []struct{ uri, auth, want string }{
-		{"mongodb://h:27017/?replicaSet=rs0", "", "mongodb://u:p%3A%40%2F%3F%23@h:27017/?replicaSet=rs0"},
-		{"mongodb://h1:1,h2:2/db", "admin", "mongodb://u:p%3A%40%2F%3F%23@h1:1,h2:2/db?authSource=admin"},
-		{"mongodb://h:27017", "admin", "mongodb://u:p%3A%40%2F%3F%23@h:27017/?authSource=admin"},
-		{"mongodb+srv://c.example.net/?tls=true", "x", "mongodb+srv://u:p%3A%40%2F%3F%23@c.example.net/?tls=true&authSource=x"},
-	} {
-		got, err := withCredentials(c.uri, "u", "p:@/?#", c.auth)
-		if err != nil || got != c.want {
-			t.Errorf("withCredentials(%q) = %q, %v; want %q", c.uri, got, err, c.want)
-		}
-	}
-}
-
 // TestFailedTaskStops: a worker whose verification failed (exit code 2)
 // fails the task; the next reconcile scales the workers to 0 and nothing
 // more runs (no requeue, no further failure counted); a new value of the
@@ -822,9 +807,9 @@ func TestWorkerTemplate(t *testing.T) {
 // SecretInvalid.
 func TestTLSSecrets(t *testing.T) {
 	ns := setup(t, "orders", func(st *syncv1alpha1.SyncTask) {
-		st.Spec.Source.TLS = &config.TLS{Enabled: true, CASecret: &config.SecretKeyRef{Name: "mongo-ca", Key: "ca.crt"},
-			CertificateKeySecret: &config.SecretKeyRef{Name: "ferry-client", Key: "tls.pem"}}
-		st.Spec.Target.TLS = &config.TLS{Enabled: true, CASecret: &config.SecretKeyRef{Name: "mongo-ca", Key: "ca.crt"}}
+		st.Spec.Source.TLS = &syncv1alpha1.TLS{Enabled: true, CASecret: &syncv1alpha1.SecretKeyRef{Name: "mongo-ca", Key: "ca.crt"},
+			CertificateKeySecret: &syncv1alpha1.SecretKeyRef{Name: "ferry-client", Key: "tls.pem"}}
+		st.Spec.Target.TLS = &syncv1alpha1.TLS{Enabled: true, CASecret: &syncv1alpha1.SecretKeyRef{Name: "mongo-ca", Key: "ca.crt"}}
 	})
 	const caPEM, clientPEM = "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n", "-----BEGIN PRIVATE KEY-----\nKEY\n-----END PRIVATE KEY-----\n"
 	for name, data := range map[string]map[string]string{"mongo-ca": {"ca.crt": caPEM}, "ferry-client": {"tls.pem": clientPEM}} {

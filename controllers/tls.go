@@ -9,12 +9,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
-	"github.com/mongoferry/mongoferry/pkg/config"
+	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 )
 
 // TLSMountPath is where the workers find the TLS Secrets' keys:
 // <role>/ca.pem and <role>/client.pem (role source or target).
-const TLSMountPath = "/etc/mongoferry/tls"
+const TLSMountPath = syncv1alpha1.TLSMountPath
 
 // tlsVolume is the name of the projected volume that holds them.
 const tlsVolume = "tls"
@@ -31,60 +31,47 @@ type tlsFile struct {
 	path string
 }
 
-// renderTLS replaces each endpoint's tls.caSecret and
-// tls.certificateKeySecret with the file the workers read it from
-// (tls.caFile, tls.certificateKeyFile under TLSMountPath), records the
-// files to mount, keeps the source's PEM for the manager's own
-// connection, and returns the Secrets' identities and versions for the
-// hash that rolls the workers when a Secret changes.
-func (r *SyncTaskReconciler) renderTLS(ctx context.Context, namespace string, spec *config.Spec, out *rendered) ([][]byte, error) {
+// renderTLS checks that each TLS Secret key of the task exists, records
+// the files to mount (where the task file from SyncTaskSpec.TaskSpec names
+// them), keeps the source's PEM for the manager's own connection, and
+// returns the Secrets' identities and versions for the hash that rolls the
+// workers when a Secret changes.
+func (r *SyncTaskReconciler) renderTLS(ctx context.Context, task *syncv1alpha1.SyncTask, out *rendered) ([][]byte, error) {
 	var fields [][]byte
-	for _, ep := range []struct {
-		role     string
-		endpoint *config.Endpoint
-	}{{"source", &spec.Source}, {"target", &spec.Target}} {
-		t := ep.endpoint.TLS
-		if t == nil {
-			continue
+	for _, f := range task.Spec.TLSSecretFiles() {
+		pem, s, err := r.tlsSecretKey(ctx, task.Namespace, f)
+		if err != nil {
+			return nil, err
 		}
-		for _, f := range []struct {
-			ref   **config.SecretKeyRef
-			field string
-			file  string
-			path  *string
-			pem   *[]byte
-		}{
-			{&t.CASecret, "caSecret", "ca.pem", &t.CAFile, &out.sourceSecrets.CAPEM},
-			{&t.CertificateKeySecret, "certificateKeySecret", "client.pem", &t.CertificateKeyFile, &out.sourceSecrets.CertificateKeyPEM},
-		} {
-			ref := *f.ref
-			if ref == nil {
-				continue
+		if f.Role == "source" {
+			if f.CA {
+				out.sourceSecrets.CAPEM = pem
+			} else {
+				out.sourceSecrets.CertificateKeyPEM = pem
 			}
-			name := fmt.Sprintf("%s.tls.%s", ep.role, f.field)
-			var s corev1.Secret
-			err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, &s)
-			switch {
-			case apierrors.IsNotFound(err):
-				return nil, &blockedError{ReasonSecretNotFound, fmt.Sprintf("%s: Secret %q not found in namespace %s: create it with the PEM under key %s", name, ref.Name, namespace, ref.Key)}
-			case err != nil:
-				return nil, fmt.Errorf("read %s %q: %w", name, ref.Name, err)
-			}
-			pem, ok := s.Data[ref.Key]
-			if !ok || len(pem) == 0 {
-				return nil, &blockedError{ReasonSecretInvalid, fmt.Sprintf("%s: Secret %q has no key %s: add the PEM under it, or name the key that holds it", name, ref.Name, ref.Key)}
-			}
-			rel := ep.role + "/" + f.file
-			*f.path = TLSMountPath + "/" + rel
-			*f.ref = nil
-			if ep.role == "source" {
-				*f.pem = pem
-			}
-			out.tlsFiles = append(out.tlsFiles, tlsFile{secret: ref.Name, key: ref.Key, path: rel})
-			fields = append(fields, []byte(name), []byte(ref.Name), []byte(ref.Key), []byte(s.UID), []byte(s.ResourceVersion))
 		}
+		out.tlsFiles = append(out.tlsFiles, tlsFile{secret: f.Ref.Name, key: f.Ref.Key, path: f.Path})
+		fields = append(fields, []byte(f.Field), []byte(f.Ref.Name), []byte(f.Ref.Key), []byte(s.UID), []byte(s.ResourceVersion))
 	}
 	return fields, nil
+}
+
+// tlsSecretKey reads one TLS Secret key: a missing Secret or key blocks the
+// task with a message naming the field.
+func (r *SyncTaskReconciler) tlsSecretKey(ctx context.Context, namespace string, f syncv1alpha1.TLSSecretFile) ([]byte, *corev1.Secret, error) {
+	var s corev1.Secret
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: f.Ref.Name}, &s)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil, &blockedError{ReasonSecretNotFound, fmt.Sprintf("%s: Secret %q not found in namespace %s: create it with the PEM under key %s", f.Field, f.Ref.Name, namespace, f.Ref.Key)}
+	case err != nil:
+		return nil, nil, fmt.Errorf("read %s %q: %w", f.Field, f.Ref.Name, err)
+	}
+	pem, ok := s.Data[f.Ref.Key]
+	if !ok || len(pem) == 0 {
+		return nil, nil, &blockedError{ReasonSecretInvalid, fmt.Sprintf("%s: Secret %q has no key %s: add the PEM under it, or name the key that holds it", f.Field, f.Ref.Name, f.Ref.Key)}
+	}
+	return pem, &s, nil
 }
 
 // applyTLSFiles mounts the TLS Secrets' keys into the worker pod, read-only

@@ -45,10 +45,10 @@ func ctx(t *testing.T) context.Context {
 func task(ns, name string) *v1alpha1.SyncTask {
 	return &v1alpha1.SyncTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.SyncTaskSpec{Spec: config.Spec{
-			Source: config.Endpoint{URI: "mongodb://src-0.mongo:27017,src-1.mongo:27017/?replicaSet=rs0", CredentialsSecret: "src-creds"},
-			Target: config.Endpoint{URI: "mongodb://dst.mongo:27017/", CredentialsSecret: "dst-creds"},
-		}},
+		Spec: v1alpha1.SyncTaskSpec{
+			Source: v1alpha1.Source{URI: "mongodb://src-0.mongo:27017,src-1.mongo:27017/?replicaSet=rs0", CredentialsSecret: "src-creds"},
+			Target: v1alpha1.Target{URI: "mongodb://dst.mongo:27017/", CredentialsSecret: "dst-creds"},
+		},
 	}
 }
 
@@ -122,9 +122,9 @@ func TestCreateValid(t *testing.T) {
 			st.Spec.Source.Shards = []config.Shard{{Name: "rs0", URI: "mongodb://s0.mongo:27018/"}, {Name: "rs1", URI: "mongodb://s1.mongo:27018/"}}
 		}},
 		{"TLS from Secrets", func(st *v1alpha1.SyncTask) {
-			st.Spec.Source.TLS = &config.TLS{Enabled: true, CASecret: &config.SecretKeyRef{Name: "mongo-ca", Key: "ca.crt"},
-				CertificateKeySecret: &config.SecretKeyRef{Name: "ferry-client", Key: "tls.pem"}}
-			st.Spec.Target.TLS = &config.TLS{Enabled: true, CASecret: &config.SecretKeyRef{Name: "mongo-ca", Key: "ca.crt"}}
+			st.Spec.Source.TLS = &v1alpha1.TLS{Enabled: true, CASecret: &v1alpha1.SecretKeyRef{Name: "mongo-ca", Key: "ca.crt"},
+				CertificateKeySecret: &v1alpha1.SecretKeyRef{Name: "ferry-client", Key: "tls.pem"}}
+			st.Spec.Target.TLS = &v1alpha1.TLS{Enabled: true, CASecret: &v1alpha1.SecretKeyRef{Name: "mongo-ca", Key: "ca.crt"}}
 		}},
 		{"a sharded target with shard keys", func(st *v1alpha1.SyncTask) {
 			st.Spec.Target.Sharding = config.ShardingKeep
@@ -137,8 +137,11 @@ func TestCreateValid(t *testing.T) {
 			st.Spec.Mode = config.ModeFull
 			st.Spec.Source.Kind = config.KindReplicaSet
 			st.Spec.Source.AuthSource = "admin"
-			st.Spec.Source.TLS = &config.TLS{Enabled: true, CAFile: "/etc/mongoferry/ca.pem"}
-			st.Spec.Target.Kind = config.KindSharded
+			st.Spec.Source.TLS = &v1alpha1.TLS{Enabled: true, CASecret: &v1alpha1.SecretKeyRef{Name: "mongo-ca", Key: "ca.crt"}, InsecureSkipVerify: true}
+			st.Spec.Target.AuthSource = "users"
+			st.Spec.Target.TLS = &v1alpha1.TLS{Enabled: true, CertificateKeySecret: &v1alpha1.SecretKeyRef{Name: "ferry-client", Key: "tls.pem"}}
+			st.Spec.Target.Sharding = config.ShardingMatch
+			st.Spec.Target.ShardKeys = []config.ShardKey{{Namespace: "shop_v2.orders", Fields: []string{"region"}}}
 			st.Spec.Namespaces = config.Namespaces{Include: []string{`shop\..*`}, Exclude: []string{`\.tmp_`}, Rename: []config.Rename{{From: "shop", To: "shop_v2"}}}
 			st.Spec.Threads = config.Threads{Readers: 256, Writers: 1}
 			st.Spec.Cache = config.Cache{BucketNum: 8, BucketSize: 2, BatchSize: 100000, MaxBytes: "1GiB"}
@@ -198,24 +201,6 @@ func TestCreateInvalid(t *testing.T) {
 			st.Spec.Source.Kind = config.KindSharded
 			st.Spec.Source.Shards = []config.Shard{{Name: "rs0", URI: "mongodb://s0.mongo:27018/"}, {Name: "rs1", URI: "mongodb://ferry:pw@s1.mongo:27018/"}}
 		}, []string{"spec.source.shards: Forbidden: must not contain credentials: shards use the Secret named by source.credentialsSecret (keys username and password)"}},
-		{"CLI credential fields", func(st *v1alpha1.SyncTask) {
-			st.Spec.Source.Username = "ferry"
-			st.Spec.Source.PasswordFile = "/run/secrets/pw"
-			st.Spec.Target.Username = "ferry"
-			st.Spec.Target.PasswordEnv = "DST_PASSWORD"
-		}, []string{
-			"spec.source.username: Forbidden: is not used by a SyncTask: " + srcSecret,
-			"spec.source.passwordFile: Forbidden: is for the ferry CLI: a SyncTask reads the password from the Secret named by source.credentialsSecret (keys username and password)",
-			"spec.target.username: Forbidden: is not used by a SyncTask: " + dstSecret,
-			"spec.target.passwordEnv: Forbidden: is for the ferry CLI: a SyncTask reads the password from the Secret named by target.credentialsSecret (keys username and password)",
-		}},
-		{"source passwordEnv", func(st *v1alpha1.SyncTask) {
-			st.Spec.Source.PasswordEnv = "SRC_PASSWORD"
-		}, []string{"spec.source.passwordEnv: Forbidden: is for the ferry CLI: a SyncTask reads the password from the Secret named by source.credentialsSecret (keys username and password)"}},
-		{"target passwordFile", func(st *v1alpha1.SyncTask) {
-			st.Spec.Target.PasswordFile = "/run/secrets/pw"
-		}, []string{"spec.target.passwordFile: Forbidden: is for the ferry CLI: a SyncTask reads the password from the Secret named by target.credentialsSecret (keys username and password)"}},
-
 		// Source and target the same.
 		{"target equals source", func(st *v1alpha1.SyncTask) {
 			st.Spec.Target.URI = st.Spec.Source.URI
@@ -268,18 +253,18 @@ func TestCreateInvalid(t *testing.T) {
 			"spec.workerTemplate.metadata.labels: Invalid value: labels under app.kubernetes.io/ and sync.mongoferry.io/ are the operator's: use other keys",
 			"spec.workerTemplate.env: Invalid value: variables named MONGOFERRY_* are the operator's: use other names",
 		}},
-		{"TLS: a file and a Secret for one PEM, Secrets with TLS off", func(st *v1alpha1.SyncTask) {
-			st.Spec.Source.TLS = &config.TLS{Enabled: true, CAFile: "/etc/ca.pem", CASecret: &config.SecretKeyRef{Name: "ca", Key: "ca.crt"}}
-			st.Spec.Target.TLS = &config.TLS{CertificateKeySecret: &config.SecretKeyRef{Name: "client", Key: "tls.pem"}}
+		{"TLS Secrets with TLS off", func(st *v1alpha1.SyncTask) {
+			st.Spec.Source.TLS = &v1alpha1.TLS{CASecret: &v1alpha1.SecretKeyRef{Name: "ca", Key: "ca.crt"}}
+			st.Spec.Target.TLS = &v1alpha1.TLS{CertificateKeySecret: &v1alpha1.SecretKeyRef{Name: "client", Key: "tls.pem"}}
 		}, []string{
-			"spec.source.tls: Invalid value: sets both a file and a Secret for the same PEM: keep the Secret (the operator mounts it) or the file (from spec.workerTemplate.volumes)",
+			"spec.source.tls: Invalid value: names TLS Secrets while TLS is off: set enabled: true",
 			"spec.target.tls: Invalid value: names TLS Secrets while TLS is off: set enabled: true",
 		}},
+		{"a TLS Secret key without a name", func(st *v1alpha1.SyncTask) {
+			st.Spec.Source.TLS = &v1alpha1.TLS{Enabled: true, CASecret: &v1alpha1.SecretKeyRef{Key: "ca.crt"}}
+		}, []string{`spec.source.tls.caSecret.name: Invalid value: "": spec.source.tls.caSecret.name in body should be at least 1 chars long`}},
 		{"target sharding mode", func(st *v1alpha1.SyncTask) { st.Spec.Target.Sharding = "like" },
 			[]string{`spec.target.sharding: Unsupported value: "like": supported values: "match", "keep"`, notChecked}},
-		{"sharding on the source", func(st *v1alpha1.SyncTask) {
-			st.Spec.Source.ShardKeys = []config.ShardKey{{Namespace: "shop.orders", Fields: []string{"region"}}}
-		}, []string{"spec.source: Forbidden: says how a sharded target's collections are sharded: set it on target, not source"}},
 		{"a hashed field outside the key", func(st *v1alpha1.SyncTask) {
 			st.Spec.Target.ShardKeys = []config.ShardKey{{Namespace: "shop.orders", Fields: []string{"region"}, Hashed: "orderId"}}
 		}, []string{"spec.target.shardKeys: Invalid value: names a hashed field that is not one of the key's fields: name one of fields"}},
@@ -406,7 +391,7 @@ func TestDefaultsStored(t *testing.T) {
 	want := map[string]any{
 		"mode":         "fullAndIncremental",
 		"source":       map[string]any{"uri": "mongodb://src.mongo:27017/", "credentialsSecret": "src-creds", "kind": "auto"},
-		"target":       map[string]any{"uri": "mongodb://dst.mongo:27017/", "kind": "auto"},
+		"target":       map[string]any{"uri": "mongodb://dst.mongo:27017/"},
 		"threads":      map[string]any{"readers": int64(4), "writers": int64(4)},
 		"cache":        map[string]any{"bucketNum": int64(4), "bucketSize": int64(4), "batchSize": int64(1000), "maxBytes": "256MiB"},
 		"fullSync":     map[string]any{"onConflict": "fail", "copyIndexes": true, "indexBuild": "after", "rangeDocuments": int64(50000), "split": "auto"},
@@ -428,10 +413,14 @@ func TestDefaultsStored(t *testing.T) {
 	if err := env.Client.Get(ctx(t), client.ObjectKeyFromObject(u), &st); err != nil {
 		t.Fatalf("Get: %v", err)
 	}
-	cli := st.Spec.Spec
+	// The target has no kind in a SyncTask: the CLI's default (auto, ask
+	// the server) is the only one it adds.
+	stored := st.Spec.TaskSpec(v1alpha1.Usernames{Source: "ferry"})
+	cli := *stored.DeepCopy()
 	cli.SetDefaults()
-	if !reflect.DeepEqual(cli, st.Spec.Spec) {
-		t.Errorf("config.Spec.SetDefaults changes the stored spec:\nstored: %+v\ndefaulted: %+v", st.Spec.Spec, cli)
+	stored.Target.Kind = config.KindAuto
+	if !reflect.DeepEqual(cli, stored) {
+		t.Errorf("config.Spec.SetDefaults changes the stored spec:\nstored: %+v\ndefaulted: %+v", stored, cli)
 	}
 }
 

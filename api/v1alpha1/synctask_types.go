@@ -23,37 +23,15 @@ const (
 )
 
 // Validation rules, checked by the API server (CEL). Each names the field
-// it is about (fieldPath) and tells the user what to do.
-//
-// Credentials in URIs (user:password@ or user@), for the source, its shard
-// overrides and the target:
-// +kubebuilder:validation:XValidation:rule=`!self.source.uri.matches('^mongodb([+]srv)?://[^/?@]*:[^/?@]*@')`,message="must not contain a password: put the username and password in the Secret named by source.credentialsSecret (keys username and password)",fieldPath=".source.uri",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule=`!self.source.uri.matches('^mongodb([+]srv)?://[^/?@:]*@')`,message="must not contain a username: put the username and password in the Secret named by source.credentialsSecret (keys username and password)",fieldPath=".source.uri",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule=`!has(self.source.shards) || self.source.shards.all(s, !s.uri.matches('^mongodb([+]srv)?://[^/?@]*@'))`,message="must not contain credentials: shards use the Secret named by source.credentialsSecret (keys username and password)",fieldPath=".source.shards",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule=`!self.target.uri.matches('^mongodb([+]srv)?://[^/?@]*:[^/?@]*@')`,message="must not contain a password: put the username and password in the Secret named by target.credentialsSecret (keys username and password)",fieldPath=".target.uri",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule=`!self.target.uri.matches('^mongodb([+]srv)?://[^/?@:]*@')`,message="must not contain a username: put the username and password in the Secret named by target.credentialsSecret (keys username and password)",fieldPath=".target.uri",reason=FieldValueForbidden
-//
-// CLI-only credential fields:
-// +kubebuilder:validation:XValidation:rule=`!has(self.source.username)`,message="is not used by a SyncTask: put the username and password in the Secret named by source.credentialsSecret (keys username and password)",fieldPath=".source.username",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule=`!has(self.source.passwordFile)`,message="is for the ferry CLI: a SyncTask reads the password from the Secret named by source.credentialsSecret (keys username and password)",fieldPath=".source.passwordFile",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule=`!has(self.source.passwordEnv)`,message="is for the ferry CLI: a SyncTask reads the password from the Secret named by source.credentialsSecret (keys username and password)",fieldPath=".source.passwordEnv",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule=`!has(self.target.username)`,message="is not used by a SyncTask: put the username and password in the Secret named by target.credentialsSecret (keys username and password)",fieldPath=".target.username",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule=`!has(self.target.passwordFile)`,message="is for the ferry CLI: a SyncTask reads the password from the Secret named by target.credentialsSecret (keys username and password)",fieldPath=".target.passwordFile",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule=`!has(self.target.passwordEnv)`,message="is for the ferry CLI: a SyncTask reads the password from the Secret named by target.credentialsSecret (keys username and password)",fieldPath=".target.passwordEnv",reason=FieldValueForbidden
+// it is about (fieldPath) and tells the user what to do. The rules on one
+// endpoint (credentials in URIs, shard overrides, shard keys, TLS) are on
+// Source, Target and TLS; these relate fields across the spec.
 //
 // Source and target the same (ignoring case and a trailing slash; the
 // controller's pre-flight check also compares hosts):
 // +kubebuilder:validation:XValidation:rule=`(self.source.uri.endsWith('/') ? self.source.uri.substring(0, self.source.uri.size() - 1) : self.source.uri).lowerAscii() != (self.target.uri.endsWith('/') ? self.target.uri.substring(0, self.target.uri.size() - 1) : self.target.uri).lowerAscii()`,message="must differ from source.uri: a task copies from one deployment to another, so point target.uri at the destination",fieldPath=".target.uri"
 //
 // Fields that only make sense together:
-// +kubebuilder:validation:XValidation:rule=`!has(self.source.tls) || ((!has(self.source.tls.caFile) || !has(self.source.tls.caSecret)) && (!has(self.source.tls.certificateKeyFile) || !has(self.source.tls.certificateKeySecret)))`,message="sets both a file and a Secret for the same PEM: keep the Secret (the operator mounts it) or the file (from spec.workerTemplate.volumes)",fieldPath=".source.tls"
-// +kubebuilder:validation:XValidation:rule=`!has(self.source.tls) || (!has(self.source.tls.caSecret) && !has(self.source.tls.certificateKeySecret)) || (has(self.source.tls.enabled) && self.source.tls.enabled)`,message="names TLS Secrets while TLS is off: set enabled: true",fieldPath=".source.tls"
-// +kubebuilder:validation:XValidation:rule=`!has(self.target.tls) || ((!has(self.target.tls.caFile) || !has(self.target.tls.caSecret)) && (!has(self.target.tls.certificateKeyFile) || !has(self.target.tls.certificateKeySecret)))`,message="sets both a file and a Secret for the same PEM: keep the Secret (the operator mounts it) or the file (from spec.workerTemplate.volumes)",fieldPath=".target.tls"
-// +kubebuilder:validation:XValidation:rule=`!has(self.target.tls) || (!has(self.target.tls.caSecret) && !has(self.target.tls.certificateKeySecret)) || (has(self.target.tls.enabled) && self.target.tls.enabled)`,message="names TLS Secrets while TLS is off: set enabled: true",fieldPath=".target.tls"
-// +kubebuilder:validation:XValidation:rule=`!has(self.source.sharding) && !has(self.source.shardKeys)`,message="says how a sharded target's collections are sharded: set it on target, not source",fieldPath=".source",reason=FieldValueForbidden
-// +kubebuilder:validation:XValidation:rule=`!has(self.target.shardKeys) || self.target.shardKeys.all(k, !has(k.hashed) || k.hashed in k.fields)`,message="names a hashed field that is not one of the key's fields: name one of fields",fieldPath=".target.shardKeys"
-// +kubebuilder:validation:XValidation:rule=`!has(self.target.shardKeys) || self.target.shardKeys.all(k, !has(k.hashed) || !has(k.unique) || !k.unique)`,message="a hashed shard key cannot be unique: remove unique or hashed",fieldPath=".target.shardKeys"
-// +kubebuilder:validation:XValidation:rule=`!has(self.source.shards) || !has(self.source.kind) || self.source.kind != 'replicaSet'`,message="lists the shards of a sharded source: remove it, or set source.kind to sharded (or auto)",fieldPath=".source.shards"
 // +kubebuilder:validation:XValidation:rule=`!has(self.fullSync) || !has(self.fullSync.dropTarget) || !self.fullSync.dropTarget || self.mode != 'incremental'`,message="would drop the target's collections, and mode incremental copies nothing back into them: remove dropTarget, or use mode fullAndIncremental",fieldPath=".fullSync.dropTarget"
 //
 // Fields that cannot change while the task runs (transition rules):
@@ -62,21 +40,65 @@ const (
 // +kubebuilder:validation:XValidation:rule=`self.target.uri == oldSelf.target.uri || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)`,message="cannot change while the task runs: set suspend to true first (or in the same change); the checkpoint is kept on the old target",fieldPath=".target.uri",reason=FieldValueForbidden
 // +kubebuilder:validation:XValidation:rule=`self.checkpoint.database == oldSelf.checkpoint.database || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)`,message="cannot change while the task runs: set suspend to true first (or in the same change); the task restarts from nothing in a new checkpoint database",fieldPath=".checkpoint.database",reason=FieldValueForbidden
 
-// SyncTaskSpec is a task for the operator: the task model shared with the
-// `ferry` CLI, plus how its workers run.
-//
-// Credentials come only from the Secrets named by source.credentialsSecret
-// and target.credentialsSecret (keys username and password): never from the
-// URI, and never from username, passwordFile or passwordEnv, which are for
-// the CLI.
+// SyncTaskSpec is a task for the operator: where to copy from and to
+// (Source and Target, with credentials and TLS material from Secrets), the
+// options shared with a `ferry run` task file (the sections of pkg/config,
+// which mean the same in both), and how the workers run. TaskSpec renders
+// it as the workers' task file.
 //
 // Mode, the source and target URIs and the checkpoint database cannot change
 // while the task runs: suspend it first (or in the same change).
 type SyncTaskSpec struct {
-	// The task: mode, source, target, namespaces, threads, cache, fullSync,
-	// incremental, ddl, verify, rateLimit, checkpoint and suspend, as in a
-	// `ferry run` task file.
-	config.Spec `json:",inline"`
+	// Mode is full (copy once), incremental (replay changes only) or
+	// fullAndIncremental (copy, then keep replaying).
+	// +kubebuilder:default=fullAndIncremental
+	// +optional
+	Mode config.Mode `json:"mode,omitempty"`
+	// Source is the deployment data is read from.
+	Source Source `json:"source"`
+	// Target is the deployment data is written to.
+	Target Target `json:"target"`
+
+	// Namespaces selects and renames what is copied.
+	// +optional
+	Namespaces config.Namespaces `json:"namespaces,omitempty"`
+	// Threads sets read and write concurrency.
+	// +kubebuilder:default={}
+	// +optional
+	Threads config.Threads `json:"threads,omitempty"`
+	// Cache bounds in-flight buffering in documents and bytes.
+	// +kubebuilder:default={}
+	// +optional
+	Cache config.Cache `json:"cache,omitempty"`
+	// FullSync tunes the full copy.
+	// +kubebuilder:default={}
+	// +optional
+	FullSync config.FullSync `json:"fullSync,omitempty"`
+	// Incremental tunes change replay.
+	// +kubebuilder:default={}
+	// +optional
+	Incremental config.Incremental `json:"incremental,omitempty"`
+	// DDL replays collection and index changes (create, drop, rename,
+	// createIndexes, ...) when true.
+	// +kubebuilder:default=true
+	// +optional
+	DDL *bool `json:"ddl,omitempty"`
+	// Verify compares source and target after the copy.
+	// +kubebuilder:default={}
+	// +optional
+	Verify config.Verify `json:"verify,omitempty"`
+	// RateLimit is a ceiling on documents read from the source per second;
+	// 0 means no limit.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	RateLimit int64 `json:"rateLimit,omitempty"`
+	// Checkpoint says where progress is kept.
+	// +kubebuilder:default={}
+	// +optional
+	Checkpoint config.Checkpoint `json:"checkpoint,omitempty"`
+	// Suspend stops the workers and keeps the checkpoint.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
 
 	// DeletePolicy says what deleting the SyncTask does to its checkpoints
 	// in the target's checkpoint database: Retain keeps them (a task created

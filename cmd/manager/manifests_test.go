@@ -512,10 +512,10 @@ func TestManagerMetricsEndpoint(t *testing.T) {
 	ns := env.Namespace(t)
 	st := &syncv1alpha1.SyncTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "smoke"},
-		Spec: syncv1alpha1.SyncTaskSpec{Spec: config.Spec{
-			Source: config.Endpoint{URI: "mongodb://src.example:27017/", CredentialsSecret: "src"},
-			Target: config.Endpoint{URI: "mongodb://dst.example:27017/", CredentialsSecret: "dst"},
-		}},
+		Spec: syncv1alpha1.SyncTaskSpec{
+			Source: syncv1alpha1.Source{URI: "mongodb://src.example:27017/", CredentialsSecret: "src"},
+			Target: syncv1alpha1.Target{URI: "mongodb://dst.example:27017/", CredentialsSecret: "dst"},
+		},
 	}
 	if err := env.Client.Create(ctx, st); err != nil {
 		t.Fatal(err)

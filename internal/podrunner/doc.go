@@ -19,9 +19,15 @@
 //     crashed containers restart by the pod's restartPolicy with a short
 //     back-off (counted in restartCount, the exit kept in lastState, the
 //     log tail as termination message); an HTTP readiness probe sets the
-//     Ready condition (liveness probes, init containers, volumes and
-//     resource limits are ignored); a deleted pod's processes get SIGTERM,
-//     then SIGKILL after the grace period, and the pod is then removed.
+//     Ready condition (liveness probes, init containers and resource
+//     limits are ignored); a deleted pod's processes get SIGTERM, then
+//     SIGKILL after the grace period, and the pod is then removed;
+//   - volumes (volumes.go): the Secret, ConfigMap, projected and emptyDir
+//     volumes a container mounts are written under the pod's directory
+//     with their items' paths and modes, and because all pods share this
+//     machine's filesystem, every mount path in the env and args is
+//     replaced by that directory (a real pod has a mount namespace of its
+//     own); other kinds of volume are left out.
 //
 // Start runs a Runner for one test and stops every process on t.Cleanup.
 package podrunner

@@ -24,9 +24,9 @@ import (
 )
 
 // The test binary doubles as the containers' program: with
-// PODRUNNER_HELPER=1 in its environment it serves /healthz and /env on the
-// address after --listen, and with --exit CODE it prints a line and exits
-// after --after.
+// PODRUNNER_HELPER=1 in its environment it serves /healthz, /env and /file
+// (?path=: a file's content and mode) on the address after --listen, and
+// with --exit CODE it prints a line and exits after --after.
 const helperEnv = "PODRUNNER_HELPER"
 
 var env *envtestutil.Env
@@ -67,6 +67,16 @@ func helper(args []string) int {
 		}
 		m["ARGS"] = strings.Join(os.Args[1:], " ")
 		_ = json.NewEncoder(w).Encode(m)
+	})
+	mux.HandleFunc("/file", func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Query().Get("path")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		st, _ := os.Stat(p)
+		_ = json.NewEncoder(w).Encode(map[string]string{"data": string(b), "mode": fmt.Sprintf("%o", st.Mode().Perm())})
 	})
 	srv := &http.Server{Addr: listen, Handler: mux, ReadHeaderTimeout: time.Second}
 	if err := srv.ListenAndServe(); err != nil {
@@ -297,6 +307,86 @@ func TestExpand(t *testing.T) {
 	} {
 		if got := expand(in, vars); got != want {
 			t.Errorf("expand(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestVolumes: the Secret, projected and emptyDir volumes a container
+// mounts are written with their items' paths and modes, and the mount
+// paths in its env and args lead to them.
+func TestVolumes(t *testing.T) {
+	ns := env.Namespace(t)
+	startRunner(t, ns)
+	for name, data := range map[string]map[string]string{"ca": {"ca.crt": "CA PEM", "other": "x"}, "client": {"tls.pem": "CLIENT PEM"}} {
+		if err := env.Client.Create(ctx(t), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, StringData: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mode := int32(0o400)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "vols"},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{Name: "main", Image: "example/helper", Command: []string{"helper"},
+				Args: []string{"--listen", "0.0.0.0:8080", "--ca", "/etc/app/tls/source/ca.pem"},
+				Env: []corev1.EnvVar{{Name: helperEnv, Value: "1"},
+					{Name: "TASK", Value: "caFile: /etc/app/tls/source/ca.pem\ncertificateKeyFile: /etc/app/tls/source/client.pem\nall: /etc/app/all"}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "tls", MountPath: "/etc/app/tls", ReadOnly: true}, {Name: "all", MountPath: "/etc/app/all"}, {Name: "scratch", MountPath: "/scratch"}},
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "tls", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+					{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "ca"}, Items: []corev1.KeyToPath{{Key: "ca.crt", Path: "source/ca.pem", Mode: &mode}}}},
+					{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "client"}, Items: []corev1.KeyToPath{{Key: "tls.pem", Path: "source/client.pem", Mode: &mode}}}},
+				}}}},
+				{Name: "all", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "ca"}}},
+				{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				{Name: "unused", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "no-such-secret"}}},
+			},
+		},
+	}
+	if err := env.Client.Create(ctx(t), pod); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the pod to run", func() bool {
+		p := pods(t, ns)["vols"]
+		return p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning
+	})
+	ip := pods(t, ns)["vols"].Status.PodIP
+	var e map[string]string
+	waitFor(t, "the helper to answer", func() bool {
+		resp, err := http.Get("http://" + net.JoinHostPort(ip, "8080") + "/env")
+		if err != nil {
+			return false
+		}
+		defer func() { _ = resp.Body.Close() }()
+		return json.NewDecoder(resp.Body).Decode(&e) == nil
+	})
+	paths := map[string]string{}
+	for _, line := range strings.Split(e["TASK"], "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		paths[k] = v
+	}
+	_, caArg, _ := strings.Cut(e["ARGS"], "--ca ")
+	if caArg != paths["caFile"] || strings.HasPrefix(caArg, "/etc/app") {
+		t.Errorf("--ca %q, caFile %q: want the same path, outside /etc/app", caArg, paths["caFile"])
+	}
+	file := func(p string) map[string]string {
+		resp, err := http.Get("http://" + net.JoinHostPort(ip, "8080") + "/file?path=" + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		m := map[string]string{}
+		_ = json.NewDecoder(resp.Body).Decode(&m)
+		return m
+	}
+	for _, c := range []struct{ path, data, mode string }{
+		{paths["caFile"], "CA PEM", "400"},
+		{paths["certificateKeyFile"], "CLIENT PEM", "400"},
+		{paths["all"] + "/ca.crt", "CA PEM", "644"},
+		{paths["all"] + "/other", "x", "644"},
+	} {
+		if got := file(c.path); got["data"] != c.data || got["mode"] != c.mode {
+			t.Errorf("%s: %v, want %q with mode %s", c.path, got, c.data, c.mode)
 		}
 	}
 }

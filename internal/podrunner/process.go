@@ -193,6 +193,16 @@ func (p *podProc) runOnce(ctx context.Context, pod *corev1.Pod, c *corev1.Contai
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
 		return nil, err
 	}
+	mounts, err := r.mountVolumes(ctx, pod, c, dir)
+	if err != nil {
+		return nil, &startError{"CreateContainerConfigError", err}
+	}
+	for i := range env {
+		env[i] = remap(env[i], mounts)
+	}
+	for i := range args {
+		args[i] = remap(args[i], mounts)
+	}
 	p.mu.Lock()
 	run := cp.runs
 	cp.runs++

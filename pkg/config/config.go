@@ -1,7 +1,9 @@
-// Package config is the task model shared by the `ferry` CLI (YAML files)
-// and the SyncTask custom resource (which embeds Spec): one set of types,
-// one set of defaults and one validator, so a field means the same thing in
-// both places.
+// Package config is the task model of the `ferry` CLI (YAML task files),
+// which is also what the operator renders a SyncTask into for its workers.
+// The SyncTask custom resource (api/v1alpha1) has its own source and target
+// (credentials and TLS from Secrets) and reuses the other sections of Spec
+// as they are: one set of types, defaults and checks, so an option means
+// the same thing in both places.
 //
 // Parts: Task/Spec and their sections (this file), Load (YAML with unknown
 // fields rejected), SetDefaults and Validate (defaults.go, validate.go), and
@@ -182,10 +184,6 @@ type Endpoint struct {
 	// +listMapKey=namespace
 	// +kubebuilder:validation:MaxItems=1024
 	ShardKeys []ShardKey `json:"shardKeys,omitempty"`
-	// CredentialsSecret names a Kubernetes Secret with keys username and
-	// password (SyncTask only).
-	// +optional
-	CredentialsSecret string `json:"credentialsSecret,omitempty"`
 	// Username to authenticate as.
 	// +optional
 	Username string `json:"username,omitempty"`
@@ -253,25 +251,6 @@ type TLS struct {
 	// InsecureSkipVerify disables server certificate checks.
 	// +optional
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
-	// CASecret is a Kubernetes Secret key holding the PEM of the trusted
-	// certificate authorities (SyncTask only: the operator mounts it into
-	// the workers and sets caFile; a task file uses caFile).
-	// +optional
-	CASecret *SecretKeyRef `json:"caSecret,omitempty"`
-	// CertificateKeySecret is a Kubernetes Secret key holding the PEM of
-	// the client certificate and its key (SyncTask only, like caSecret).
-	// +optional
-	CertificateKeySecret *SecretKeyRef `json:"certificateKeySecret,omitempty"`
-}
-
-// SecretKeyRef names one key of a Secret in the SyncTask's namespace.
-type SecretKeyRef struct {
-	// Name is the Secret's name.
-	// +kubebuilder:validation:MinLength=1
-	Name string `json:"name"`
-	// Key is the key in the Secret's data.
-	// +kubebuilder:validation:MinLength=1
-	Key string `json:"key"`
 }
 
 // Namespaces selects and renames namespaces (db.collection).

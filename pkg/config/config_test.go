@@ -207,7 +207,7 @@ func TestParseErrors(t *testing.T) {
 		{"URI with password and unescaped @", endpointsYAML(`uri: "mongodb://ferry:p@ss@10.0.0.1/"`, `uri: "mongodb://10.0.0.2/"`, ""),
 			`source.uri: is not a valid MongoDB URI (mongodb://***@10.0.0.1/): error parsing uri: unescaped @ sign in user info; write it as mongodb://host:port/?options`},
 		{"credentials twice", endpointsYAML(`uri: "mongodb://ferry:pw@10.0.0.1/", username: ferry`, `uri: "mongodb://10.0.0.2/"`, ""),
-			"source.uri: contains credentials and source.username or source.credentialsSecret is set too: keep credentials in one place, outside the URI"},
+			"source.uri: contains credentials and source.username is set too: keep credentials in one place, outside the URI"},
 		{"passwordFile and passwordEnv", endpointsYAML(`uri: "mongodb://10.0.0.1/", username: ferry, passwordFile: /run/pw, passwordEnv: SRC_PASSWORD`, `uri: "mongodb://10.0.0.2/"`, ""),
 			"source.passwordFile: set only one of passwordFile and passwordEnv"},
 		{"password without username", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", passwordEnv: DST_PASSWORD`, ""),
@@ -216,7 +216,7 @@ func TestParseErrors(t *testing.T) {
 			"source.shards[0].uri: is not a valid MongoDB URI: error parsing uri: unescaped @ sign in user info\n" +
 				"source.shards[1].name: is required: use the shard's _id from config.shards"},
 		{"shard URI with credentials, a shard twice", endpointsYAML(`uri: "mongodb://10.0.0.1/", shards: [{name: rs0, uri: "mongodb://ferry:pw@10.0.0.5/"}, {name: rs0, uri: "mongodb://10.0.0.6/"}]`, `uri: "mongodb://10.0.0.2/"`, ""),
-			"source.shards[0].uri: contains credentials: shards are reached with source.username and its password (or source.credentialsSecret); remove them from the URI\n" +
+			"source.shards[0].uri: contains credentials: shards are reached with source.username and its password; remove them from the URI\n" +
 				`source.shards[1].name: "rs0" is listed twice (also source.shards[0]): keep one address per shard`},
 		{"shards of a replica set", endpointsYAML(`uri: "mongodb://10.0.0.1/", kind: replicaSet, shards: [{name: rs0, uri: "mongodb://10.0.0.5/"}]`, `uri: "mongodb://10.0.0.2/"`, ""),
 			"source.shards: lists the shards of a sharded source: remove it, or set source.kind to sharded (or auto)"},
@@ -225,6 +225,10 @@ func TestParseErrors(t *testing.T) {
 
 		{"TLS Secrets in a task file", endpointsYAML(`uri: "mongodb://10.0.0.1/", tls: {enabled: true, caSecret: {name: ca, key: ca.crt}}`, `uri: "mongodb://10.0.0.2/"`, ""),
 			"source.tls.caSecret: names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use source.tls.caFile"},
+		{"a TLS client certificate Secret in a task file", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", tls: {enabled: true, certificateKeySecret: {name: c, key: tls.pem}}`, ""),
+			"target.tls.certificateKeySecret: names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use target.tls.certificateKeyFile"},
+		{"a credentials Secret in a task file", endpointsYAML(`uri: "mongodb://10.0.0.1/", credentialsSecret: src-creds`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.credentialsSecret: names a Kubernetes Secret, which only a SyncTask reads: in a task file, use source.username with source.passwordFile or source.passwordEnv"},
 		{"sharding on the source", endpointsYAML(`uri: "mongodb://10.0.0.1/", sharding: keep`, `uri: "mongodb://10.0.0.2/"`, ""),
 			"source.sharding: says how a sharded target's collections are sharded: remove it here (set it on target)"},
 		{"target sharding mode", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", sharding: like`, ""),

@@ -56,6 +56,9 @@ func decodeError(err error, jsonData []byte) error {
 				field = path
 			}
 		}
+		if msg, ok := syncTaskOnly(field); ok {
+			return ValidationError{{Field: field, Message: msg}}
+		}
 		return ValidationError{{Field: field, Message: "unknown field: check its spelling and indentation against `ferry run --help` or config/samples"}}
 	}
 	var te *json.UnmarshalTypeError
@@ -77,6 +80,24 @@ func decodeError(err error, jsonData []byte) error {
 		return ValidationError{{Field: field, Message: msg}}
 	}
 	return fmt.Errorf("%w: %v", ErrInvalid, err)
+}
+
+// syncTaskOnly says what a task file uses instead of a field of a SyncTask's
+// source or target that names a Kubernetes Secret, given the field's path.
+func syncTaskOnly(path string) (string, bool) {
+	role, rest, _ := strings.Cut(path, ".")
+	if role != "source" && role != "target" {
+		return "", false
+	}
+	switch rest {
+	case "credentialsSecret":
+		return "names a Kubernetes Secret, which only a SyncTask reads: in a task file, use " + role + ".username with " + role + ".passwordFile or " + role + ".passwordEnv", true
+	case "tls.caSecret":
+		return "names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use " + role + ".tls.caFile", true
+	case "tls.certificateKeySecret":
+		return "names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use " + role + ".tls.certificateKeyFile", true
+	}
+	return "", false
 }
 
 // unknownField returns the path (source.tls.caFle, namespaces.rename[0].form)

@@ -147,14 +147,6 @@ func validateEndpoint(add func(string, string, ...any), name string, e *Endpoint
 		add(name+".shards", "lists the shards of a sharded source: remove it, or set %s.kind to sharded (or auto)", name)
 	}
 	validateSharding(add, name, e)
-	if t := e.TLS; t != nil {
-		if t.CASecret != nil {
-			add(name+".tls.caSecret", "names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use %s.tls.caFile", name)
-		}
-		if t.CertificateKeySecret != nil {
-			add(name+".tls.certificateKeySecret", "names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use %s.tls.certificateKeyFile", name)
-		}
-	}
 	seen := map[string]int{}
 	for i, sh := range e.Shards {
 		f := fmt.Sprintf("%s.shards[%d]", name, i)
@@ -168,7 +160,7 @@ func validateEndpoint(add func(string, string, ...any), name string, e *Endpoint
 		if _, err := connstring.ParseAndValidate(sh.URI); err != nil {
 			add(f+".uri", "is not a valid MongoDB URI: %s", RedactError(err, sh.URI))
 		} else if HasCredentials(sh.URI) {
-			add(f+".uri", "contains credentials: shards are reached with %s.username and its password (or %s.credentialsSecret); remove them from the URI", name, name)
+			add(f+".uri", "contains credentials: shards are reached with %s.username and its password; remove them from the URI", name)
 		}
 	}
 	if strings.TrimSpace(e.URI) == "" {
@@ -180,8 +172,8 @@ func validateEndpoint(add func(string, string, ...any), name string, e *Endpoint
 		add(name+".uri", "is not a valid MongoDB URI (%s): %s; write it as mongodb://host:port/?options", Redact(e.URI), RedactError(err, e.URI))
 		return nil
 	}
-	if (cs.Username != "" || cs.PasswordSet) && (e.Username != "" || e.CredentialsSecret != "") {
-		add(name+".uri", "contains credentials and %s.username or %s.credentialsSecret is set too: keep credentials in one place, outside the URI", name, name)
+	if (cs.Username != "" || cs.PasswordSet) && e.Username != "" {
+		add(name+".uri", "contains credentials and %s.username is set too: keep credentials in one place, outside the URI", name)
 	}
 	return cs
 }

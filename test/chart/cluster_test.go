@@ -30,7 +30,6 @@ import (
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/testutil"
-	"github.com/mongoferry/mongoferry/pkg/config"
 )
 
 func testContext(t *testing.T, d time.Duration) context.Context {
@@ -276,10 +275,10 @@ func TestManagerWithChartRBAC(t *testing.T) {
 		}
 		task := &syncv1alpha1.SyncTask{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"},
-			Spec: syncv1alpha1.SyncTaskSpec{Spec: config.Spec{
-				Source: config.Endpoint{URI: "mongodb://src.example:27017/?replicaSet=rs0", CredentialsSecret: "src-creds"},
-				Target: config.Endpoint{URI: "mongodb://dst.example:27017/", CredentialsSecret: "dst-creds"},
-			}},
+			Spec: syncv1alpha1.SyncTaskSpec{
+				Source: syncv1alpha1.Source{URI: "mongodb://src.example:27017/?replicaSet=rs0", CredentialsSecret: "src-creds"},
+				Target: syncv1alpha1.Target{URI: "mongodb://dst.example:27017/", CredentialsSecret: "dst-creds"},
+			},
 		}
 		if err := env.Client.Create(ctx, task); err != nil {
 			t.Fatal(err)

@@ -22,7 +22,6 @@ import (
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/controllers"
-	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/metrics"
 )
@@ -120,10 +119,10 @@ func exportedMetrics(t *testing.T) exported {
 	ctx := testContext(t, time.Minute)
 	task := &syncv1alpha1.SyncTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"},
-		Spec: syncv1alpha1.SyncTaskSpec{Spec: config.Spec{
-			Source: config.Endpoint{URI: "mongodb://src.example:27017/?replicaSet=rs0", CredentialsSecret: "src"},
-			Target: config.Endpoint{URI: "mongodb://dst.example:27017/", CredentialsSecret: "dst"},
-		}},
+		Spec: syncv1alpha1.SyncTaskSpec{
+			Source: syncv1alpha1.Source{URI: "mongodb://src.example:27017/?replicaSet=rs0", CredentialsSecret: "src"},
+			Target: syncv1alpha1.Target{URI: "mongodb://dst.example:27017/", CredentialsSecret: "dst"},
+		},
 	}
 	if err := env.Client.Create(ctx, task); err != nil {
 		t.Fatal(err)

@@ -157,16 +157,16 @@ func TestOperatorMetrics(t *testing.T) {
 
 	task := &syncv1alpha1.SyncTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: syncv1alpha1.SyncTaskSpec{Spec: config.Spec{
+		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:   config.ModeFullAndIncremental,
-			Source: config.Endpoint{URI: src.URI, CredentialsSecret: "src-creds"},
-			Target: config.Endpoint{URI: dst.URI, CredentialsSecret: "dst-creds"},
+			Source: syncv1alpha1.Source{URI: src.URI, CredentialsSecret: "src-creds"},
+			Target: syncv1alpha1.Target{URI: dst.URI, CredentialsSecret: "dst-creds"},
 			// A copy slow enough (about 15 s) to be scraped while it runs.
 			Threads:   config.Threads{Readers: 2, Writers: 2},
 			Cache:     config.Cache{BatchSize: 100},
 			FullSync:  config.FullSync{RangeDocuments: 500, Split: config.SplitAlways},
 			RateLimit: 250,
-		}},
+		},
 	}
 	if err := env.Client.Create(ctx, task); err != nil {
 		t.Fatal(err)

@@ -47,13 +47,13 @@ func TestOperatorFailedVerificationStops(t *testing.T) {
 	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}, FirstIP: netip.MustParseAddr("127.0.13.1")})
 	task := &syncv1alpha1.SyncTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: syncv1alpha1.SyncTaskSpec{Spec: config.Spec{
+		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:     config.ModeFull,
-			Source:   config.Endpoint{URI: src.URI},
-			Target:   config.Endpoint{URI: dst.URI},
+			Source:   syncv1alpha1.Source{URI: src.URI},
+			Target:   syncv1alpha1.Target{URI: dst.URI},
 			FullSync: config.FullSync{OnConflict: config.ConflictOverwrite},
 			Verify:   config.Verify{Mode: config.VerifyHash},
-		}},
+		},
 	}
 	if err := env.Client.Create(ctx, task); err != nil {
 		t.Fatal(err)

@@ -70,13 +70,13 @@ func TestOperatorShardedSource(t *testing.T) {
 
 	task := &syncv1alpha1.SyncTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: syncv1alpha1.SyncTaskSpec{Spec: config.Spec{
+		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode: config.ModeFullAndIncremental,
 			// The mongos stand-in is a FerretDB server, whose hello does
 			// not say isdbgrid: kind sharded says what it is.
-			Source: config.Endpoint{URI: c.RouterURI(), Kind: config.KindSharded, Shards: c.Overrides()},
-			Target: config.Endpoint{URI: dst.URI},
-		}},
+			Source: syncv1alpha1.Source{URI: c.RouterURI(), Kind: config.KindSharded, Shards: c.Overrides()},
+			Target: syncv1alpha1.Target{URI: dst.URI},
+		},
 	}
 	if err := env.Client.Create(ctx, task); err != nil {
 		t.Fatal(err)

@@ -80,16 +80,16 @@ func TestOperator(t *testing.T) {
 
 	task := &syncv1alpha1.SyncTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: syncv1alpha1.SyncTaskSpec{Spec: config.Spec{
+		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:   config.ModeFullAndIncremental,
-			Source: config.Endpoint{URI: src.URI, CredentialsSecret: "src-creds"},
-			Target: config.Endpoint{URI: dst.URI, CredentialsSecret: "dst-creds"},
+			Source: syncv1alpha1.Source{URI: src.URI, CredentialsSecret: "src-creds"},
+			Target: syncv1alpha1.Target{URI: dst.URI, CredentialsSecret: "dst-creds"},
 			// A copy slow enough (about 15 s) for FullSync to be seen.
 			Threads:   config.Threads{Readers: 2, Writers: 2},
 			Cache:     config.Cache{BatchSize: 100},
 			FullSync:  config.FullSync{RangeDocuments: 500, Split: config.SplitAlways},
 			RateLimit: 250,
-		}},
+		},
 	}
 	phases := recordPhases(t, env.Client, ns, name)
 	if err := env.Client.Create(ctx, task); err != nil {
@@ -390,15 +390,13 @@ func TestOperatorFullCopy(t *testing.T) {
 	task := &syncv1alpha1.SyncTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: syncv1alpha1.SyncTaskSpec{
-			Spec: config.Spec{
-				Mode:   config.ModeFull,
-				Source: config.Endpoint{URI: src.URI, CredentialsSecret: "src-creds"},
-				Target: config.Endpoint{URI: dst.URI, CredentialsSecret: "dst-creds"},
-				Verify: config.Verify{Mode: config.VerifyHash},
-				// A copy of a few seconds, so that the worker reports it.
-				Cache:     config.Cache{BatchSize: 100},
-				RateLimit: 300,
-			},
+			Mode:   config.ModeFull,
+			Source: syncv1alpha1.Source{URI: src.URI, CredentialsSecret: "src-creds"},
+			Target: syncv1alpha1.Target{URI: dst.URI, CredentialsSecret: "dst-creds"},
+			Verify: config.Verify{Mode: config.VerifyHash},
+			// A copy of a few seconds, so that the worker reports it.
+			Cache:        config.Cache{BatchSize: 100},
+			RateLimit:    300,
 			DeletePolicy: syncv1alpha1.DeleteDelete,
 		},
 	}

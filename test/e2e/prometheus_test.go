@@ -123,28 +123,28 @@ func TestPrometheusMonitoring(t *testing.T) {
 	})
 	defer func() { stopDiscover(); discoverWG.Wait() }()
 
-	create := func(name string, s *testserver.Server, d *testserver.Server, dstSecret string, edit func(*config.Spec)) {
+	create := func(name string, s *testserver.Server, d *testserver.Server, dstSecret string, edit func(*syncv1alpha1.SyncTaskSpec)) {
 		t.Helper()
-		spec := config.Spec{
+		spec := syncv1alpha1.SyncTaskSpec{
 			Mode:     config.ModeFullAndIncremental,
-			Source:   config.Endpoint{URI: s.URI, CredentialsSecret: "src-creds"},
-			Target:   config.Endpoint{URI: d.URI, CredentialsSecret: dstSecret},
+			Source:   syncv1alpha1.Source{URI: s.URI, CredentialsSecret: "src-creds"},
+			Target:   syncv1alpha1.Target{URI: d.URI, CredentialsSecret: dstSecret},
 			Threads:  config.Threads{Readers: 2, Writers: 2},
 			FullSync: config.FullSync{RangeDocuments: 500, Split: config.SplitAlways},
 		}
 		edit(&spec)
-		task := &syncv1alpha1.SyncTask{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: syncv1alpha1.SyncTaskSpec{Spec: spec}}
+		task := &syncv1alpha1.SyncTask{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: spec}
 		if err := env.Client.Create(ctx, task); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The healthy task, under a live load of about 20 operations a second.
-	create("orders", src, dst, "dst-creds", func(s *config.Spec) { s.Namespaces.Include = []string{`shop\..*`} })
+	create("orders", src, dst, "dst-creds", func(s *syncv1alpha1.SyncTaskSpec) { s.Namespaces.Include = []string{`shop\..*`} })
 	// A worker whose target refuses its password: it exits and restarts.
-	create("crashing", src, dst, "wrong-creds", func(s *config.Spec) { s.Namespaces.Include = []string{`shop\..*`} })
+	create("crashing", src, dst, "wrong-creds", func(s *syncv1alpha1.SyncTaskSpec) { s.Namespaces.Include = []string{`shop\..*`} })
 	// A copy of 1500 documents at 25 a second (about a minute) from a
 	// source whose 256 KiB oplog holds about 20 seconds of its load.
-	create("window", small, smallDst, "dst-creds", func(s *config.Spec) {
+	create("window", small, smallDst, "dst-creds", func(s *syncv1alpha1.SyncTaskSpec) {
 		s.RateLimit = 25
 		s.Cache.BatchSize = 25
 	})
@@ -236,7 +236,7 @@ func TestPrometheusMonitoring(t *testing.T) {
 	resumed = true
 
 	// A copy whose source stops answering: a stalled copy.
-	create("stall", src, smallDst, "dst-creds", func(s *config.Spec) {
+	create("stall", src, smallDst, "dst-creds", func(s *syncv1alpha1.SyncTaskSpec) {
 		s.Namespaces.Include = []string{`stall\..*`}
 		s.RateLimit = 40
 		s.Cache.BatchSize = 20

@@ -63,11 +63,11 @@ func TestSecretsNeverLeakOperator(t *testing.T) {
 	const name = "canary"
 	task := &syncv1alpha1.SyncTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: syncv1alpha1.SyncTaskSpec{Spec: config.Spec{
+		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:   config.ModeFullAndIncremental,
-			Source: config.Endpoint{URI: src.URI, CredentialsSecret: "src-creds"},
-			Target: config.Endpoint{URI: dst.URI, CredentialsSecret: "dst-creds"},
-		}},
+			Source: syncv1alpha1.Source{URI: src.URI, CredentialsSecret: "src-creds"},
+			Target: syncv1alpha1.Target{URI: dst.URI, CredentialsSecret: "dst-creds"},
+		},
 	}
 	if err := env.Client.Create(ctx, task); err != nil {
 		t.Fatal(err)
