@@ -130,7 +130,7 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 				sh.Phase = syncv1alpha1.PhaseCompleted
 			}
 			if sh.Phase == syncv1alpha1.PhaseFailed && failure == nil {
-				failure = &shardFailure{reason: ReasonFailed, message: fmt.Sprintf("%s: %s", w.pod, r.Error)}
+				failure = reportedFailure(w.pod, r)
 			}
 		case exitPhase != "":
 			sh.Phase = exitPhase
@@ -275,6 +275,17 @@ func exitOutcome(w workerObservation) (syncv1alpha1.Phase, *shardFailure) {
 		return "", &shardFailure{ReasonWorkerFailing, fmt.Sprintf("%s: %s, restarted %d times: %s", w.pod, w.waiting.Reason, w.restarts, exitText(e))}
 	}
 	return "", nil
+}
+
+// reportedFailure is the failure a worker's /status shows before it
+// exits: the controller may read the report first and the exit code only
+// later, so the reason must not depend on which it sees first.
+func reportedFailure(pod string, r *workerapi.Status) *shardFailure {
+	if v := r.Verify; v != nil && !v.Running && !v.OK {
+		return &shardFailure{ReasonVerificationFailed, fmt.Sprintf("%s: verification found %d namespaces that differ between source and target (%s)",
+			pod, len(v.Differing), strings.Join(v.Differing, ", "))}
+	}
+	return &shardFailure{reason: ReasonFailed, message: fmt.Sprintf("%s: %s", pod, r.Error)}
 }
 
 // exitText describes a container exit in one line: the code and the last
