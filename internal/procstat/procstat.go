@@ -29,3 +29,10 @@ func PeakRSS(pid string) (int64, error) {
 	}
 	return 0, fmt.Errorf("no VmHWM in /proc/%s/status", pid)
 }
+
+// SelfPeakRSS is this process's peak resident set size in bytes, 0 where
+// there is no /proc.
+func SelfPeakRSS() int64 {
+	n, _ := PeakRSS("self")
+	return n
+}
