@@ -79,7 +79,7 @@ func startBenchServers(ctx context.Context, out io.Writer) (*benchEnv, func(), e
 		return nil, nil, err
 	}
 	env := &benchEnv{src: pair.Source, dst: pair.Target, log: measure.Logger(),
-		cpu: measure.Sampler{SourcePID: measure.ServerPID(pair.Source.Addr), TargetPID: measure.ServerPID(pair.Target.Addr)}}
+		cpu: measure.Sampler{SourcePID: pair.Source.Pid(), TargetPID: pair.Target.Pid()}}
 	if env.target, err = env.dst.Client(ctx); err != nil {
 		pair.Stop()
 		return nil, nil, fmt.Errorf("connect to the target: %w", err)

@@ -28,6 +28,7 @@ import (
 	"github.com/mongoferry/mongoferry/internal/cli/flags"
 	"github.com/mongoferry/mongoferry/internal/cli/progress"
 	"github.com/mongoferry/mongoferry/internal/cli/servers"
+	"github.com/mongoferry/mongoferry/internal/procstat"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/workload"
@@ -168,7 +169,7 @@ func runBenchLive(ctx context.Context, out io.Writer, f benchLiveFlags) error {
 	}
 	defer pair.Stop()
 	src, dst := pair.Source, pair.Target
-	cpu := measure.Sampler{SourcePID: measure.ServerPID(src.Addr), TargetPID: measure.ServerPID(dst.Addr)}
+	cpu := measure.Sampler{SourcePID: src.Pid(), TargetPID: dst.Pid()}
 	fmt.Fprintf(out, "servers:   %s (SQLite), source %s (oplog %d MiB), target %s, on this machine\n",
 		servers.Version(ctx), src.Addr, f.oplogMiB, dst.Addr)
 
@@ -467,15 +468,12 @@ func printLivePhases(out io.Writer, phases []livePhase) {
 	_ = tw.Flush()
 }
 
-// loadAverage is the machine's load average line (empty when unknown).
+// loadAverage is the machine's load average line ("unknown" when there
+// is no /proc).
 func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
+	l, err := procstat.LoadAverage()
 	if err != nil {
 		return "unknown"
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return "load average " + strings.Join(f[:3], " ")
+	return "load average " + l
 }

@@ -1,13 +1,10 @@
 package measure
 
 import (
-	"bufio"
-	"os"
-	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/mongoferry/mongoferry/internal/procstat"
 )
 
 // CPU is user+system CPU time in seconds of this process, of the two
@@ -34,113 +31,23 @@ type Sampler struct{ SourcePID, TargetPID int }
 // was not found).
 func (s Sampler) Sample() CPU {
 	var ru syscall.Rusage
-	c := CPU{Source: procCPU(s.SourcePID), Target: procCPU(s.TargetPID), Machine: machineBusy()}
+	c := CPU{Source: processCPU(s.SourcePID), Target: processCPU(s.TargetPID)}
+	c.Machine, _ = procstat.MachineBusySeconds()
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		c.Ferry = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 	}
 	return c
 }
 
-// ServerPID finds the server process listening on addr by its command
-// line (0 when not found): the test server does not expose its process.
-func ServerPID(addr string) int {
-	want := "--listen-addr=" + addr
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
-			continue
-		}
-		if slices.Contains(strings.Split(string(b), "\x00"), want) {
-			return pid
-		}
-	}
-	return 0
-}
-
-// clockTicks is the unit of utime and stime in /proc/<pid>/stat (USER_HZ,
-// 100 on Linux).
-const clockTicks = 100
-
-// procCPU returns the user+system CPU seconds of process pid, 0 when
-// unknown.
-func procCPU(pid int) float64 {
+// processCPU is the CPU seconds of process pid, 0 for none or when unknown.
+func processCPU(pid int) float64 {
 	if pid == 0 {
 		return 0
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The command name may hold spaces: fields start after its ')'.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	// fields[0] is the state (field 3); utime and stime are fields 14, 15.
-	if len(fields) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(fields[11], 64)
-	st, _ := strconv.ParseFloat(fields[12], 64)
-	return (ut + st) / clockTicks
+	n, _ := procstat.CPUSeconds(pid)
+	return n
 }
 
-// machineBusy is the busy time of all CPUs since boot, in seconds, from
-// /proc/stat (0 when unknown).
-func machineBusy() float64 {
-	b, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(b), "\n")
-	fields := strings.Fields(line)
-	if len(fields) < 8 || fields[0] != "cpu" {
-		return 0
-	}
-	var busy float64
-	// user nice system idle iowait irq softirq steal ...; guest time is
-	// already in user.
-	for i, v := range fields[1:min(len(fields), 9)] {
-		if i == 3 || i == 4 {
-			continue
-		}
-		x, _ := strconv.ParseFloat(v, 64)
-		busy += x
-	}
-	return busy / clockTicks
-}
-
-// ResetPeakRSS restarts this process's peak RSS count (Linux 4.0 and
-// later); false when it could not.
-func ResetPeakRSS() bool {
-	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
-}
-
-// memTotal is the machine's memory from /proc/meminfo, 0 when unknown.
-func memTotal() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer func() { _ = f.Close() }()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if v, ok := strings.CutPrefix(s.Text(), "MemTotal:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			if err != nil {
-				return 0
-			}
-			return kb << 10
-		}
-	}
-	return 0
-}
+// ResetPeakRSS restarts this process's peak RSS count; false when it
+// could not.
+func ResetPeakRSS() bool { return procstat.ResetPeakRSS() == nil }

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/mongoferry/mongoferry/internal/cli/progress"
+	"github.com/mongoferry/mongoferry/internal/procstat"
 )
 
 // NoisyShare is the share of the machine's CPU capacity other processes
@@ -32,7 +33,7 @@ const (
 func Header(out io.Writer) {
 	fmt.Fprintf(out, "command:   %s\n", shellQuote(os.Args))
 	mem := "unknown memory"
-	if n := memTotal(); n > 0 {
+	if n, err := procstat.MemTotal(); err == nil && n > 0 {
 		mem = progress.Bytes(n) + " memory"
 	}
 	fmt.Fprintf(out, "machine:   %d CPUs (GOMAXPROCS %d), %s, %s %s/%s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), mem, runtime.Version(), runtime.GOOS, runtime.GOARCH)
