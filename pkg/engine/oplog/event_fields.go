@@ -72,16 +72,13 @@ func asArray(v bsoncore.Value) (bsoncore.Array, error) {
 	return a, nil
 }
 
-// eventInt reads an int32 or int64 (a double is malformed in an event).
+// eventInt reads an int32 or int64: the server writes an event's numbers
+// as integers, so a double is malformed there.
 func eventInt(v bsoncore.Value) (int64, bool) {
-	switch v.Type {
-	case bsoncore.TypeInt32:
-		n, ok := v.Int32OK()
-		return int64(n), ok
-	case bsoncore.TypeInt64:
-		return v.Int64OK()
+	if v.Type == bsoncore.TypeDouble {
+		return 0, false
 	}
-	return 0, false
+	return integer(v)
 }
 
 // namespace reads ns (or to): {db, coll}; coll is required unless dbOnly.
