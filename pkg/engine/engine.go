@@ -1,7 +1,8 @@
 // Package engine runs one sync task: Engine connects to both deployments,
 // then walks the task's phases (Pending, FullSync, Streaming, Verifying,
 // Completed or Failed) in one state machine, composing the full copy
-// (fullsync), oplog replay (replay) and verification (verify); Status is
+// (fullsync), oplog replay (replay) and verification (verify), the first
+// two through the Copier and Replayer interfaces (parts.go); Status is
 // a value snapshot for /status, metrics and progress output. It never
 // imports Kubernetes packages.
 package engine
@@ -93,12 +94,15 @@ type Engine struct {
 	// profiles of the source and target servers, found once in Open.
 	srcProfile, dstProfile conn.Profile
 	store                  *checkpoint.Store
-	copier                 *fullsync.Copier
+	copier                 Copier
+	// newReplayer makes the Streaming phase's replayer (newReplayer;
+	// tests give fakes).
+	newReplayer func(replay.Options) Replayer
 	// targetSharding shards a sharded target's collections before the
 	// copy writes to them (nil for a target that is not sharded).
 	targetSharding *sharding.Preparer
 	mapper         *catalog.Mapper
-	replayer       atomic.Pointer[replay.Replayer]
+	replayer       atomic.Pointer[Replayer]
 	tailer         atomic.Pointer[source.Tailer]
 	recorded       atomic.Bool // the run is recorded in the checkpoint database
 	untilCaughtUp  atomic.Bool
@@ -128,6 +132,9 @@ type Engine struct {
 	windows []OplogWindow
 	// streamAt is when replay started in this run.
 	streamAt time.Time
+	// onPhase, when set, is told every phase the task enters, once the
+	// checkpoint records it (tests).
+	onPhase func(Phase)
 }
 
 type verifyProgress struct {
@@ -142,7 +149,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{task: task, opts: opts, log: log.With("task", task.Name), phase: PhasePending}
+	e := &Engine{task: task, opts: opts, log: log.With("task", task.Name), phase: PhasePending, newReplayer: newReplayer}
 	e.untilCaughtUp.Store(opts.UntilCaughtUp)
 	var err error
 	if e.source, err = conn.Open(ctx, "source", task.Source, conn.Options{AppName: "mongoferry"}); err != nil {
@@ -341,6 +348,9 @@ func (e *Engine) run(ctx context.Context) error {
 				return err
 			}
 		}
+		if e.onPhase != nil {
+			e.onPhase(next)
+		}
 		e.log.Info("phase", "phase", next)
 		switch next {
 		case PhaseFullSync:
@@ -427,7 +437,7 @@ func (e *Engine) stream(ctx context.Context) error {
 		return err
 	}
 	unique := p.unique
-	r := replay.New(replay.Options{
+	r := e.newReplayer(replay.Options{
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
 		Mapper: e.mapper, Log: e.baseLog(), From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique,
@@ -437,7 +447,7 @@ func (e *Engine) stream(ctx context.Context) error {
 			PipelineUpdates:      e.dstProfile.PipelineUpdates,
 		},
 	})
-	e.replayer.Store(r)
+	e.replayer.Store(&r)
 	e.mu.Lock()
 	if e.streamAt.IsZero() {
 		e.streamAt = time.Now()

@@ -96,7 +96,7 @@ func (e *Engine) Status() Status {
 	copyStatus := e.copier.Status()
 	var replayStatus *replay.Status
 	if r := e.replayer.Load(); r != nil {
-		rs := r.Status()
+		rs := (*r).Status()
 		replayStatus = &rs
 	}
 	targetSharding := e.targetShardingStatus()

@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,6 +20,7 @@ import (
 	"github.com/mongoferry/mongoferry/controllers"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/podrunner"
+	"github.com/mongoferry/mongoferry/internal/procstat"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 )
@@ -252,15 +251,11 @@ func TestOperatorShardedSource(t *testing.T) {
 // the kernel's OOM killer would.
 func killWorker(t *testing.T, pod string) {
 	t.Helper()
-	want := []byte(controllers.PodNameEnv + "=" + pod + "\x00")
-	procs, _ := filepath.Glob("/proc/[0-9]*/environ")
-	for _, f := range procs {
-		b, err := os.ReadFile(f)
-		if err != nil || !bytes.Contains(b, want) {
-			continue
-		}
-		var pid int
-		if _, err := fmt.Sscanf(filepath.Base(filepath.Dir(f)), "%d", &pid); err != nil {
+	want := controllers.PodNameEnv + "=" + pod
+	pids, _ := procstat.PIDs()
+	for _, pid := range pids {
+		env, err := procstat.Environ(pid)
+		if err != nil || !slices.Contains(env, want) {
 			continue
 		}
 		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {

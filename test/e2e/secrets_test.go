@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/mongoferry/mongoferry/internal/procstat"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/internal/testutil"
 	"github.com/mongoferry/mongoferry/pkg/engine"
@@ -69,8 +69,8 @@ func (s *canaryScan) watch(addr string, pid int, stop <-chan struct{}) {
 				s.add(path, string(b))
 			}
 		}
-		if b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline"); err == nil {
-			s.add("command line", string(bytes.ReplaceAll(b, []byte{0}, []byte{' '})))
+		if args, err := procstat.Cmdline(pid); err == nil {
+			s.add("command line", strings.Join(args, " "))
 		}
 		select {
 		case <-stop:

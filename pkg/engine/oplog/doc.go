@@ -4,7 +4,11 @@
 // applyOps and buffers partialTxn chains and prepared transactions into
 // Units, with Checkpoint/Recover for its buffer; Translate turns an entry
 // into Writes (upserting replaces, $v:1 operators, $v:2 diffs as ordered
-// $set/$unset/$push updates, deletes) or a DDL barrier.
+// $set/$unset/$push updates, deletes) or a DDL barrier. EventToEntry turns
+// a change event back into the entry it stands for (event.go; its update
+// descriptions become $v:2 diffs through a path tree in event_update.go,
+// the inverse of diff.go), and EventGroup groups a transaction's events
+// into one applyOps entry.
 //
 // The replayer's loop, per shard:
 //

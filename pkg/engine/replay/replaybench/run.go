@@ -96,29 +96,12 @@ func Run(ctx context.Context, in *Input, c Config) (Result, error) {
 		Mapper: mapper, From: in.From, Apply: sink.Apply,
 	})
 
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 1)
-	start := time.Now()
-	go func() { errc <- r.Run(ctx) }()
-	select {
-	case <-sink.Done():
-		res.Elapsed = time.Since(start)
-	case err := <-errc:
-		if err == nil {
-			err = errors.New("the replayer stopped")
-		}
-		return res, fmt.Errorf("replay ended before every write was applied (%d of %d): %w", sink.Counts().Writes, want.Writes(), err)
+	stop, err := runUntilApplied(ctx, []*replay.Replayer{r}, sink, want.Writes(), &res, "the replayer stopped")
+	if err != nil {
+		return res, err
 	}
-	runtime.ReadMemStats(&after)
-	res.Mallocs, res.AllocBytes = after.Mallocs-before.Mallocs, after.TotalAlloc-before.TotalAlloc
-	res.GCs = after.NumGC - before.NumGC
-	cancel()
-	if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
-		return res, fmt.Errorf("replay: %w", err)
+	if err := stop(); err != nil {
+		return res, err
 	}
 	res.Sink = sink.Counts()
 	res.addCommands(r.Status())
@@ -136,4 +119,45 @@ func Run(ctx context.Context, in *Input, c Config) (Result, error) {
 		return res, fmt.Errorf("the checkpoint is %d.%d after the run, want the last entry's %d.%d", cp.T, cp.I, last.T, last.I)
 	}
 	return res, nil
+}
+
+// runUntilApplied runs the replayers until the sink has want writes, and
+// records the wall time, heap allocations and garbage collections in
+// between in res: the timed part of a round. stop cancels the replayers,
+// waits for them and returns the first error other than the cancellation.
+// When a replayer ends first, the error says so (stopped when it ended
+// without one).
+func runUntilApplied(ctx context.Context, rs []*replay.Replayer, sink *Sink, want int64, res *Result, stopped string) (stop func() error, err error) {
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, len(rs))
+	start := time.Now()
+	for _, r := range rs {
+		go func() { errc <- r.Run(ctx) }()
+	}
+	select {
+	case <-sink.Done():
+		res.Elapsed = time.Since(start)
+	case err := <-errc:
+		cancel()
+		if err == nil {
+			err = errors.New(stopped)
+		}
+		return nil, fmt.Errorf("replay ended before every write was applied (%d of %d): %w", sink.Counts().Writes, want, err)
+	}
+	runtime.ReadMemStats(&after)
+	res.Mallocs, res.AllocBytes = after.Mallocs-before.Mallocs, after.TotalAlloc-before.TotalAlloc
+	res.GCs = after.NumGC - before.NumGC
+	return func() error {
+		cancel()
+		var first error
+		for range rs {
+			if err := <-errc; err != nil && !errors.Is(err, context.Canceled) && first == nil {
+				first = fmt.Errorf("replay: %w", err)
+			}
+		}
+		return first
+	}, nil
 }

@@ -3,10 +3,8 @@ package replaybench
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/maphash"
-	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -227,28 +225,10 @@ func RunShards(ctx context.Context, in *Input, c ShardConfig) (ShardResult, erro
 		})
 	}
 
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, len(rs))
-	start := time.Now()
-	for _, r := range rs {
-		go func() { errc <- r.Run(ctx) }()
+	stop, err := runUntilApplied(ctx, rs, sink, want.Writes(), &res.Result, "a subtask stopped")
+	if err != nil {
+		return res, err
 	}
-	select {
-	case <-sink.Done():
-		res.Elapsed = time.Since(start)
-	case err := <-errc:
-		if err == nil {
-			err = errors.New("a subtask stopped")
-		}
-		return res, fmt.Errorf("replay ended before every write was applied (%d of %d): %w", sink.Counts().Writes, want.Writes(), err)
-	}
-	runtime.ReadMemStats(&after)
-	res.Mallocs, res.AllocBytes = after.Mallocs-before.Mallocs, after.TotalAlloc-before.TotalAlloc
-	res.GCs = after.NumGC - before.NumGC
 	// Every checkpoint reaches its shard's last entry once the last
 	// migrations are released (a publication interval or two).
 	var lag error
@@ -270,11 +250,8 @@ func RunShards(ctx context.Context, in *Input, c ShardConfig) (ShardResult, erro
 		res.Migrations += st.Skipped[oplog.ReasonFromMigrate]
 		res.addCommands(st)
 	}
-	cancel()
-	for range rs {
-		if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
-			return res, fmt.Errorf("replay: %w", err)
-		}
+	if err := stop(); err != nil {
+		return res, err
 	}
 	res.Sink = sink.Counts()
 	s := res.Sink

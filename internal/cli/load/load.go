@@ -1,15 +1,18 @@
-package main
+// Package load is `ferry load`: YCSB-style load against a MongoDB
+// deployment.
+package load
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mongoferry/mongoferry/internal/cli/exit"
+	"github.com/mongoferry/mongoferry/internal/cli/flags"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/workload"
@@ -24,33 +27,8 @@ type loadFlags struct {
 	opts                       workload.Options
 }
 
-// loadFlagNames maps workload.Options fields to the flags that set them, so
-// that option errors name the flag.
-var loadFlagNames = []string{
-	"Database", "--db",
-	"Collection", "--collection",
-	"RecordCount", "--recordcount",
-	"FieldCount", "--fieldcount",
-	"FieldLength", "--fieldlength",
-	"KeyType", "--key-type",
-	"Workload", "--workload",
-	"Distribution", "--distribution",
-	"ReadProportion", "--read-proportion",
-	"UpdateProportion", "--update-proportion",
-	"InsertProportion", "--insert-proportion",
-	"DeleteProportion", "--delete-proportion",
-	"Threads", "--threads",
-	"Operations", "--operations",
-	"Duration", "--duration",
-	"BatchSize", "--batch-size",
-	"Rate", "--rate",
-}
-
-func init() {
-	commands = append(commands, newLoadCommand())
-}
-
-func newLoadCommand() *cobra.Command {
+// NewCommand returns `ferry load`.
+func NewCommand() *cobra.Command {
 	var f loadFlags
 	cmd := &cobra.Command{
 		Use:   "load",
@@ -141,12 +119,12 @@ func runLoadCommand(ctx context.Context, out io.Writer, f loadFlags) error {
 	}
 	if doLoad {
 		if err := o.ValidateLoad(); err != nil {
-			return flagError(err)
+			return flags.WorkloadError(err)
 		}
 	}
 	if doRun {
 		if err := o.ValidateRun(); err != nil {
-			return flagError(err)
+			return flags.WorkloadError(err)
 		}
 	}
 
@@ -203,7 +181,7 @@ func summarise(ctx context.Context, out io.Writer, s workload.Stats, err error, 
 			return true, nil
 		}
 		fmt.Fprintf(out, "%s: interrupted\n", s.Phase)
-		return true, exitError{code: 130}
+		return true, exit.Interrupted
 	}
 	return true, errors.New(config.RedactError(err, uri))
 }
@@ -223,14 +201,4 @@ func progressPrinter(out io.Writer) func(workload.Stats) {
 		fmt.Fprintf(out, "%s: %s %d ops, %.0f ops/s (%.0f ops/s overall), %d errors, p99 %s\n",
 			s.Phase, s.Elapsed.Round(time.Second), s.Ops(), rate, s.OpsPerSec, s.Errors, s.P99.Round(time.Millisecond))
 	}
-}
-
-// flagError rewrites an option error to name flags instead of Options
-// fields.
-func flagError(err error) error {
-	var oe *workload.OptionError
-	if !errors.As(err, &oe) {
-		return err
-	}
-	return errors.New(strings.NewReplacer(loadFlagNames...).Replace(oe.Error()))
 }

@@ -1,4 +1,7 @@
-package main
+// Package live is `ferry bench live`: a whole fullAndIncremental task on
+// two FerretDB servers (start-up, full copy, replay of live writes,
+// verification), measured as a user waits for it.
+package live
 
 import (
 	"bufio"
@@ -20,7 +23,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/internal/cli/bench/measure"
+	"github.com/mongoferry/mongoferry/internal/cli/exit"
+	"github.com/mongoferry/mongoferry/internal/cli/flags"
+	"github.com/mongoferry/mongoferry/internal/cli/progress"
+	"github.com/mongoferry/mongoferry/internal/cli/servers"
+	"github.com/mongoferry/mongoferry/internal/procstat"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/workload"
@@ -39,7 +47,8 @@ type benchLiveFlags struct {
 	progress                  string
 }
 
-func newBenchLiveCommand() *cobra.Command {
+// NewCommand returns `ferry bench live`.
+func NewCommand() *cobra.Command {
 	var f benchLiveFlags
 	cmd := &cobra.Command{
 		Use:   "live",
@@ -84,7 +93,7 @@ bench replay' measures the engine's own replay speed without a server.`,
   ferry bench live --records 5000 --inserts 100 --updates 50 --deletes 50`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return benchExit(cmd.Context(), cmd.OutOrStdout(), runBenchLive(cmd.Context(), cmd.OutOrStdout(), f))
+			return exit.Bench(cmd.Context(), cmd.OutOrStdout(), runBenchLive(cmd.Context(), cmd.OutOrStdout(), f))
 		},
 	}
 	fl := cmd.Flags()
@@ -126,13 +135,13 @@ func (f benchLiveFlags) validate() error {
 		return fmt.Errorf("--timeout must be positive, got %s", f.timeout)
 	}
 	if err := f.workloadOptions().ValidateLoad(); err != nil {
-		return flagError(err)
+		return flags.WorkloadError(err)
 	}
 	return nil
 }
 
 func (f benchLiveFlags) workloadOptions() workload.Options {
-	return workload.Options{Database: benchDB, Collection: benchColl, RecordCount: f.records,
+	return workload.Options{Database: measure.DB, Collection: measure.Collection, RecordCount: f.records,
 		FieldCount: f.fieldCount, FieldLength: f.fieldLength, KeyType: workload.KeyString, Threads: 2, Seed: 1}
 }
 
@@ -149,45 +158,40 @@ func runBenchLive(ctx context.Context, out io.Writer, f benchLiveFlags) error {
 	}
 	o := f.workloadOptions()
 	fmt.Fprintln(out, "ferry bench live: a fullAndIncremental task between two FerretDB servers")
-	printBenchHeader(out)
+	measure.Header(out)
 	fmt.Fprintf(out, "documents: %d x %d bytes (%d fields x %d characters, string _id); live writes: %d inserts, %d updates, %d deletes from %d clients\n",
 		f.records, o.DocumentSize(), o.WithDefaults().FieldCount, o.WithDefaults().FieldLength, f.inserts, f.updates, f.deletes, f.writers)
 	fmt.Fprintf(out, "load:      %s\n", loadAverage())
 
-	env := &benchEnv{log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	var err error
-	if env.src, err = testserver.StartProcess(ctx, testserver.Options{OplogBytes: f.oplogMiB << 20}); err != nil {
-		return fmt.Errorf("start the source server: %w", err)
+	pair, err := servers.StartPair(ctx, f.oplogMiB<<20)
+	if err != nil {
+		return err
 	}
-	defer env.src.Stop()
-	if env.dst, err = testserver.StartProcess(ctx, testserver.Options{OplogBytes: -1}); err != nil {
-		return fmt.Errorf("start the target server: %w", err)
-	}
-	defer env.dst.Stop()
-	env.srcPID, env.dstPID = serverPID(env.src.Addr), serverPID(env.dst.Addr)
-	bin, _ := testserver.Binary()
+	defer pair.Stop()
+	src, dst := pair.Source, pair.Target
+	cpu := measure.Sampler{SourcePID: src.Pid(), TargetPID: dst.Pid()}
 	fmt.Fprintf(out, "servers:   %s (SQLite), source %s (oplog %d MiB), target %s, on this machine\n",
-		ferretVersion(ctx, bin), env.src.Addr, f.oplogMiB, env.dst.Addr)
+		servers.Version(ctx), src.Addr, f.oplogMiB, dst.Addr)
 
-	sc, err := env.src.Client(ctx)
+	sc, err := src.Client(ctx)
 	if err != nil {
 		return fmt.Errorf("connect to the source: %w", err)
 	}
 	defer func() { _ = sc.Disconnect(context.Background()) }()
-	fmt.Fprintf(out, "\nLoading %d documents into the source %s.%s... ", f.records, benchDB, benchColl)
-	cpuLoad := env.cpu()
+	fmt.Fprintf(out, "\nLoading %d documents into the source %s.%s... ", f.records, measure.DB, measure.Collection)
+	cpuLoad := cpu.Sample()
 	ls, err := workload.Load(ctx, sc, o)
 	if err != nil {
 		fmt.Fprintln(out)
 		return fmt.Errorf("load the source: %w", err)
 	}
-	fmt.Fprintf(out, "%.1fs (%s docs/s)\n", ls.Elapsed.Seconds(), human(int64(ls.OpsPerSec)))
-	phases := []livePhase{{name: "load", cpu: env.cpu().sub(cpuLoad), seconds: ls.Elapsed.Seconds()}}
+	fmt.Fprintf(out, "%.1fs (%s docs/s)\n", ls.Elapsed.Seconds(), progress.Count(int64(ls.OpsPerSec)))
+	phases := []livePhase{{name: "load", cpu: cpu.Sample().Sub(cpuLoad), seconds: ls.Elapsed.Seconds()}}
 
 	task := &config.Task{Name: "bench-live", Spec: config.Spec{
 		Mode:    config.ModeFullAndIncremental,
-		Source:  config.Endpoint{URI: env.src.URI},
-		Target:  config.Endpoint{URI: env.dst.URI},
+		Source:  config.Endpoint{URI: src.URI},
+		Target:  config.Endpoint{URI: dst.URI},
 		Threads: config.Threads{Readers: f.readers, Writers: f.copyWriters},
 		Verify:  config.Verify{Mode: config.VerifyHash},
 	}}
@@ -198,56 +202,56 @@ func runBenchLive(ctx context.Context, out io.Writer, f benchLiveFlags) error {
 	fmt.Fprintf(out, "task:      %d readers, %d writers, cache.batchSize %d, verify hash\n\n", task.Threads.Readers, task.Threads.Writers, task.Cache.BatchSize)
 
 	var ms liveMilestones
-	cpuCopy := env.cpu()
+	cpuCopy := cpu.Sample()
 	ms.start = time.Now()
-	eng, err := engine.Open(ctx, task, engine.Options{Log: env.log})
+	eng, err := engine.Open(ctx, task, engine.Options{Log: measure.Logger()})
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
-	stopProgress := showProgress(ctx, progressMode(f.progress), os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), 5*time.Second, eng.Status)
+	stopProgress := progress.Show(ctx, progress.Mode(f.progress), os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), 5*time.Second, eng.Status)
 	defer stopProgress()
 	runDone := make(chan error, 1)
 	go func() { runDone <- eng.Run(ctx) }()
 	if err := waitStreaming(ctx, eng, runDone, &ms); err != nil {
 		return err
 	}
-	phases = append(phases, livePhase{name: "start-up and copy", cpu: env.cpu().sub(cpuCopy), seconds: time.Since(ms.start).Seconds()})
+	phases = append(phases, livePhase{name: "start-up and copy", cpu: cpu.Sample().Sub(cpuCopy), seconds: time.Since(ms.start).Seconds()})
 	copySecs := ms.lastDoc.Sub(ms.firstDoc).Seconds()
 	fmt.Fprintf(out, "start-up:  %.2fs from the task's start to its first copied document (engine status: %.2fs)\n",
 		ms.firstDoc.Sub(ms.start).Seconds(), eng.Status().StartupSeconds)
 	fmt.Fprintf(out, "copy:      %d docs in %.2fs from the first to the last = %s docs/s; %.2fs from the task's start to streaming (the copy's own elapsed %.2fs)\n",
-		ms.copyDocs, copySecs, human(int64(safeDiv(float64(ms.copyDocs), copySecs))), ms.streaming.Sub(ms.start).Seconds(), ms.copyElapsed)
+		ms.copyDocs, copySecs, progress.Count(int64(measure.Div(float64(ms.copyDocs), copySecs))), ms.streaming.Sub(ms.start).Seconds(), ms.copyElapsed)
 
 	// Live writes while the task streams, then until the target has them.
-	finds0 := serverCommands(env.src.DebugAddr)
+	finds0 := serverCommands(src.DebugAddr)
 	src0 := eng.Status().Source
-	cpuReplay := env.cpu()
+	cpuReplay := cpu.Sample()
 	first := time.Now()
-	written, err := liveWrites(ctx, sc.Database(benchDB).Collection(benchColl), o, f)
+	written, err := liveWrites(ctx, sc.Database(measure.DB).Collection(measure.Collection), o, f)
 	if err != nil {
 		return fmt.Errorf("live writes: %w", err)
 	}
 	lastWrite := time.Now()
-	fmt.Fprintf(out, "writes:    %d ops on the source in %.2fs = %.0f ops/s\n", written, lastWrite.Sub(first).Seconds(), safeDiv(float64(written), lastWrite.Sub(first).Seconds()))
+	fmt.Fprintf(out, "writes:    %d ops on the source in %.2fs = %.0f ops/s\n", written, lastWrite.Sub(first).Seconds(), measure.Div(float64(written), lastWrite.Sub(first).Seconds()))
 	eng.FinishWhenCaughtUp()
 	caughtUp, waitErr := waitCaughtUp(ctx, eng, runDone, lastWrite, f.timeout)
 	if waitErr != nil {
 		caughtUp = time.Now()
 	}
-	phases = append(phases, livePhase{name: "live writes and replay", cpu: env.cpu().sub(cpuReplay), seconds: caughtUp.Sub(first).Seconds()})
-	printSourceCommands(out, serverCommands(env.src.DebugAddr), finds0, eng.Status().Source, src0, caughtUp.Sub(first))
+	phases = append(phases, livePhase{name: "live writes and replay", cpu: cpu.Sample().Sub(cpuReplay), seconds: caughtUp.Sub(first).Seconds()})
+	printSourceCommands(out, serverCommands(src.DebugAddr), finds0, eng.Status().Source, src0, caughtUp.Sub(first))
 	if waitErr != nil {
 		st := eng.Status()
 		if r := st.Replay; r != nil {
-			fmt.Fprintf(out, "replay:    gave up after %.0fs: %d ops applied, lag %.0fs\n", caughtUp.Sub(first).Seconds(), sum(r.Applied), r.LagSeconds)
+			fmt.Fprintf(out, "replay:    gave up after %.0fs: %d ops applied, lag %.0fs\n", caughtUp.Sub(first).Seconds(), progress.Applied(r), r.LagSeconds)
 		}
 		printLivePhases(out, phases)
 		return waitErr
 	}
 	replaySecs := caughtUp.Sub(first).Seconds()
 	fmt.Fprintf(out, "replay:    %d ops in %.2fs from the first live write to the target having all = %.1f ops/s (caught up %.2fs after the last write)\n",
-		written, replaySecs, safeDiv(float64(written), replaySecs), caughtUp.Sub(lastWrite).Seconds())
+		written, replaySecs, measure.Div(float64(written), replaySecs), caughtUp.Sub(lastWrite).Seconds())
 	runErr := <-runDone
 	stopProgress()
 	st := eng.Status()
@@ -450,7 +454,7 @@ func serverCommands(debugAddr string) map[string]int64 {
 type livePhase struct {
 	name    string
 	seconds float64
-	cpu     cpuSeconds
+	cpu     measure.CPU
 }
 
 func printLivePhases(out io.Writer, phases []livePhase) {
@@ -459,20 +463,17 @@ func printLivePhases(out io.Writer, phases []livePhase) {
 	fmt.Fprintln(tw, "phase\tseconds\tferry\tsource\ttarget\tother processes\t")
 	for _, p := range phases {
 		c := p.cpu
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", p.name, p.seconds, c.ferry, c.source, c.target, c.others())
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", p.name, p.seconds, c.Ferry, c.Source, c.Target, c.Others())
 	}
 	_ = tw.Flush()
 }
 
-// loadAverage is the machine's load average line (empty when unknown).
+// loadAverage is the machine's load average line ("unknown" when there
+// is no /proc).
 func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
+	l, err := procstat.LoadAverage()
 	if err != nil {
 		return "unknown"
 	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return "load average " + strings.Join(f[:3], " ")
+	return "load average " + l
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -6,15 +6,15 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongoferry/mongoferry/internal/cli/progress"
+	"github.com/mongoferry/mongoferry/internal/cli/servers"
 	"github.com/mongoferry/mongoferry/internal/testserver"
-	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 )
 
@@ -30,7 +30,7 @@ func runShardedDemo(ctx context.Context, out io.Writer, log *slog.Logger, f demo
 		return err
 	}
 	defer c.Stop()
-	dst, err := testserver.StartProcess(ctx, testserver.Options{OplogBytes: -1})
+	dst, err := servers.StartTarget(ctx)
 	if err != nil {
 		return err
 	}
@@ -66,17 +66,7 @@ func runShardedDemo(ctx context.Context, out io.Writer, log *slog.Logger, f demo
 	fmt.Fprintf(out, "Loaded %d documents into shop.orders and %d into %s through the router in %.1fs (shard key _id, chunks of %d keys)\n\n",
 		records, sessions, ns, time.Since(loadStart).Seconds(), c.ChunkSize)
 
-	task := &config.Task{Name: "demo-sharded", Spec: config.Spec{
-		Mode:   config.ModeFullAndIncremental,
-		Source: c.Source(),
-		Target: config.Endpoint{URI: dst.URI},
-		Verify: config.Verify{Mode: config.VerifyHash},
-	}}
-	task.SetDefaults()
-	if err := task.Validate(); err != nil {
-		return err
-	}
-	eng, err := engine.Open(ctx, task, engine.Options{Log: log})
+	eng, err := openTask(ctx, "demo-sharded", c.Source(), dst, log)
 	if err != nil {
 		return err
 	}
@@ -84,22 +74,13 @@ func runShardedDemo(ctx context.Context, out io.Writer, log *slog.Logger, f demo
 
 	rate := f.liveRate
 	load := testserver.NewClusterLoad(c, ns, keys, sessions, rate)
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	loadErr := make(chan error, 1)
-	go func() {
-		if rate <= 0 {
-			<-loadCtx.Done()
-			loadErr <- nil
-			return
-		}
-		loadErr <- load.Run(loadCtx, rand.New(rand.NewPCG(2, 2)))
-	}()
+	stopLoad := startLoad(ctx, rate, func(ctx context.Context) error {
+		return load.Run(ctx, rand.New(rand.NewPCG(2, 2)))
+	})
+	defer func() { _ = stopLoad() }()
 	fmt.Fprintf(out, "Copying through mongos while a live load (~%g ops/s on %s) runs through the router and the balancer moves its chunks;\n", rate, ns)
 	fmt.Fprintln(out, "then one replay subtask per shard, stopping the load, catching up and verifying with hashes:")
-	stop := showProgress(ctx, progressMode(f.progress), os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), 5*time.Second, eng.Status)
-	runDone := make(chan error, 1)
-	go func() { runDone <- eng.Run(ctx) }()
+	stop, runDone := start(ctx, eng, f.progress)
 
 	var migrations []string
 	rng := rand.New(rand.NewPCG(3, 3))
@@ -130,8 +111,7 @@ func runShardedDemo(ctx context.Context, out io.Writer, log *slog.Logger, f demo
 			migrations = append(migrations, fmt.Sprintf("[%d,%d) %s -> %s: %d documents", lo, hi, c.Names[from], c.Names[to], n))
 		}
 		time.Sleep(3 * time.Second)
-		stopLoad()
-		if err := <-loadErr; err != nil {
+		if err := stopLoad(); err != nil {
 			return fmt.Errorf("live load: %w", err)
 		}
 		eng.FinishWhenCaughtUp()
@@ -139,25 +119,12 @@ func runShardedDemo(ctx context.Context, out io.Writer, log *slog.Logger, f demo
 	}()
 	stop()
 	st := eng.Status()
-	fmt.Fprintln(out)
-	if rep := eng.VerifyReport(); rep != nil {
-		_ = rep.WriteTable(out)
-		fmt.Fprintln(out)
-	}
+	printReport(out, eng)
 	printShardedSummary(out, st, load, migrations, runErr)
 	return runErr
 }
 
 func printShardedSummary(out io.Writer, st engine.Status, load *testserver.ClusterLoad, migrations []string, runErr error) {
-	result := "OK"
-	switch {
-	case runErr != nil && st.Verify != nil && !st.Verify.OK:
-		result = "DIFFERENCES in " + strings.Join(st.Verify.Differing, ", ")
-	case runErr != nil:
-		result = "FAILED: " + runErr.Error()
-	case st.Verify == nil:
-		result = "not run"
-	}
 	fmt.Fprintln(out, "Summary")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  full copy (through mongos)\t%d documents in %.1fs\n", st.Copy.Documents, st.Copy.ElapsedSeconds)
@@ -174,12 +141,12 @@ func printShardedSummary(out io.Writer, st engine.Status, load *testserver.Clust
 			fmt.Fprintf(tw, "  %s\t%s\t-\t-\t-\n", sh.Shard, sh.Phase)
 			continue
 		}
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\n", sh.Shard, sh.Phase, sum(sh.Replay.Applied), sh.Replay.Skipped["fromMigrate"], checkpointText(sh.Replay, time.TimeOnly))
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%s\n", sh.Shard, sh.Phase, progress.Applied(sh.Replay), sh.Replay.Skipped["fromMigrate"], progress.CheckpointText(sh.Replay, time.TimeOnly))
 	}
 	_ = tw.Flush()
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  task seconds (copy + replay + verify)\t%.1f\n", st.ElapsedSeconds)
-	fmt.Fprintf(tw, "  verification (hash)\t%s\n", result)
+	fmt.Fprintf(tw, "  verification (hash)\t%s\n", verdict(st, runErr))
 	_ = tw.Flush()
 }
 

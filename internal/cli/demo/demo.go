@@ -1,4 +1,7 @@
-package main
+// Package demo is `ferry demo`: a sync end to end on throwaway servers
+// (copy under a live load, replay, verify), from a replica set or, with
+// --sharded, from a 3-shard cluster stand-in (sharded.go).
+package demo
 
 import (
 	"context"
@@ -17,8 +20,9 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mongoferry/mongoferry/internal/cli/progress"
+	"github.com/mongoferry/mongoferry/internal/cli/servers"
 	"github.com/mongoferry/mongoferry/internal/procstat"
-	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
@@ -32,6 +36,7 @@ import (
 // holds is scanned, so a large cap costs nothing.
 const demoOplogMiB = 64
 
+// demoFlags are the flags of `ferry demo`.
 type demoFlags struct {
 	records  int64
 	progress string
@@ -41,7 +46,8 @@ type demoFlags struct {
 	sharded  bool
 }
 
-func init() {
+// NewCommand returns `ferry demo`.
+func NewCommand() *cobra.Command {
 	var f demoFlags
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -72,7 +78,7 @@ and skips the migrations' fromMigrate entries.`,
 	cmd.Flags().Float64Var(&f.liveRate, "live-rate", 30, "operations per second of the live load on the source (0: none)")
 	cmd.Flags().Int64Var(&f.oplogMiB, "oplog-size", demoOplogMiB, "capped size of the source's oplog in MiB: it must hold every change the live load makes while the copy runs")
 	cmd.Flags().BoolVar(&f.sharded, "sharded", false, "a sharded source: 3 shards, chunk migrations during the live load")
-	commands = append(commands, cmd)
+	return cmd
 }
 
 func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
@@ -86,16 +92,12 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 	fmt.Fprintln(out, "Starting two FerretDB servers (source and target)...")
 	// The source's oplog is created after the initial load, as on a
 	// deployment whose oplog holds recent changes only.
-	src, err := testserver.StartProcess(ctx, testserver.Options{OplogBytes: -1})
+	pair, err := servers.StartPair(ctx, -1)
 	if err != nil {
 		return err
 	}
-	defer src.Stop()
-	dst, err := testserver.StartProcess(ctx, testserver.Options{OplogBytes: -1})
-	if err != nil {
-		return err
-	}
-	defer dst.Stop()
+	defer pair.Stop()
+	src, dst := pair.Source, pair.Target
 	fmt.Fprintf(out, "  source %s\n  target %s\n\n", src.Addr, dst.Addr)
 
 	sc, err := src.Client(ctx)
@@ -124,38 +126,22 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 		return err
 	}
 
-	task := &config.Task{Name: "demo", Spec: config.Spec{
-		Mode:   config.ModeFullAndIncremental,
-		Source: config.Endpoint{URI: src.URI},
-		Target: config.Endpoint{URI: dst.URI},
-		Verify: config.Verify{Mode: config.VerifyHash},
-	}}
-	task.SetDefaults()
-	if err := task.Validate(); err != nil {
-		return err
-	}
-	eng, err := engine.Open(ctx, task, engine.Options{Log: log})
+	eng, err := openTask(ctx, "demo", config.Endpoint{URI: src.URI}, dst, log)
 	if err != nil {
 		return err
 	}
 	defer eng.Close()
 
 	// Live inserts, updates and deletes while the copy runs and after it.
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	loadDone := make(chan workload.Stats, 1)
-	go func() {
+	var liveStats workload.Stats
+	stopLoad := startLoad(ctx, f.liveRate, func(ctx context.Context) error {
 		run := live
-		if f.liveRate <= 0 {
-			<-loadCtx.Done()
-			loadDone <- workload.Stats{}
-			return
-		}
 		run.Workload, run.Distribution, run.Threads, run.Rate = workload.WorkloadMixed, workload.Uniform, 2, f.liveRate
 		run.InsertProportion, run.UpdateProportion, run.DeleteProportion = 0.4, 0.4, 0.2
-		st, _ := workload.Run(loadCtx, sc, run)
-		loadDone <- st
-	}()
+		liveStats, _ = workload.Run(ctx, sc, run)
+		return nil
+	})
+	defer func() { _ = stopLoad() }()
 	if f.liveRate > 0 {
 		fmt.Fprintf(out, "Copying source -> target while a live load (~%g ops/s: inserts, updates, deletes) runs on app.sessions;\n", f.liveRate)
 		fmt.Fprintln(out, "then replaying the oplog, stopping the load, catching up and verifying with hashes:")
@@ -163,9 +149,7 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 		fmt.Fprintln(out, "Copying source -> target with no live load (--live-rate 0), then replaying the oplog until caught up")
 		fmt.Fprintln(out, "and verifying with hashes:")
 	}
-	stop := showProgress(ctx, progressMode(f.progress), os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, nil)), 5*time.Second, eng.Status)
-	runDone := make(chan error, 1)
-	go func() { runDone <- eng.Run(ctx) }()
+	stop, runDone := start(ctx, eng, f.progress)
 
 	var timing demoTiming
 	runErr := func() error {
@@ -185,8 +169,8 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 			return err
 		case <-time.After(10 * time.Second):
 		}
-		stopLoad()
-		timing.load = <-loadDone
+		_ = stopLoad()
+		timing.load = liveStats
 		timing.loadStoppedAt = time.Now()
 		eng.FinishWhenCaughtUp()
 		for {
@@ -203,11 +187,7 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 	}()
 	stop()
 	st := eng.Status()
-	fmt.Fprintln(out)
-	if rep := eng.VerifyReport(); rep != nil {
-		_ = rep.WriteTable(out)
-		fmt.Fprintln(out)
-	}
+	printReport(out, eng)
 	printSummary(out, st, timing, runErr)
 	if errors.Is(runErr, source.ErrOplogWindowLost) {
 		fmt.Fprintf(out, "\nThe source's oplog (%d MiB) no longer held the changes made during the copy: run the demo again with a larger --oplog-size.\n", f.oplogMiB)
@@ -312,29 +292,17 @@ func printSummary(out io.Writer, st engine.Status, timing demoTiming, runErr err
 	if secs > 0 {
 		rate = float64(c.CopiedThisRun) / secs
 	}
-	result := "OK"
-	switch {
-	case runErr != nil && st.Verify != nil && !st.Verify.OK:
-		result = "DIFFERENCES in " + strings.Join(st.Verify.Differing, ", ")
-	case runErr != nil:
-		result = "FAILED: " + runErr.Error()
-	case st.Verify == nil:
-		result = "not run"
-	}
 	fmt.Fprintln(out, "Summary")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  namespace\ttarget\tdocuments copied\tbytes\n")
 	for _, n := range c.Namespaces {
-		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", n.NS, n.Target, n.Documents, bytesHuman(n.Bytes))
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\n", n.NS, n.Target, n.Documents, progress.Bytes(n.Bytes))
 	}
 	_ = tw.Flush()
 	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  full copy\t%d documents, %s in %.1fs: %.0f docs/s\n", c.Documents, bytesHuman(c.Bytes), secs, rate)
+	fmt.Fprintf(tw, "  full copy\t%d documents, %s in %.1fs: %.0f docs/s\n", c.Documents, progress.Bytes(c.Bytes), secs, rate)
 	if r := timing.replay; r != nil && !timing.loadStoppedAt.IsZero() {
-		var applied int64
-		for _, n := range r.Applied {
-			applied += n
-		}
+		applied := progress.Applied(r)
 		streamSecs := timing.caughtUpAt.Sub(timing.streamingAt).Seconds()
 		fmt.Fprintf(tw, "  live load on the source\t%d ops (%d inserts, %d updates, %d deletes) at %.0f ops/s\n",
 			timing.load.Inserts+timing.load.Updates+timing.load.Deletes, timing.load.Inserts, timing.load.Updates, timing.load.Deletes, timing.load.OpsPerSec)
@@ -343,15 +311,8 @@ func printSummary(out io.Writer, st engine.Status, timing demoTiming, runErr err
 		fmt.Fprintf(tw, "  catch-up after the load stopped\t%.1fs (lag now %.0fs)\n", timing.caughtUpAt.Sub(timing.loadStoppedAt).Seconds(), r.LagSeconds)
 	}
 	fmt.Fprintf(tw, "  task seconds (copy + replay + verify)\t%.1f\n", st.ElapsedSeconds)
-	fmt.Fprintf(tw, "  peak buffered bytes (budget %s)\t%s\n", bytesHuman(c.MaxBytes), bytesHuman(c.PeakBufferedBytes))
-	fmt.Fprintf(tw, "  peak memory (RSS of this process)\t%s\n", bytesHuman(peakRSS()))
-	fmt.Fprintf(tw, "  verification (hash)\t%s\n", result)
+	fmt.Fprintf(tw, "  peak buffered bytes (budget %s)\t%s\n", progress.Bytes(c.MaxBytes), progress.Bytes(c.PeakBufferedBytes))
+	fmt.Fprintf(tw, "  peak memory (RSS of this process)\t%s\n", progress.Bytes(procstat.SelfPeakRSS()))
+	fmt.Fprintf(tw, "  verification (hash)\t%s\n", verdict(st, runErr))
 	_ = tw.Flush()
-}
-
-// peakRSS is this process's peak resident set size (0 where there is no
-// /proc).
-func peakRSS() int64 {
-	n, _ := procstat.PeakRSS("self")
-	return n
 }

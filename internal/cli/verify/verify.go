@@ -1,29 +1,28 @@
-package main
+// Package verify is `ferry verify`: compare a task's target with its
+// source, namespace by namespace.
+package verify
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mongoferry/mongoferry/internal/cli/exit"
+	"github.com/mongoferry/mongoferry/internal/cli/progress"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
-	"github.com/mongoferry/mongoferry/pkg/engine/verify"
+	engineverify "github.com/mongoferry/mongoferry/pkg/engine/verify"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // verifyProgressEvery is how often `ferry verify` prints a progress line.
 const verifyProgressEvery = 2 * time.Second
 
-func init() {
-	commands = append(commands, newVerifyCommand())
-}
-
+// verifyFlags are the flags of `ferry verify`.
 type verifyFlags struct {
 	file        string
 	mode        string
@@ -31,7 +30,8 @@ type verifyFlags struct {
 	maxExamples int
 }
 
-func newVerifyCommand() *cobra.Command {
+// NewCommand returns `ferry verify`.
+func NewCommand() *cobra.Command {
 	var f verifyFlags
 	cmd := &cobra.Command{
 		Use:   "verify -f task.yaml",
@@ -70,7 +70,7 @@ Exit status: 0 when every namespace matches, 2 when differences were found,
 	fl.StringVarP(&f.file, "file", "f", "", "task file (YAML)")
 	fl.StringVar(&f.mode, "mode", "", "count, hash or sample (default: the task's verify.mode)")
 	fl.IntVar(&f.sampleSize, "sample-size", 0, "documents compared per collection in sample mode (default: the task's verify.sampleSize)")
-	fl.IntVar(&f.maxExamples, "max-examples", verify.DefaultMaxExamples, "example _ids listed per kind of difference and namespace")
+	fl.IntVar(&f.maxExamples, "max-examples", engineverify.DefaultMaxExamples, "example _ids listed per kind of difference and namespace")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
@@ -130,13 +130,13 @@ func runVerify(cmd *cobra.Command, f verifyFlags) error {
 	fmt.Fprintf(stderr, "verify: task %s, %s, mode %s: source %s, target %s\n",
 		task.Name, namespaces(len(colls)), mode, config.Redact(task.Source.URI), config.Redact(task.Target.URI))
 
-	pl := newProgressLine(stderr, colls, mode)
-	stop := pl.start(verifyProgressEvery)
-	rep, runErr := verify.Run(ctx, source, target, colls, verify.Options{
+	pl := progress.NewLine(stderr, colls, mode)
+	stop := pl.Start(verifyProgressEvery)
+	rep, runErr := engineverify.Run(ctx, source, target, colls, engineverify.Options{
 		Mode:        mode,
 		SampleSize:  sampleSize,
 		MaxExamples: f.maxExamples,
-		Progress:    pl.update,
+		Progress:    pl.Update,
 	})
 	stop()
 
@@ -162,7 +162,7 @@ func runVerify(cmd *cobra.Command, f verifyFlags) error {
 	}
 	if n := rep.Differing(); n > 0 {
 		fmt.Fprintf(stdout, "\n%d of %d compared namespaces differ%s\n", n, compared, skippedNote)
-		return exitError{code: workerapi.ExitVerificationFailed}
+		return exit.Error{Code: workerapi.ExitVerificationFailed}
 	}
 	fmt.Fprintf(stdout, "\nevery namespace matches (%d compared%s)\n", compared, skippedNote)
 	return nil
@@ -188,78 +188,4 @@ func redact(err error, task *config.Task) error {
 		return err
 	}
 	return errors.New(msg)
-}
-
-// progressLine prints the newest progress of verify.Run to w at a fixed
-// interval.
-type progressLine struct {
-	w     io.Writer
-	mode  config.VerifyMode
-	index map[string]int
-	n     int
-	began time.Time
-	mu    sync.Mutex
-	ns    string
-	done  int64
-	total int64
-}
-
-func newProgressLine(w io.Writer, colls []catalog.Collection, mode config.VerifyMode) *progressLine {
-	p := &progressLine{w: w, mode: mode, index: make(map[string]int, len(colls)), n: len(colls), began: time.Now()}
-	for i, c := range colls {
-		p.index[c.Source.String()] = i + 1
-	}
-	return p
-}
-
-// update is the verify.Options.Progress callback.
-func (p *progressLine) update(ns string, done, total int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if ns != p.ns {
-		p.ns, p.done, p.total = ns, 0, 0
-	}
-	p.done, p.total = max(p.done, done), max(p.total, total)
-}
-
-// start prints a line every interval until the returned stop is called.
-func (p *progressLine) start(interval time.Duration) (stop func()) {
-	ticker := time.NewTicker(interval)
-	quit, finished := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(finished)
-		for {
-			select {
-			case <-quit:
-				return
-			case <-ticker.C:
-				p.print()
-			}
-		}
-	}()
-	return func() {
-		ticker.Stop()
-		close(quit)
-		<-finished
-	}
-}
-
-func (p *progressLine) print() {
-	p.mu.Lock()
-	ns, done, total := p.ns, p.done, p.total
-	p.mu.Unlock()
-	if ns == "" {
-		return
-	}
-	var docs string
-	switch {
-	case p.mode == config.VerifyCount:
-		docs = "counting documents"
-	case total > 0:
-		docs = fmt.Sprintf("%d of about %d documents read", done, total)
-	default:
-		docs = fmt.Sprintf("%d documents read", done)
-	}
-	fmt.Fprintf(p.w, "verify: %s (%d of %d): %s, %s elapsed\n",
-		ns, p.index[ns], p.n, docs, time.Since(p.began).Round(time.Second))
 }

@@ -1,4 +1,7 @@
-package main
+// Package run is `ferry run`: run a sync task until it completes or
+// fails, serving /metrics and /status; for a sharded source, one shard's
+// worker (shardmap.go).
+package run
 
 import (
 	"context"
@@ -13,6 +16,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/mongoferry/mongoferry/internal/cli/exit"
+	"github.com/mongoferry/mongoferry/internal/cli/progress"
+	"github.com/mongoferry/mongoferry/internal/procstat"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
@@ -20,6 +26,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
+// runFlags are the flags of `ferry run`.
 type runFlags struct {
 	file             string
 	taskEnv          string
@@ -32,7 +39,8 @@ type runFlags struct {
 	shard            string
 }
 
-func init() {
+// NewCommand returns `ferry run`.
+func NewCommand() *cobra.Command {
 	var f runFlags
 	cmd := &cobra.Command{
 		Use:   "run (-f task.yaml | --task-env VAR)",
@@ -93,7 +101,7 @@ and verification is left to 'ferry verify' once every worker caught up.`,
 	cmd.Flags().StringVar(&f.shard, "shard", os.Getenv(workerapi.EnvShard), "sharded source: run only this shard's replay subtask (its name in config.shards); default $MONGOFERRY_SHARD, empty runs every shard")
 	cmd.MarkFlagsOneRequired("file", "task-env")
 	cmd.MarkFlagsMutuallyExclusive("file", "task-env")
-	commands = append(commands, cmd)
+	return cmd
 }
 
 func newLogger(format, level string) (*slog.Logger, error) {
@@ -132,10 +140,8 @@ func runTask(ctx context.Context, f runFlags) error {
 	if err != nil {
 		return err
 	}
-	mode := progressMode(f.progress)
-	switch mode {
-	case progressAuto, progressBar, progressLog, progressNone:
-	default:
+	mode := progress.Mode(f.progress)
+	if !mode.Valid() {
 		return fmt.Errorf("--progress: %q is not one of auto, bar, log, none", f.progress)
 	}
 	var task *config.Task
@@ -181,7 +187,7 @@ func runTask(ctx context.Context, f runFlags) error {
 		log.Info("serving /metrics and /status", "addr", ln.Addr().String())
 	}
 	log.Info("starting", "task", task.Name, "mode", task.Mode, "source", config.Redact(task.Source.URI), "target", config.Redact(task.Target.URI))
-	stop := showProgress(ctx, mode, os.Stderr, log, f.progressInterval, eng.Status)
+	stop := progress.Show(ctx, mode, os.Stderr, log, f.progressInterval, eng.Status)
 	err = eng.Run(ctx)
 	stop()
 	if rep := eng.VerifyReport(); rep != nil {
@@ -191,17 +197,17 @@ func runTask(ctx context.Context, f runFlags) error {
 	switch {
 	case errors.Is(err, source.ErrOplogWindowLost):
 		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
-		return exitError{code: workerapi.ExitOplogWindowLost}
+		return exit.Error{Code: workerapi.ExitOplogWindowLost}
 	case errors.Is(err, engine.ErrVerificationFailed):
 		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
-		return exitError{code: workerapi.ExitVerificationFailed}
+		return exit.Error{Code: workerapi.ExitVerificationFailed}
 	case err != nil && ctx.Err() != nil:
 		log.Info("stopped; run the same command again to continue from the checkpoint", "task", task.Name)
-		return exitError{code: workerapi.ExitInterrupted}
+		return exit.Error{Code: workerapi.ExitInterrupted}
 	case err != nil:
 		return err
 	}
 	log.Info("done", "task", task.Name, "phase", s.Phase, "documents", s.Copy.Documents, "bytes", s.Copy.Bytes,
-		"seconds", fmt.Sprintf("%.1f", s.ElapsedSeconds), "peakBufferedBytes", s.Copy.PeakBufferedBytes, "peakRSSBytes", peakRSS())
+		"seconds", fmt.Sprintf("%.1f", s.ElapsedSeconds), "peakBufferedBytes", s.Copy.PeakBufferedBytes, "peakRSSBytes", procstat.SelfPeakRSS())
 	return nil
 }

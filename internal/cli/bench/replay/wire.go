@@ -1,4 +1,4 @@
-package main
+package replay
 
 import (
 	"context"
@@ -7,13 +7,15 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
-	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/mongoferry/mongoferry/internal/cli/bench/measure"
+	"github.com/mongoferry/mongoferry/internal/cli/progress"
+	"github.com/mongoferry/mongoferry/internal/procstat"
 	"github.com/mongoferry/mongoferry/internal/wiresim"
 	"github.com/mongoferry/mongoferry/internal/wiresim/wirebench"
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -76,9 +78,8 @@ type benchWireGroup struct {
 	delay   time.Duration
 	rounds  []wirebench.Result
 	peakRSS int64
-	// others is the CPU time of other processes during the rounds,
-	// capacity the CPU time the machine had.
-	others, capacity float64
+	// others is what other processes used during the rounds.
+	others measure.Others
 }
 
 // runBenchReplayWire is `ferry bench replay --wire`.
@@ -92,7 +93,7 @@ func runBenchReplayWire(ctx context.Context, out io.Writer, f benchReplayFlags) 
 	shapes, _ := f.shapes()
 	version := map[int32]string{wiresim.WireVersion80: "8.0", wiresim.WireVersion70: "7.0", wiresim.WireVersion60: "6.0", wiresim.WireVersion50: "5.0", wiresim.WireVersion44: "4.4"}[f.wire.wireVersion]
 	fmt.Fprintln(out, "ferry bench replay --wire: generated oplog -> wire -> tailer -> replay pipeline -> wire -> acknowledging target")
-	printBenchHeader(out)
+	measure.Header(out)
 	fmt.Fprintf(out, "servers:   two in-process wiresim servers on loopback (replica-set primaries, wire version %d", f.wire.wireVersion)
 	if version != "" {
 		fmt.Fprintf(out, ", MongoDB %s", version)
@@ -104,16 +105,12 @@ func runBenchReplayWire(ctx context.Context, out io.Writer, f benchReplayFlags) 
 	fmt.Fprintln(out, "           and the network (loopback, no TLS, no compression); the servers run in this process, so CPU figures include theirs")
 
 	if f.cpuProfile != "" {
-		pf, err := os.Create(f.cpuProfile)
+		stop, err := measure.StartCPUProfile(f.cpuProfile)
 		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer func() { _ = pf.Close() }()
-		if err := pprof.StartCPUProfile(pf); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
+			return err
 		}
 		defer func() {
-			pprof.StopCPUProfile()
+			stop()
 			fmt.Fprintf(out, "CPU profile of the rounds: %s (read with: go tool pprof -top %s %s)\n", f.cpuProfile, os.Args[0], f.cpuProfile)
 		}()
 	}
@@ -145,29 +142,32 @@ func benchWireRounds(ctx context.Context, out io.Writer, f benchReplayFlags, in 
 	g := benchWireGroup{in: in, delay: delay}
 	runtime.GC()
 	debug.FreeOSMemory()
-	rssReset := resetPeakRSS()
-	env := &benchEnv{}
+	rssReset := measure.ResetPeakRSS()
 	cfg := wirebench.Config{Ops: f.ops, Writers: f.writers, BatchSize: f.batch, ReadBatch: f.readBatch, Delay: delay, MaxWireVersion: f.wire.wireVersion}
-	for r := 1; r <= f.rounds; r++ {
-		cpu0 := env.cpu()
-		res, err := wirebench.Run(ctx, in, cfg)
-		if err != nil {
-			return g, fmt.Errorf("%s delay %s round %d: %w", in.Shape, delay, r, err)
+	var res wirebench.Result
+	round := func(r int) (time.Duration, error) {
+		var err error
+		if res, err = wirebench.Run(ctx, in, cfg); err != nil {
+			return 0, fmt.Errorf("%s delay %s round %d: %w", in.Shape, delay, r, err)
 		}
-		cpu := env.cpu().sub(cpu0)
+		return res.Elapsed, nil
+	}
+	report := func(r int, cpu measure.CPU) {
 		waited := ""
 		if delay > 0 {
 			waited = fmt.Sprintf(" waiting %s each on average", res.WaitPerCommand().Round(time.Microsecond))
 		}
 		fmt.Fprintf(out, "delay %s round %d: %d ops in %.3fs = %s ops/s, %d writes in %d commands (%.1f writes/command)%s, %d getMores; CPU %.1f µs/op (%.2f cores), %.1f allocs/op; other processes %.2fs CPU\n",
-			delay, r, res.Ops, res.Elapsed.Seconds(), human(int64(res.OpsPerSecond())), res.Target.Writes, res.Target.Commands, res.WritesPerCommand(), waited,
-			res.Source.GetMores, float64(res.CPUPerOp().Nanoseconds())/1000, safeDiv(res.CPU.Seconds(), res.Elapsed.Seconds()), res.AllocsPerOp(), cpu.others())
+			delay, r, res.Ops, res.Elapsed.Seconds(), progress.Count(int64(res.OpsPerSecond())), res.Target.Writes, res.Target.Commands, res.WritesPerCommand(), waited,
+			res.Source.GetMores, float64(res.CPUPerOp().Nanoseconds())/1000, measure.Div(res.CPU.Seconds(), res.Elapsed.Seconds()), res.AllocsPerOp(), cpu.Others())
 		g.rounds = append(g.rounds, res)
-		g.others += cpu.others()
-		g.capacity += float64(runtime.NumCPU()) * res.Elapsed.Seconds()
+	}
+	var err error
+	if g.others, err = measure.Rounds(f.rounds, round, report); err != nil {
+		return g, err
 	}
 	if rssReset {
-		g.peakRSS = peakRSS()
+		g.peakRSS = procstat.SelfPeakRSS()
 	}
 	return g, nil
 }
@@ -180,19 +180,16 @@ func printBenchWireTable(out io.Writer, f benchReplayFlags, groups []benchWireGr
 	for _, g := range groups {
 		rate, perCmd, cpu, cores, allocs := g.medians()
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.0f\t%.1f\t%.1f\t%.2f\t%.0f\t%s\t\n", g.in.Shape, g.delay, f.writers, g.rounds[0].Ops,
-			rate, perCmd, cpu, cores, allocs, bytesHuman(g.peakRSS))
+			rate, perCmd, cpu, cores, allocs, progress.Bytes(g.peakRSS))
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(out, "(medians of the rounds; CPU of this process, both servers included; GOMAXPROCS %d on %d CPUs; peak RSS of ferry during the rounds, the pool included)\n",
 		runtime.GOMAXPROCS(0), runtime.NumCPU())
-	var others, capacity float64
+	var others measure.Others
 	for _, g := range groups {
-		others, capacity = others+g.others, capacity+g.capacity
+		others.Merge(g.others)
 	}
-	fmt.Fprintf(out, "other processes used %.0f%% of the machine's CPU capacity during the rounds\n", 100*safeDiv(others, capacity))
-	if safeDiv(others, capacity) > benchNoisyShare {
-		fmt.Fprintln(out, "WARNING: the machine was shared with other busy processes; the figures are skewed: run again on a quiet machine")
-	}
+	others.Print(out)
 	var verdicts []string
 	for _, g := range groups {
 		if g.in.Shape != replaybench.ShapeDDT || f.writers != benchWireTargetWriters {
@@ -201,11 +198,11 @@ func printBenchWireTable(out io.Writer, f benchReplayFlags, groups []benchWireGr
 		rate, perCmd, _, _, _ := g.medians()
 		switch g.delay {
 		case 0:
-			verdicts = append(verdicts, fmt.Sprintf("ddt, no delay: %.0f ops/s, target >= %d: %s", rate, benchWireTargetNoDelay, passOrBelow(rate >= benchWireTargetNoDelay)))
+			verdicts = append(verdicts, fmt.Sprintf("ddt, no delay: %.0f ops/s, target >= %d: %s", rate, benchWireTargetNoDelay, measure.Verdict(rate >= benchWireTargetNoDelay)))
 		case time.Millisecond:
 			verdicts = append(verdicts,
-				fmt.Sprintf("ddt, 1ms per command: %.0f ops/s, target >= %d: %s", rate, benchWireTargetDelayed, passOrBelow(rate >= benchWireTargetDelayed)),
-				fmt.Sprintf("ddt, 1ms per command: %.1f writes/command, target >= %d: %s", perCmd, benchWireTargetPerCommand, passOrBelow(perCmd >= benchWireTargetPerCommand)))
+				fmt.Sprintf("ddt, 1ms per command: %.0f ops/s, target >= %d: %s", rate, benchWireTargetDelayed, measure.Verdict(rate >= benchWireTargetDelayed)),
+				fmt.Sprintf("ddt, 1ms per command: %.1f writes/command, target >= %d: %s", perCmd, benchWireTargetPerCommand, measure.Verdict(perCmd >= benchWireTargetPerCommand)))
 		}
 	}
 	for _, g := range groups {
@@ -217,7 +214,7 @@ func printBenchWireTable(out io.Writer, f benchReplayFlags, groups []benchWireGr
 		for _, r := range g.rounds {
 			waits = append(waits, r.WaitPerCommand().Seconds())
 		}
-		waited := time.Duration(median(waits) * float64(time.Second)).Round(time.Microsecond)
+		waited := time.Duration(measure.Median(waits) * float64(time.Second)).Round(time.Microsecond)
 		fmt.Fprintf(out, "%s, %s per command: round trips allow at most writers x writes/command / delay = %d x %.1f / %s = %.0f ops/s (%.0f with the %s each command waited)\n",
 			g.in.Shape, g.delay, f.writers, perCmd, g.delay, float64(f.writers)*perCmd/g.delay.Seconds(), float64(f.writers)*perCmd/max(waited.Seconds(), 1e-9), waited)
 	}
@@ -229,23 +226,16 @@ func printBenchWireTable(out io.Writer, f benchReplayFlags, groups []benchWireGr
 	}
 }
 
-func passOrBelow(ok bool) string {
-	if ok {
-		return "PASS"
-	}
-	return "BELOW TARGET"
-}
-
 // medians returns the medians of the rounds: ops/s, writes per command,
 // CPU µs per op, cores busy and allocations per op.
 func (g benchWireGroup) medians() (rate, perCmd, cpu, cores, allocs float64) {
 	var rs, ps, cs, ks, as []float64
 	for _, r := range g.rounds {
 		rs, ps = append(rs, r.OpsPerSecond()), append(ps, r.WritesPerCommand())
-		cs, ks = append(cs, float64(r.CPUPerOp().Nanoseconds())/1000), append(ks, safeDiv(r.CPU.Seconds(), r.Elapsed.Seconds()))
+		cs, ks = append(cs, float64(r.CPUPerOp().Nanoseconds())/1000), append(ks, measure.Div(r.CPU.Seconds(), r.Elapsed.Seconds()))
 		as = append(as, r.AllocsPerOp())
 	}
-	return median(rs), median(ps), median(cs), median(ks), median(as)
+	return measure.Median(rs), measure.Median(ps), measure.Median(cs), measure.Median(ks), measure.Median(as)
 }
 
 // benchWireHelp is the part of `ferry bench replay --help` about --wire.

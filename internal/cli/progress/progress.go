@@ -1,4 +1,8 @@
-package main
+// Package progress shows how a long command is getting on: a bar redrawn
+// in place on a terminal or a log line every interval (Show), a periodic
+// line for verification (Line), and the number formats they and the
+// commands' summaries share (Count, Bytes).
+package progress
 
 import (
 	"cmp"
@@ -18,36 +22,47 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 )
 
-// progressMode is how a long command shows progress.
-type progressMode string
+// Mode is how a long command shows progress: the value of its --progress
+// flag.
+type Mode string
 
+// Modes.
 const (
-	progressAuto progressMode = "auto"
-	progressBar  progressMode = "bar"
-	progressLog  progressMode = "log"
-	progressNone progressMode = "none"
+	Auto Mode = "auto" // Bar on a terminal, Log otherwise
+	Bar  Mode = "bar"
+	Log  Mode = "log"
+	None Mode = "none"
 )
 
-func (m progressMode) resolve(w io.Writer) progressMode {
-	if m != progressAuto {
+// Valid reports whether m is one of the modes.
+func (m Mode) Valid() bool {
+	switch m {
+	case Auto, Bar, Log, None:
+		return true
+	}
+	return false
+}
+
+func (m Mode) resolve(w io.Writer) Mode {
+	if m != Auto {
 		return m
 	}
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return progressBar
+		return Bar
 	}
-	return progressLog
+	return Log
 }
 
-// showProgress draws a bar on a terminal (redrawn in place) or logs a line
+// Show draws a bar on a terminal (redrawn in place) or logs a line
 // every interval, until ctx ends. It returns a func that stops it and
 // waits for the last line.
-func showProgress(ctx context.Context, mode progressMode, w io.Writer, log *slog.Logger, interval time.Duration, status func() engine.Status) func() {
+func Show(ctx context.Context, mode Mode, w io.Writer, log *slog.Logger, interval time.Duration, status func() engine.Status) func() {
 	mode = mode.resolve(w)
-	if mode == progressNone {
+	if mode == None {
 		return func() {}
 	}
 	tick := 250 * time.Millisecond
-	if mode == progressLog {
+	if mode == Log {
 		tick = interval
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -59,13 +74,13 @@ func showProgress(ctx context.Context, mode progressMode, w io.Writer, log *slog
 		for {
 			select {
 			case <-ctx.Done():
-				if mode == progressBar {
+				if mode == Bar {
 					fmt.Fprintf(w, "\r%s\n", barLine(status()))
 				}
 				return
 			case <-t.C:
 				s := status()
-				if mode == progressBar {
+				if mode == Bar {
 					fmt.Fprintf(w, "\r%s", barLine(s))
 				} else {
 					logProgress(log, s)
@@ -90,7 +105,7 @@ func barLine(s engine.Status) string {
 			pct = 0
 		}
 		detail = fmt.Sprintf("lag %.0fs  applied %s ops  %s ops/s  buffered %s  checkpoint %s",
-			r.LagSeconds, human(sum(r.Applied)), human(int64(r.OpsPerSecond)), bytesHuman(r.BufferedBytes), checkpointText(r, time.TimeOnly))
+			r.LagSeconds, Count(Applied(r)), Count(int64(r.OpsPerSecond)), Bytes(r.BufferedBytes), CheckpointText(r, time.TimeOnly))
 		if n := len(s.Shards); n > 0 {
 			streaming := 0
 			for _, sh := range s.Shards {
@@ -104,7 +119,7 @@ func barLine(s engine.Status) string {
 		if s.Verify.Total > 0 {
 			pct = 100 * float64(s.Verify.Done) / float64(s.Verify.Total)
 		}
-		detail = fmt.Sprintf("verifying %s %s/%s", s.Verify.CurrentNS, human(s.Verify.Done), human(s.Verify.Total))
+		detail = fmt.Sprintf("verifying %s %s/%s", s.Verify.CurrentNS, Count(s.Verify.Done), Count(s.Verify.Total))
 	default:
 		pct = c.Percent
 		eta := "-"
@@ -112,7 +127,7 @@ func barLine(s engine.Status) string {
 			eta = etaText(c.ETASeconds)
 		}
 		detail = fmt.Sprintf("%s/%s docs  %s/s  %s docs/s  ETA %s  %s",
-			human(c.Documents), human(c.EstimatedDocuments), bytesHuman(int64(c.BytesPerSecond)), human(int64(c.DocsPerSecond)), eta, c.Stage)
+			Count(c.Documents), Count(c.EstimatedDocuments), Bytes(int64(c.BytesPerSecond)), Count(int64(c.DocsPerSecond)), eta, c.Stage)
 		detail += "  " + startupText(s)
 		if active := copying(c); len(active) > 0 {
 			// The namespace expected to finish last sets the pace.
@@ -135,15 +150,15 @@ func logProgress(log *slog.Logger, s engine.Status) {
 	switch {
 	case s.Phase == engine.PhaseStreaming && s.Replay != nil:
 		r := s.Replay
-		log.Info("progress", "phase", s.Phase, "lagSeconds", r.LagSeconds, "applied", sum(r.Applied), "opsPerSecond", int64(r.OpsPerSecond),
-			"bufferedBytes", r.BufferedBytes, "checkpoint", checkpointText(r, time.RFC3339))
+		log.Info("progress", "phase", s.Phase, "lagSeconds", r.LagSeconds, "applied", Applied(r), "opsPerSecond", int64(r.OpsPerSecond),
+			"bufferedBytes", r.BufferedBytes, "checkpoint", CheckpointText(r, time.RFC3339))
 		for _, sh := range s.Shards {
 			if sh.Replay == nil {
 				log.Info("shard progress", "shard", sh.Shard, "phase", sh.Phase)
 				continue
 			}
-			log.Info("shard progress", "shard", sh.Shard, "phase", sh.Phase, "lagSeconds", sh.Replay.LagSeconds, "applied", sum(sh.Replay.Applied),
-				"opsPerSecond", int64(sh.Replay.OpsPerSecond), "fromMigrate", sh.Replay.Skipped["fromMigrate"], "checkpoint", checkpointText(sh.Replay, time.RFC3339))
+			log.Info("shard progress", "shard", sh.Shard, "phase", sh.Phase, "lagSeconds", sh.Replay.LagSeconds, "applied", Applied(sh.Replay),
+				"opsPerSecond", int64(sh.Replay.OpsPerSecond), "fromMigrate", sh.Replay.Skipped["fromMigrate"], "checkpoint", CheckpointText(sh.Replay, time.RFC3339))
 		}
 	case s.Phase == engine.PhaseVerifying && s.Verify != nil && s.Verify.Running:
 		log.Info("progress", "phase", s.Phase, "ns", s.Verify.CurrentNS, "done", s.Verify.Done, "total", s.Verify.Total)
@@ -180,9 +195,9 @@ func copying(c fullsync.Status) []fullsync.NamespaceStatus {
 	return out
 }
 
-// checkpointText writes the replay checkpoint's time; a zero position is
+// CheckpointText writes the replay checkpoint's time; a zero position is
 // the start of the source's oplog (it was empty when the task started).
-func checkpointText(r *replay.Status, layout string) string {
+func CheckpointText(r *replay.Status, layout string) string {
 	if r.AppliedTS.IsZero() {
 		return "oplog start"
 	}
@@ -197,8 +212,8 @@ func etaText(seconds float64) string {
 	return (time.Duration(seconds) * time.Second).String()
 }
 
-// human writes 1234567 as 1.23M.
-func human(n int64) string {
+// Count writes 1234567 as 1.23M.
+func Count(n int64) string {
 	switch {
 	case n >= 1e9:
 		return fmt.Sprintf("%.2fG", float64(n)/1e9)
@@ -210,7 +225,8 @@ func human(n int64) string {
 	return fmt.Sprint(n)
 }
 
-func bytesHuman(n int64) string {
+// Bytes writes 1572864 as 1.5MiB.
+func Bytes(n int64) string {
 	switch {
 	case n >= 1<<30:
 		return fmt.Sprintf("%.2fGiB", float64(n)/(1<<30))
@@ -222,9 +238,10 @@ func bytesHuman(n int64) string {
 	return fmt.Sprintf("%dB", n)
 }
 
-func sum(m map[string]int64) int64 {
+// Applied is the number of operations r applied, of every kind.
+func Applied(r *replay.Status) int64 {
 	var n int64
-	for _, v := range m {
+	for _, v := range r.Applied {
 		n += v
 	}
 	return n

@@ -1,0 +1,36 @@
+// Package bench is `ferry bench`: the benchmarks full, replay (with
+// --wire) and live, one package each, sharing measure.
+package bench
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/mongoferry/mongoferry/internal/cli/bench/full"
+	"github.com/mongoferry/mongoferry/internal/cli/bench/live"
+	"github.com/mongoferry/mongoferry/internal/cli/bench/replay"
+)
+
+// NewCommand returns `ferry bench`; each benchmark is a subcommand from
+// its own package.
+func NewCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure the engine's throughput on throwaway local servers",
+		Long: `bench runs MongoFerry's benchmarks. 'full' and 'live' use throwaway FerretDB
+servers (built by 'make ferretdb' into bin/ferretdb) started on free loopback
+ports and removed afterwards ('live' runs a whole task on them: start-up,
+copy, replay of live writes); 'replay' needs no server (a synthetic oplog
+into a discarding sink). Each benchmark prints its figures, the command line and
+the peak memory; copy them into docs/benchmarks.md.
+
+A benchmark exits 0 when it ran, whether or not its figures reach their
+target, and non-zero only when something failed.`,
+		Example: `  make bench
+  ferry bench full --records 50000 --rounds 5
+  ferry bench replay --shape ddt
+  ferry bench live --inserts 2000 --updates 0 --deletes 0`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(full.NewCommand(), replay.NewCommand(), live.NewCommand())
+	return cmd
+}

@@ -1,0 +1,51 @@
+// Package cli is the ferry command line: the root command and its
+// subcommands, one package each under internal/cli (run, verify, load,
+// demo, bench, version), with the pieces they share in exit, flags,
+// progress and servers.
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/mongoferry/mongoferry/internal/cli/bench"
+	"github.com/mongoferry/mongoferry/internal/cli/demo"
+	"github.com/mongoferry/mongoferry/internal/cli/exit"
+	"github.com/mongoferry/mongoferry/internal/cli/load"
+	"github.com/mongoferry/mongoferry/internal/cli/run"
+	"github.com/mongoferry/mongoferry/internal/cli/verify"
+	"github.com/mongoferry/mongoferry/internal/cli/version"
+)
+
+// NewRootCommand returns the ferry command with every subcommand.
+func NewRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "ferry",
+		Short: "Copy MongoDB data between deployments and keep it in sync",
+		Long: `ferry runs MongoFerry's sync engine without Kubernetes.
+
+A task file (YAML) names the source and target deployments, what to copy and
+how hard to push; the same fields make up a SyncTask's spec in Kubernetes.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(bench.NewCommand(), demo.NewCommand(), load.NewCommand(), run.NewCommand(), verify.NewCommand(), version.NewCommand())
+	return root
+}
+
+// Execute runs the command line args until it ends or ctx does, prints an
+// error the command has not told the user about to stderr, and returns
+// the process's exit status.
+func Execute(ctx context.Context, args []string, stderr io.Writer) int {
+	root := NewRootCommand()
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	code, print := exit.Code(err)
+	if print {
+		fmt.Fprintln(stderr, "ferry:", err)
+	}
+	return code
+}

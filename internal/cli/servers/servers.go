@@ -1,0 +1,68 @@
+// Package servers starts the throwaway FerretDB servers (bin/ferretdb)
+// that `ferry demo` and `ferry bench` run on: a source and a target on
+// free loopback ports, removed when stopped.
+package servers
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/mongoferry/mongoferry/internal/testserver"
+)
+
+// Pair is a source and a target server.
+type Pair struct {
+	Source, Target *testserver.Server
+}
+
+// StartPair starts a source server whose oplog holds sourceOplogBytes (no
+// oplog when negative) and a target server without one.
+func StartPair(ctx context.Context, sourceOplogBytes int64) (*Pair, error) {
+	src, err := testserver.StartProcess(ctx, testserver.Options{OplogBytes: sourceOplogBytes})
+	if err != nil {
+		return nil, fmt.Errorf("start the source server: %w", err)
+	}
+	dst, err := StartTarget(ctx)
+	if err != nil {
+		src.Stop()
+		return nil, err
+	}
+	return &Pair{Source: src, Target: dst}, nil
+}
+
+// StartTarget starts a target server: no oplog, as nothing reads one.
+func StartTarget(ctx context.Context) (*testserver.Server, error) {
+	dst, err := testserver.StartProcess(ctx, testserver.Options{OplogBytes: -1})
+	if err != nil {
+		return nil, fmt.Errorf("start the target server: %w", err)
+	}
+	return dst, nil
+}
+
+// Stop stops both servers and removes their storage.
+func (p *Pair) Stop() {
+	p.Target.Stop()
+	p.Source.Stop()
+}
+
+// Version is the servers' name and version, as the server binary tells
+// it ("FerretDB v1.24.0").
+func Version(ctx context.Context) string {
+	bin, err := testserver.Binary()
+	if err != nil {
+		return "FerretDB (version unknown)"
+	}
+	b, err := exec.CommandContext(ctx, bin, "--version").Output()
+	if err != nil {
+		return "FerretDB (" + filepath.Base(bin) + ", version unknown)"
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "version:"); ok {
+			return "FerretDB " + strings.TrimSpace(v)
+		}
+	}
+	return "FerretDB"
+}
