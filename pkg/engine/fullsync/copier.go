@@ -386,12 +386,14 @@ func (c *Copier) readRange(ctx context.Context, r checkpoint.Range, coll catalog
 		// The target was empty when the task started (Preflight), so
 		// whatever lies in this range's _id span there was written by the
 		// interrupted attempt: remove it and copy the range afresh, rather
-		// than overwrite document by document.
+		// than overwrite document by document. The range stays ours: an
+		// insert the interrupted process had sent may still land after the
+		// clear (a server finishes a dead client's command), and its
+		// documents are the source's, not a conflict.
 		tgt := c.opts.Target.Database(coll.Target.DB).Collection(coll.Target.Coll)
 		if _, err := tgt.DeleteMany(ctx, r.Filter); err != nil {
 			return fmt.Errorf("clear the interrupted range %d of %s on the target: %w", r.Index, coll.Target, err)
 		}
-		own = false
 	}
 	tracker.begin(r, own)
 	open := c.openRange
