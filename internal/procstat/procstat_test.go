@@ -13,6 +13,9 @@ import (
 // TestReaders reads this machine's /proc through every reader: the figures
 // of this process and of a child started with a known command line and
 // environment, and the machine's.
+// spin keeps the CPU-seconds test's busy loop from being optimized away.
+var spin int
+
 func TestReaders(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("/proc is Linux's")
@@ -33,7 +36,19 @@ func TestReaders(t *testing.T) {
 		read func() (bool, error)
 	}{
 		{"peak RSS of this process", func() (bool, error) { n, err := PeakRSS("self"); return n > 1<<20, err }},
-		{"CPU seconds of this process", func() (bool, error) { s, err := CPUSeconds(os.Getpid()); return s > 0, err }},
+		{"CPU seconds of this process", func() (bool, error) {
+			// The kernel counts in clock ticks (10 ms): work until one is
+			// counted, or a second of wall time has passed.
+			for deadline := time.Now().Add(time.Second); ; {
+				s, err := CPUSeconds(os.Getpid())
+				if err != nil || s > 0 || time.Now().After(deadline) {
+					return s > 0, err
+				}
+				for i := 0; i < 1_000_000; i++ {
+					spin += i
+				}
+			}
+		}},
 		{"machine busy seconds", func() (bool, error) { s, err := MachineBusySeconds(); return s > 0, err }},
 		{"memory", func() (bool, error) { n, err := MemTotal(); return n > 64<<20, err }},
 		{"load average", func() (bool, error) { l, err := LoadAverage(); return len(strings.Fields(l)) == 3, err }},
