@@ -437,6 +437,15 @@ func (c *Cluster) moveBatch(ctx context.Context, ns string, from, to int, docs [
 	if err != nil {
 		return err
 	}
+	// The plain entries lived from sec until now: a reader may have been
+	// handed them if that took too long.
+	if late := time.Since(time.Unix(int64(sec), 0)); late > 2500*time.Millisecond {
+		return fmt.Errorf("a migration step of %d documents was unlogged only %s after its second began: the stand-in needs it under 2.5s; move smaller chunks or load the machine less", len(docs), late)
+	}
+	// The migration's entries take the second they are written in: no
+	// write ran since the step began (c.mu), so a later second orders them
+	// as well, and a reader cannot have passed it yet.
+	sec = max(sec, uint32(time.Now().Unix()))
 	ins := make([]bson.D, len(docs))
 	dels := make([]bson.D, len(docs))
 	for i, d := range docs {
@@ -463,12 +472,11 @@ func (c *Cluster) moveBatch(ctx context.Context, ns string, from, to int, docs [
 	}
 	// The engine's tailer on FerretDB hands out an entry of second sec
 	// only once the clock reads sec+3 (entries younger than 2 whole
-	// seconds are held back): a step that ran longer may have let a
-	// plain entry be read before it was removed, or a reader pass the
-	// second before its fromMigrate entries were injected. Fail rather
-	// than mislead.
+	// seconds are held back): injecting that took longer may have let a
+	// reader pass the second before its fromMigrate entries were there.
+	// Fail rather than mislead.
 	if late := time.Since(time.Unix(int64(sec), 0)); late > 2500*time.Millisecond {
-		return fmt.Errorf("a migration step of %d documents took until %s after its second began: the stand-in needs it under 2.5s; move smaller chunks or load the machine less", len(docs), late)
+		return fmt.Errorf("a migration step of %d documents was injected only %s after its second began: the stand-in needs it under 2.5s; move smaller chunks or load the machine less", len(docs), late)
 	}
 	return nil
 }
