@@ -85,7 +85,7 @@ type SyncTaskReconciler struct {
 	// tlsClient reads /status with WorkerTLS when StatusClient is nil.
 	tlsClientOnce sync.Once
 	tlsClient     *http.Client
-	shards     discoveries
+	shards        discoveries
 }
 
 // +kubebuilder:rbac:groups=sync.mongoferry.io,resources=synctasks,verbs=get;list;watch;update;patch
