@@ -1,42 +1,22 @@
 package run
 
 import (
-	"bytes"
 	"crypto/tls"
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/mongoferry/mongoferry/internal/testutil"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/metrics"
 	"github.com/mongoferry/mongoferry/pkg/workertls"
 )
-
-// syncBuffer is a log sink the server's goroutines write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestServeTLS runs the worker's HTTPS server with the files the operator
 // mounts (a serving certificate and the CA, issued by the operator's CA
@@ -64,15 +44,10 @@ func TestServeTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var logs syncBuffer
+	var logs testutil.SyncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	status := func() engine.Status { return engine.Status{Task: "orders", Phase: engine.PhaseStreaming} }
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := testutil.FreeAddr(t)
 	stop, err := serve(runFlags{listen: addr, tls: files, statusClient: workertls.ManagerName}, metrics.Handler(metrics.NewRegistry(), status), log)
 	if err != nil {
 		t.Fatal(err)
