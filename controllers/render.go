@@ -85,6 +85,9 @@ type rendered struct {
 	tlsFiles []tlsFile
 	// volumes are spec.workerTemplate.volumes, decoded.
 	volumes []corev1.Volume
+	// workerTLS: the workers serve HTTPS with the task's worker TLS
+	// Secret (ensureWorkerTLS).
+	workerTLS bool
 }
 
 // render builds the worker's task file: the SyncTask's spec as the CLI's

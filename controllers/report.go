@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -122,7 +121,7 @@ func (r *SyncTaskReconciler) observeWorkers(ctx context.Context, task *syncv1alp
 			continue
 		}
 		wg.Go(func() {
-			o.report, o.held, o.pollErr = r.pollStatus(ctx, p.Status.PodIP, metricsPort(task))
+			o.report, o.held, o.pollErr = r.pollStatus(ctx, task, p.Name, p.Status.PodIP, metricsPort(task))
 		})
 	}
 	wg.Wait()
@@ -144,14 +143,19 @@ func podOrdinal(name string) int {
 }
 
 // pollStatus reads a worker's /status and the writes it holds.
-func (r *SyncTaskReconciler) pollStatus(ctx context.Context, ip string, port int32) (*workerapi.Status, int64, error) {
+func (r *SyncTaskReconciler) pollStatus(ctx context.Context, task *syncv1alpha1.SyncTask, pod, ip string, port int32) (*workerapi.Status, int64, error) {
 	hc := r.StatusClient
-	if hc == nil {
+	switch {
+	case hc != nil:
+	case r.WorkerTLS != nil:
+		r.tlsClientOnce.Do(func() { r.tlsClient = r.WorkerTLS.HTTPClient(statusTimeout) })
+		hc = r.tlsClient
+	default:
 		hc = defaultStatusClient
 	}
 	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
-	url := "http://" + net.JoinHostPort(ip, strconv.Itoa(int(port))) + "/status"
+	ctx, url := r.statusURL(ctx, task, pod, ip, port)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, 0, err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -60,7 +61,9 @@ type SyncTaskReconciler struct {
 	// WorkerImage is the workers' image when a SyncTask names none.
 	WorkerImage string
 	// StatusClient reads the workers' /status; a client with a 2 s
-	// timeout when nil.
+	// timeout when nil. With WorkerTLS it must be one from
+	// WorkerTLS.HTTPClient (the request names the pod, its context the
+	// IP to dial).
 	StatusClient *http.Client
 	// DiscoverShards lists a source's shards; DiscoverShards (the
 	// function) when nil.
@@ -73,9 +76,16 @@ type SyncTaskReconciler struct {
 	// task, for clusters where one PodMonitor scrapes every worker (the
 	// Helm chart's). PodMonitors made before are left in place.
 	NoPodMonitors bool
+	// WorkerTLS, when set, makes the workers serve /metrics and /status
+	// over HTTPS with certificates from its CA, /status to the manager's
+	// client certificate only; nil: plain HTTP.
+	WorkerTLS *WorkerTLS
 
 	podMonitor crdPresence
-	shards     discoveries
+	// tlsClient reads /status with WorkerTLS when StatusClient is nil.
+	tlsClientOnce sync.Once
+	tlsClient     *http.Client
+	shards        discoveries
 }
 
 // +kubebuilder:rbac:groups=sync.mongoferry.io,resources=synctasks,verbs=get;list;watch;update;patch
@@ -150,6 +160,9 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 	if o.blocked == nil {
 		if err := r.ensureSecret(ctx, &task, rnd, o.plan.shardMap(orig.Status.Shards)); err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := r.ensureWorkerTLS(ctx, &task, rnd); err != nil {
 			return ctrl.Result{}, err
 		}
 		before, err := r.ensureStatefulSet(ctx, &task, rnd, image, replicas, o.plan.entries != nil)

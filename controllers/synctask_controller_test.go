@@ -32,6 +32,7 @@ import (
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
+	"github.com/mongoferry/mongoferry/pkg/workertls"
 )
 
 const (
@@ -592,6 +593,23 @@ func TestPodMonitorOnlyWhenInstalled(t *testing.T) {
 	sel, _, _ := unstructured.NestedStringMap(pm.Object, "spec", "selector", "matchLabels")
 	if sel[TaskLabel] != "orders" {
 		t.Errorf("selector %v", sel)
+	}
+
+	// With worker TLS the PodMonitor scrapes over HTTPS with the CA from
+	// the task's worker TLS Secret (accepted by the real schema).
+	ca, err := workertls.NewCA(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.WorkerTLS, err = NewWorkerTLS(ca); err != nil {
+		t.Fatal(err)
+	}
+	reconcile(t, r, ns, "orders")
+	pm = get(t, ns, "orders-worker", pm)
+	eps, _, _ = unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
+	caRef, _, _ := unstructured.NestedStringMap(eps[0].(map[string]any), "tlsConfig", "ca", "secret")
+	if eps[0].(map[string]any)["scheme"] != "https" || caRef["name"] != WorkerTLSName("orders") || caRef["key"] != WorkerTLSCAKey {
+		t.Errorf("podMetricsEndpoints with worker TLS %v", eps)
 	}
 
 	// With NoPodMonitors (one PodMonitor for every worker, the Helm

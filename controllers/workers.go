@@ -163,11 +163,7 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 			secretEnv(ShardMapEnv, name, ShardMapKey))
 		annotations[ShardedAnnotation] = "true"
 	}
-	probe := func() *corev1ac.ProbeApplyConfiguration {
-		return corev1ac.Probe().WithHTTPGet(corev1ac.HTTPGetAction().
-			WithPath("/healthz").WithPort(intstr.FromString(MetricsPortName))).
-			WithTimeoutSeconds(2)
-	}
+	probe := func() *corev1ac.ProbeApplyConfiguration { return workerProbe(rnd.workerTLS) }
 	container := corev1ac.Container().
 		WithName(WorkerContainer).
 		WithImage(image).
@@ -212,6 +208,9 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 		WithTerminationGracePeriodSeconds(30).
 		WithSecurityContext(security)
 	applyTLSFiles(rnd.tlsFiles, pod, container, security)
+	if rnd.workerTLS {
+		applyWorkerTLS(task, pod, container, security)
+	}
 	podLabels, annotations := applyWorkerTemplate(task.Spec.WorkerTemplate, rnd.volumes, workerLabels(task), annotations, pod, container)
 	pod.WithContainers(container)
 	return appsv1ac.StatefulSet(name, task.Namespace).
@@ -302,6 +301,10 @@ func (r *SyncTaskReconciler) ensurePodMonitor(ctx context.Context, task *syncv1a
 	if err != nil || !ok {
 		return err
 	}
+	endpoint := map[string]any{"port": MetricsPortName, "path": "/metrics"}
+	if r.WorkerTLS != nil {
+		podMonitorTLS(task, endpoint)
+	}
 	labels := map[string]any{}
 	for k, v := range workerLabels(task) {
 		labels[k] = v
@@ -325,7 +328,7 @@ func (r *SyncTaskReconciler) ensurePodMonitor(ctx context.Context, task *syncv1a
 		},
 		"spec": map[string]any{
 			"selector":            map[string]any{"matchLabels": match},
-			"podMetricsEndpoints": []any{map[string]any{"port": MetricsPortName, "path": "/metrics"}},
+			"podMetricsEndpoints": []any{endpoint},
 		},
 	}}
 	if err := r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), FieldOwner, client.ForceOwnership); err != nil {

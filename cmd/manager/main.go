@@ -29,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -44,6 +45,9 @@ const LeaderElectionID = "mongoferry.sync.mongoferry.io"
 // WorkerImageRepository is the image repository of released workers; the
 // default worker image is this repository at the manager's own version.
 const WorkerImageRepository = "ghcr.io/mongoferry/mongoferry"
+
+// DefaultWorkerCASecret is the default of --worker-tls-secret.
+const DefaultWorkerCASecret = "mongoferry-worker-ca"
 
 // defaultWorkerImage, when set at build time
 // (-ldflags "-X main.defaultWorkerImage=registry/name:tag", as
@@ -72,6 +76,9 @@ type options struct {
 	shardRefreshInterval    time.Duration
 	watchNamespaces         string
 	workerPodMonitors       bool
+	workerTLS               bool
+	workerTLSSecret         string
+	workerTLSNamespace      string
 	logFormat               string
 	logLevel                string
 }
@@ -90,6 +97,9 @@ func bindFlags(fs *flag.FlagSet) *options {
 	fs.DurationVar(&o.shardRefreshInterval, "shard-refresh-interval", controllers.DefaultShardRefreshInterval, "how often a running sharded SyncTask's shards are listed again (config.shards through mongos), so that an added shard gets a worker")
 	fs.StringVar(&o.watchNamespaces, "watch-namespaces", "", "comma-separated namespaces whose SyncTasks the manager runs (it then needs RBAC in those only); empty: every namespace")
 	fs.BoolVar(&o.workerPodMonitors, "worker-podmonitors", true, "make a PodMonitor for each SyncTask's workers when the prometheus-operator CRDs are installed; false when one PodMonitor scrapes every worker (the Helm chart's)")
+	fs.BoolVar(&o.workerTLS, "worker-tls", false, "workers serve /metrics and /status over HTTPS with certificates from a CA the manager keeps (--worker-tls-secret), /status to the manager's client certificate only; plain HTTP when false")
+	fs.StringVar(&o.workerTLSSecret, "worker-tls-secret", DefaultWorkerCASecret, "with --worker-tls: the Secret (kubernetes.io/tls) holding the workers' CA, in --worker-tls-namespace; made at start when missing")
+	fs.StringVar(&o.workerTLSNamespace, "worker-tls-namespace", "", "with --worker-tls: the namespace of --worker-tls-secret; default the manager's own ($POD_NAMESPACE, else its ServiceAccount's)")
 	fs.StringVar(&o.logFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	return o
@@ -209,6 +219,12 @@ func run(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logger) er
 
 		ShardRefreshInterval: o.shardRefreshInterval,
 	}
+	if o.workerTLS {
+		if r.WorkerTLS, err = workerTLS(ctx, o, cfg, scheme, log); err != nil {
+			return err
+		}
+		r.StatusClient = r.WorkerTLS.HTTPClient(o.workerStatusTimeout)
+	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the SyncTask controller: %w", err)
 	}
@@ -230,7 +246,7 @@ func run(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logger) er
 	}
 	log.Info("starting manager", "version", version.Version, "workerImage", o.workerImage,
 		"metrics", o.metricsAddr, "probes", o.probeAddr, "leaderElection", o.leaderElect,
-		"namespaces", watched, "workerPodMonitors", o.workerPodMonitors)
+		"namespaces", watched, "workerPodMonitors", o.workerPodMonitors, "workerTLS", o.workerTLS)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
@@ -281,4 +297,40 @@ func metricsOptions(o *options) metricsserver.Options {
 		m.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	return m
+}
+
+// serviceAccountNamespace is the file holding the pod's namespace.
+const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// workerTLS loads (or makes) the workers' CA in the manager's namespace
+// and issues the manager's client certificate. It reads the API server
+// directly: the manager's cache has not started yet, and may not cover
+// the manager's own namespace.
+func workerTLS(ctx context.Context, o *options, cfg *rest.Config, scheme *runtime.Scheme, log *slog.Logger) (*controllers.WorkerTLS, error) {
+	ns := o.workerTLSNamespace
+	if ns == "" {
+		ns = os.Getenv("POD_NAMESPACE")
+	}
+	if ns == "" {
+		if b, err := os.ReadFile(serviceAccountNamespace); err == nil {
+			ns = strings.TrimSpace(string(b))
+		}
+	}
+	if ns == "" {
+		return nil, errors.New("--worker-tls-namespace: not set, and the manager does not run in a pod: name the namespace of the workers' CA Secret")
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, fmt.Errorf("--worker-tls: %w", err)
+	}
+	ca, err := controllers.EnsureWorkerCA(ctx, c, ns, o.workerTLSSecret)
+	if err != nil {
+		return nil, fmt.Errorf("--worker-tls: %w", err)
+	}
+	wt, err := controllers.NewWorkerTLS(ca)
+	if err != nil {
+		return nil, fmt.Errorf("--worker-tls: %w", err)
+	}
+	log.Info("worker TLS on", "caSecret", ns+"/"+o.workerTLSSecret, "caExpires", ca.Expires().UTC().Format(time.RFC3339))
+	return wt, nil
 }

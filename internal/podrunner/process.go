@@ -2,6 +2,7 @@ package podrunner
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -311,7 +312,12 @@ func (p *podProc) probeOnce(ctx context.Context, hc *http.Client, c *corev1.Cont
 		if host == "" {
 			host = p.ip.String()
 		}
-		url := "http://" + net.JoinHostPort(host, port(h.Port.StrVal, h.Port.IntVal)) + h.Path
+		scheme := "http://"
+		if h.Scheme == corev1.URISchemeHTTPS {
+			// As the kubelet: TLS without verifying the certificate.
+			scheme, hc = "https://", insecureProbeClient
+		}
+		url := scheme + net.JoinHostPort(host, port(h.Port.StrVal, h.Port.IntVal)) + h.Path
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if err != nil {
 			return false
@@ -334,6 +340,11 @@ func (p *podProc) probeOnce(ctx context.Context, hc *http.Client, c *corev1.Cont
 	}
 	return true
 }
+
+// insecureProbeClient runs HTTPS probes.
+var insecureProbeClient = &http.Client{Timeout: time.Second, Transport: &http.Transport{
+	TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // G402: the kubelet's HTTPS probes do not verify either
+}}
 
 // status is the pod status the kubelet would report.
 func (p *podProc) status(pod *corev1.Pod) corev1.PodStatus {

@@ -2,6 +2,7 @@ package chart
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -102,4 +103,67 @@ func toStrings(v any) []string {
 		}
 	}
 	return out
+}
+
+// TestWorkerTLS: workers.tls.enabled turns on the manager's --worker-tls
+// with its CA Secret in the release namespace (and the rights to it when
+// the manager's Roles are in other namespaces only), and the chart's
+// PodMonitor scrapes over HTTPS with that CA; off, none of it is
+// rendered.
+func TestWorkerTLS(t *testing.T) {
+	flags := func(objs []*unstructured.Unstructured) []string {
+		cs, _, _ := unstructured.NestedSlice(find(objs, "Deployment")[0].Object, "spec", "template", "spec", "containers")
+		var out []string
+		for _, a := range toStrings(cs[0].(map[string]any)["args"]) {
+			if strings.HasPrefix(a, "--worker-tls") {
+				out = append(out, a)
+			}
+		}
+		return out
+	}
+	endpoint := func(objs []*unstructured.Unstructured) map[string]any {
+		eps, _, _ := unstructured.NestedSlice(find(objs, "PodMonitor")[0].Object, "spec", "podMetricsEndpoints")
+		return eps[0].(map[string]any)
+	}
+	off := renderMonitoring(t, "--set", "monitoring.podMonitor.enabled=true", "--set", "watchNamespaces={shop}")
+	if f := flags(off); len(f) != 0 {
+		t.Errorf("workers.tls off: manager args %v", f)
+	}
+	if ep := endpoint(off); ep["scheme"] != nil || ep["tlsConfig"] != nil {
+		t.Errorf("workers.tls off: PodMonitor endpoint %v", ep)
+	}
+	for _, r := range find(off, "Role") {
+		if strings.HasSuffix(r.GetName(), "-worker-ca") {
+			t.Errorf("workers.tls off renders Role %s", r.GetName())
+		}
+	}
+
+	on := renderMonitoring(t, "--set", "monitoring.podMonitor.enabled=true", "--set", "watchNamespaces={shop}", "--set", "workers.tls.enabled=true")
+	caSecret := releaseName + "-worker-ca"
+	want := []string{"--worker-tls=true", "--worker-tls-secret=" + caSecret, "--worker-tls-namespace=" + releaseNamespace}
+	if f := flags(on); !slices.Equal(f, want) {
+		t.Errorf("manager args %v, want %v", f, want)
+	}
+	ep := endpoint(on)
+	ca, _, _ := unstructured.NestedStringMap(ep, "tlsConfig", "ca", "secret")
+	if ep["scheme"] != "https" || ca["name"] != caSecret || ca["key"] != "tls.crt" || ep["tlsConfig"].(map[string]any)["serverName"] != "mongoferry-worker" {
+		t.Errorf("PodMonitor endpoint %v, want https with the CA from %s", ep, caSecret)
+	}
+	var verbs []string
+	for _, r := range find(on, "Role") {
+		if r.GetName() != releaseName+"-worker-ca" {
+			continue
+		}
+		if r.GetNamespace() != releaseNamespace {
+			t.Errorf("CA Role in %s, want %s", r.GetNamespace(), releaseNamespace)
+		}
+		rs, _, _ := unstructured.NestedSlice(r.Object, "rules")
+		for _, x := range rs {
+			verbs = append(verbs, toStrings(x.(map[string]any)["verbs"])...)
+		}
+	}
+	slices.Sort(verbs)
+	if !slices.Equal(verbs, []string{"create", "get", "update"}) {
+		t.Errorf("CA Secret verbs %v, want create, get, update", verbs)
+	}
 }

@@ -69,3 +69,11 @@ matchNames:
 any: true
 {{- end }}
 {{- end -}}
+
+{{/*
+The Secret holding the workers' CA (workers.tls.caSecretName, else
+<fullname>-worker-ca).
+*/}}
+{{- define "mongoferry.workerCASecret" -}}
+{{- default (printf "%s-worker-ca" (include "mongoferry.fullname" .)) .Values.workers.tls.caSecretName -}}
+{{- end }}

@@ -5,6 +5,7 @@ package run
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/metrics"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
+	"github.com/mongoferry/mongoferry/pkg/workertls"
 )
 
 // runFlags are the flags of `ferry run`.
@@ -37,6 +39,8 @@ type runFlags struct {
 	logLevel         string
 	untilCaughtUp    bool
 	shard            string
+	tls              workertls.Files
+	statusClient     string
 }
 
 // NewCommand returns `ferry run`.
@@ -99,6 +103,11 @@ and verification is left to 'ferry verify' once every worker caught up.`,
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	cmd.Flags().BoolVar(&f.untilCaughtUp, "until-caught-up", false, "with replay: stop once everything the source wrote is applied, then verify (for a cut-over); without it replay runs until interrupted")
 	cmd.Flags().StringVar(&f.shard, "shard", os.Getenv(workerapi.EnvShard), "sharded source: run only this shard's replay subtask (its name in config.shards); default $MONGOFERRY_SHARD, empty runs every shard")
+	cmd.Flags().StringVar(&f.tls.Cert, "tls-cert-file", "", "serve --listen over HTTPS with this certificate (PEM); /status then answers only a client certificate for --status-client signed by --tls-client-ca-file")
+	cmd.Flags().StringVar(&f.tls.Key, "tls-key-file", "", "the private key (PEM) of --tls-cert-file")
+	cmd.Flags().StringVar(&f.tls.ClientCA, "tls-client-ca-file", "", "CA (PEM) whose client certificates are accepted; /metrics and /healthz need no client certificate")
+	cmd.Flags().StringVar(&f.statusClient, "status-client", workertls.ManagerName, "with --tls-cert-file: the common name of the one client certificate /status answers (the operator's manager)")
+	cmd.MarkFlagsRequiredTogether("tls-cert-file", "tls-key-file", "tls-client-ca-file")
 	cmd.MarkFlagsOneRequired("file", "task-env")
 	cmd.MarkFlagsMutuallyExclusive("file", "task-env")
 	return cmd
@@ -162,7 +171,7 @@ func runTask(ctx context.Context, f runFlags) error {
 		return err
 	}
 	if slot.Retired {
-		return idleRetired(ctx, task, slot.Name, f.listen, log)
+		return idleRetired(ctx, task, slot.Name, f, log)
 	}
 	f.shard = slot.Name
 	latency := metrics.WriteLatency(task.Name)
@@ -177,14 +186,11 @@ func runTask(ctx context.Context, f runFlags) error {
 
 	if f.listen != "" {
 		reg := metrics.NewRegistry(metrics.NewCollector(eng.Status), latency)
-		ln, err := net.Listen("tcp", f.listen)
+		stopServing, err := serve(f, metrics.Handler(reg, eng.Status), log)
 		if err != nil {
-			return fmt.Errorf("--listen %s: %w", f.listen, err)
+			return err
 		}
-		srv := &http.Server{Handler: metrics.Handler(reg, eng.Status), ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer func() { _ = srv.Close() }()
-		log.Info("serving /metrics and /status", "addr", ln.Addr().String())
+		defer stopServing()
 	}
 	log.Info("starting", "task", task.Name, "mode", task.Mode, "source", config.Redact(task.Source.URI), "target", config.Redact(task.Target.URI))
 	stop := progress.Show(ctx, mode, os.Stderr, log, f.progressInterval, eng.Status)
@@ -210,4 +216,30 @@ func runTask(ctx context.Context, f runFlags) error {
 	log.Info("done", "task", task.Name, "phase", s.Phase, "documents", s.Copy.Documents, "bytes", s.Copy.Bytes,
 		"seconds", fmt.Sprintf("%.1f", s.ElapsedSeconds), "peakBufferedBytes", s.Copy.PeakBufferedBytes, "peakRSSBytes", procstat.SelfPeakRSS())
 	return nil
+}
+
+// serve serves h on --listen, over HTTPS with /status for the
+// --status-client only when --tls-cert-file is set, and returns the
+// function that stops it.
+func serve(f runFlags, h http.Handler, log *slog.Logger) (func(), error) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	if f.tls.Cert != "" {
+		cfg, err := workertls.ServerConfig(f.tls)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert-file: %w", err)
+		}
+		srv.TLSConfig = cfg
+		srv.Handler = workertls.StatusGuard(h, f.statusClient, log)
+		srv.ErrorLog = workertls.ErrorLog(log)
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return nil, fmt.Errorf("--listen %s: %w", f.listen, err)
+	}
+	if srv.TLSConfig != nil {
+		ln = tls.NewListener(ln, srv.TLSConfig)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("serving /metrics and /status", "addr", ln.Addr().String(), "tls", srv.TLSConfig != nil)
+	return func() { _ = srv.Close() }, nil
 }

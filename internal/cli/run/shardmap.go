@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
@@ -75,19 +72,17 @@ func workerShard(flag string, getenv func(string) string, hostname func() (strin
 // ends: the worker of a shard that left the cluster and whose oplog is
 // applied to its end has nothing left to do, but its pod stays while
 // shards with higher ordinals run.
-func idleRetired(ctx context.Context, task *config.Task, shard, listen string, log *slog.Logger) error {
+func idleRetired(ctx context.Context, task *config.Task, shard string, f runFlags, log *slog.Logger) error {
 	status := func() engine.Status {
 		return engine.Status{Task: task.Name, Mode: string(task.Mode), Phase: engine.PhaseStreaming,
 			Shards: []engine.ShardStatus{{Shard: shard, Phase: engine.SubtaskRetired}}}
 	}
-	if listen != "" {
-		ln, err := net.Listen("tcp", listen)
+	if f.listen != "" {
+		stop, err := serve(f, metrics.Handler(metrics.NewRegistry(), status), log)
 		if err != nil {
-			return fmt.Errorf("--listen %s: %w", listen, err)
+			return err
 		}
-		srv := &http.Server{Handler: metrics.Handler(metrics.NewRegistry(), status), ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer func() { _ = srv.Close() }()
+		defer stop()
 	}
 	log.Info("the shard left the cluster and its oplog is applied to its end: nothing to do", "shard", shard)
 	<-ctx.Done()
