@@ -10,17 +10,12 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 	"github.com/mongoferry/mongoferry/pkg/engine/topology"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
-// TargetShardingStatus is how the copy sharded one target collection.
-type TargetShardingStatus struct {
-	Namespace string   `json:"namespace"`
-	Key       string   `json:"key,omitempty"`
-	Placement string   `json:"placement"`
-	Chunks    int      `json:"chunks,omitempty"`
-	Commands  int      `json:"commands"`
-	Notes     []string `json:"notes,omitempty"`
-}
+// TargetShardingStatus is how the copy sharded one target collection:
+// the worker contract's entry, read by the controller.
+type TargetShardingStatus = workerapi.TargetSharding
 
 // openTargetSharding prepares the sharding of a sharded target's
 // collections: when the target is a mongos, each collection the copy

@@ -152,6 +152,7 @@ type Replayer struct {
 	bulkWrite  func(ctx context.Context, writes []mongo.ClientBulkWrite) error
 	commands   [numCmdKinds]atomic.Int64
 	writesSent [numCmdKinds]atomic.Int64
+	keyReads   atomic.Int64 // see routeWrites
 
 	// Checkpointing (checkpoint.go): the watermark of applied positions
 	// and what holds the checkpoint below it.

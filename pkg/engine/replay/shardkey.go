@@ -215,6 +215,7 @@ func (r *Replayer) routeWrites(ctx context.Context, batch []item, models []mongo
 	if len(ids) == 0 {
 		return nil
 	}
+	r.keyReads.Add(1)
 	found, err := r.o.ShardKeys.Current(ctx, batch[0].ns, tk.key, ids)
 	if err != nil {
 		return fmt.Errorf("read the shard keys of %d documents of %s on the target: %w", len(ids), batch[0].ns, err)
