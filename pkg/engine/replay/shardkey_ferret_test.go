@@ -52,7 +52,7 @@ func TestShardKeysThroughAServer(t *testing.T) {
 		if o2 != nil {
 			e = append(e, bson.E{Key: "o2", Value: o2})
 		}
-		return rawDoc(t, e)
+		return mustRaw(t, e)
 	}
 	id := func(i int32) bson.D { return bson.D{{Key: "_id", Value: i}} }
 	doc := func(i, sk, v int32) bson.D {
@@ -105,7 +105,7 @@ func TestShardKeysThroughAServer(t *testing.T) {
 	}
 	for _, g := range got {
 		w, ok := want[g.Lookup("_id").Int32()]
-		if !ok || g.String() != rawDoc(t, w).String() {
+		if !ok || g.String() != mustRaw(t, w).String() {
 			t.Errorf("target holds %s, want %v", g, w)
 		}
 	}

@@ -41,15 +41,6 @@ func (f *fakeShardKeys) Current(_ context.Context, _ catalog.Namespace, _ shardi
 	return out, nil
 }
 
-func rawDoc(t *testing.T, d bson.D) bson.Raw {
-	t.Helper()
-	b, err := bson.Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func extJSON(v any) string {
 	b, err := bson.MarshalExtJSON(v, false, false)
 	if err != nil {
@@ -105,7 +96,7 @@ func sendEntries(t *testing.T, major int, sk *fakeShardKeys, tr oplog.Translator
 	ctx := context.Background()
 	var batch []item
 	for i, d := range entries {
-		e, err := oplog.Parse(rawDoc(t, append(bson.D{{Key: "ts", Value: bson.Timestamp{T: 10, I: uint32(i + 1)}}, {Key: "t", Value: int64(1)}, {Key: "ns", Value: "shop.users"}}, d...)))
+		e, err := oplog.Parse(mustRaw(t, append(bson.D{{Key: "ts", Value: bson.Timestamp{T: 10, I: uint32(i + 1)}}, {Key: "t", Value: int64(1)}, {Key: "ns", Value: "shop.users"}}, d...)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +233,7 @@ func TestShardKeyFilters(t *testing.T) {
 				t.Run(fmt.Sprintf("%d.0/%s/%s", major, s.name, k.name), func(t *testing.T) {
 					sk := &fakeShardKeys{key: s.key}
 					if !k.missing {
-						sk.docs = []bson.Raw{rawDoc(t, current)}
+						sk.docs = []bson.Raw{mustRaw(t, current)}
 					}
 					got := sendEntries(t, major, sk, k.tr, k.shardMember, k.dup, k.entries...)
 					want := k.want(s, major >= 8)
