@@ -23,13 +23,15 @@ func TestWorkerContract(t *testing.T) {
 		return &replay.Status{AppliedTS: bson.Timestamp{T: 1772366400, I: 7}, AppliedTime: at, LagSeconds: 1.5, OpsPerSecond: 240.5,
 			Shard: shard, Holds: replay.HoldStatus{HeldWrites: held, HeldNow: 2}}
 	}
+	sharding := []workerapi.TargetSharding{{Namespace: "shop.orders", Key: "{region: 1}", Placement: "moveRange", Chunks: 4, Commands: 6,
+		Notes: []string{"shop.orders: zone APAC has no shard on the target: its ranges are not assigned"}}}
 	in := Status{Contract: workerapi.ContractVersion, Task: "orders", Mode: "fullAndIncremental", Phase: PhaseStreaming, Error: "a warning",
 		Copy: fullsync.Status{Stage: "done", EstimatedDocuments: 1000, Documents: 990, Bytes: 99000, Percent: 100, DocsPerSecond: 12.5, BytesPerSecond: 1250,
 			Ranges: 4, RangesDone: 4, Namespaces: []fullsync.NamespaceStatus{{NS: "shop.orders", Target: "shop.orders", EstimatedDocuments: 1000, Documents: 990, Percent: 100, Done: true}}},
 		Replay:    rs("shard0", 5),
 		Shards:    []ShardStatus{{Shard: "shard0", Phase: SubtaskStreaming, Replay: rs("shard0", 3), Error: "retrying"}, {Shard: "shard1", Phase: SubtaskRetired, Replay: rs("shard1", 4), Error: "gone"}},
 		Verify:    &VerifyStatus{Mode: "hash", Running: true, CurrentNS: "shop.orders", Done: 1, Total: 2, OK: false, Differing: []string{"shop.orders"}},
-		StartedAt: at}
+		StartedAt: at, TargetSharding: sharding}
 	raw, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
@@ -48,9 +50,12 @@ func TestWorkerContract(t *testing.T) {
 		Replay:    wr("shard0", 5),
 		Shards:    []workerapi.Shard{{Shard: "shard0", Phase: workerapi.SubtaskStreaming, Replay: wr("shard0", 3), Error: "retrying"}, {Shard: "shard1", Phase: workerapi.SubtaskRetired, Replay: wr("shard1", 4), Error: "gone"}},
 		Verify:    &workerapi.Verify{Mode: "hash", Running: true, CurrentNS: "shop.orders", Done: 1, Total: 2, OK: false, Differing: []string{"shop.orders"}},
-		StartedAt: at}
+		StartedAt: at, TargetSharding: sharding}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded contract:\n%+v\nwant:\n%+v", got, want)
+	}
+	if n := got.ShardingNotes(); len(n) != 1 || n[0] != sharding[0].Notes[0] {
+		t.Errorf("sharding notes %q", n)
 	}
 	if n := got.HeldWrites(); n != 7 {
 		t.Errorf("held writes %d, want the shards' 7", n)

@@ -442,6 +442,7 @@ func (e *Engine) stream(ctx context.Context) error {
 		Mapper: e.mapper, Log: e.baseLog(), From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique,
 		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, IndexesOneByOne: e.dstProfile.IndexesOneByOne,
+		ShardKeys: e.replayShardKeys(), TargetMajor: e.dstProfile.Major,
 		Translator: oplog.Translator{
 			WholeDocumentUpdates: e.srcProfile.UpdateShape == conn.UpdatesAsWholeDocument,
 			PipelineUpdates:      e.dstProfile.PipelineUpdates,

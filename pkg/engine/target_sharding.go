@@ -4,20 +4,18 @@ import (
 	"context"
 	"fmt"
 
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 	"github.com/mongoferry/mongoferry/pkg/engine/topology"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
-// TargetShardingStatus is how the copy sharded one target collection.
-type TargetShardingStatus struct {
-	Namespace string   `json:"namespace"`
-	Key       string   `json:"key,omitempty"`
-	Placement string   `json:"placement"`
-	Chunks    int      `json:"chunks,omitempty"`
-	Commands  int      `json:"commands"`
-	Notes     []string `json:"notes,omitempty"`
-}
+// TargetShardingStatus is how the copy sharded one target collection:
+// the worker contract's entry, read by the controller.
+type TargetShardingStatus = workerapi.TargetSharding
 
 // openTargetSharding prepares the sharding of a sharded target's
 // collections: when the target is a mongos, each collection the copy
@@ -34,6 +32,9 @@ func (e *Engine) openTargetSharding(ctx context.Context) (*sharding.Preparer, er
 			return nil, fmt.Errorf("target.shardKeys: the target is not a sharded cluster (hello names no mongos): remove target.shardKeys, or point target.uri at the cluster's mongos")
 		}
 		return nil, nil
+	}
+	if o := options.Client().ApplyURI(e.task.Target.URI); o.RetryWrites != nil && !*o.RetryWrites {
+		return nil, fmt.Errorf("target.uri: retryWrites=false on a sharded target: replay changes documents' shard-key values, which a sharded cluster accepts only as retryable writes (or in a transaction); remove retryWrites=false from target.uri")
 	}
 	p := &sharding.Preparer{Target: e.target, Major: e.dstProfile.Major, Endpoint: e.task.Target, Log: e.log}
 	srcKind, err := topology.Hello(ctx, e.source)
@@ -70,4 +71,13 @@ func (e *Engine) targetShardingStatus() []TargetShardingStatus {
 		out = append(out, s)
 	}
 	return out
+}
+
+// replayShardKeys is what replay needs to know of a sharded target (see
+// replay/shardkey.go); nil when the target is not sharded.
+func (e *Engine) replayShardKeys() replay.ShardKeys {
+	if e.targetSharding == nil {
+		return nil
+	}
+	return replay.TargetShardKeys{Router: e.target}
 }

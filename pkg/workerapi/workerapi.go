@@ -11,7 +11,10 @@
 // change that breaks a reader bumps ContractVersion.
 package workerapi
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // ContractVersion is the version of the /status document: the worker
 // serves it in Status.Contract.
@@ -91,6 +94,44 @@ type Status struct {
 	Shards    []Shard   `json:"shards,omitempty"`
 	Verify    *Verify   `json:"verify,omitempty"`
 	StartedAt time.Time `json:"startedAt"`
+	// TargetSharding is how the copy sharded a sharded target's
+	// collections, one entry per collection it created.
+	TargetSharding []TargetSharding `json:"targetSharding,omitempty"`
+}
+
+// TargetSharding is how the copy sharded one target collection before
+// writing to it.
+type TargetSharding struct {
+	Namespace string `json:"namespace"`
+	// Key is the shard key ({region: 1, userId: 1}); empty when the
+	// collection is not sharded on the target.
+	Key string `json:"key,omitempty"`
+	// Placement is how its chunks reached the shards: unsharded, kept,
+	// moveRange, hashedInitialChunks, zones or balancer.
+	Placement string `json:"placement"`
+	// Chunks is the chunk count the pre-split left (0: the server's
+	// choice); Commands the commands run.
+	Chunks   int `json:"chunks,omitempty"`
+	Commands int `json:"commands"`
+	// Notes say what was not done as the source has it, and why: zones
+	// no target shard belongs to, no chunk boundaries to pre-split at,
+	// a collection kept as the target shards it.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// ShardingNotes returns the notes of every target collection, each
+// prefixed with its namespace unless it names it already.
+func (s *Status) ShardingNotes() []string {
+	var out []string
+	for _, ts := range s.TargetSharding {
+		for _, n := range ts.Notes {
+			if !strings.Contains(n, ts.Namespace) {
+				n = ts.Namespace + ": " + n
+			}
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Copy is the full copy's progress.

@@ -24,7 +24,17 @@
 //     writes to documents in memory and checks that each document's
 //     writes arrive in the cluster's order, none from a fromMigrate entry
 //     and none twice except when a restarted subtask replays after its
-//     checkpoint. Optionally it forwards them to a real FerretDB target.
+//     checkpoint. Optionally it forwards them to a real FerretDB target;
+//   - Target, optionally, makes that target a sharded cluster of a given
+//     version (5.0 to 8.0) and shard key: the task's pre-split plan
+//     (sharding.MakePlan from the model's chunks) is applied to its chunk
+//     table, which must cover the key space with no gap, and every write
+//     is routed as mongos routes it, refused as mongos refuses it (an
+//     upsert without the whole key up to 7.0, a shard-key change without
+//     it, a single write with neither the key nor _id). The replayers
+//     read its keys and documents through replay.ShardKeys, and the run
+//     checks that every update, replacement and delete carried the whole
+//     shard key, shard-key changes included.
 //
 // The final documents must equal the model's.
 package shardsim

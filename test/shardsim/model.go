@@ -370,6 +370,20 @@ func (m *Model) ChangeKey(id, sk int64, between func()) bool {
 	return true
 }
 
+// ChangeKeyInPlace sets document id's shard key to sk where its shard
+// owns sk's chunk too: one update entry on that shard, a $v:2 diff with
+// o2 the old document key.
+func (m *Model) ChangeKeyInPlace(id, sk int64) {
+	d := m.Docs[id]
+	s := m.owner[d.SK/chunkWidth]
+	nd := Doc{ID: id, SK: sk, V: d.V + 1}
+	ts := m.tick()
+	m.log(s, ts, m.crud("u", bson.D{{Key: "$v", Value: int32(2)}, {Key: "diff", Value: bson.D{{Key: "u", Value: bson.D{{Key: "sk", Value: nd.SK}, {Key: "v", Value: nd.V}}}}}}, d.key(), false))
+	m.Docs[id] = nd
+	m.record(s, ts, id, 'u', m.nextSeq(id))
+	m.KeyChanges++
+}
+
 // MultiShardTxn updates one document and inserts one on each of two
 // shards, in one prepared transaction.
 func (m *Model) MultiShardTxn(a, b *Shard) {

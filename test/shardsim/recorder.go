@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -21,6 +22,8 @@ type Recorder struct {
 	starts  map[string][]start  // per shard, each instance's start
 	count   map[WriteKey]int
 	errs    []string
+	// target, when set, routes every write first (a sharded target).
+	target *Target
 }
 
 type applied struct {
@@ -81,6 +84,13 @@ func (r *Recorder) Apply(_ context.Context, shard string, inst int, models []mon
 		if !ok {
 			r.failf("shard %s wrote _id %d at ts %d,%d: no user write of that shard (a fromMigrate entry applied?)", shard, id, ts[i].T, ts[i].I)
 			continue
+		}
+		if r.target != nil {
+			cur, exists := r.docs[id]
+			if err := r.target.route(wm, filter, cur, exists); err != nil {
+				r.failf("shard %s: the target refuses %s of _id %d with filter %s: %v", shard, kindOf(wm), id, filter, err)
+				return err
+			}
 		}
 		next, effect := r.effect(wm, filter)
 		r.checkOrder(w, inst, effect)
@@ -169,11 +179,19 @@ func (r *Recorder) effect(wm mongo.WriteModel, filter bson.Raw) (*Doc, bool) {
 		if v, err := set.LookupErr("v"); err == nil {
 			d.V = v.AsInt64()
 		}
+		if sk, err := set.LookupErr("sk"); err == nil {
+			d.SK = sk.AsInt64()
+		}
 		return &d, d != cur
 	case *mongo.DeleteOneModel:
 		return nil, match
 	}
 	return nil, false
+}
+
+// kindOf names a write model for messages.
+func kindOf(wm mongo.WriteModel) string {
+	return strings.TrimPrefix(strings.TrimSuffix(fmt.Sprintf("%T", wm), "Model"), "*mongo.")
 }
 
 func decode(raw bson.Raw) Doc {

@@ -29,6 +29,14 @@ type Config struct {
 	Kills int
 	// Target, when set, receives the writes too (a real server).
 	Target *mongo.Client
+	// Sharded, when set, makes the target a sharded cluster: the
+	// collection is pre-split by the task's plan, whose chunks must
+	// cover the key space, and every write must be one its mongos
+	// routes (see Target).
+	Sharded *Target
+	// Unkeyed keeps the replayer from learning the target's shard keys,
+	// to show that the target model refuses what mongos refuses.
+	Unkeyed bool
 	// Timeout bounds the run; 5s when zero.
 	Timeout time.Duration
 	// Speeds, when set, are the entries per round each shard's reader is
@@ -177,6 +185,8 @@ type Result struct {
 	// Stopped is the error the run stopped with at the schedule's Stop,
 	// as a user reads it.
 	Stopped string
+	// Target is what a sharded target counted (Config.Sharded).
+	Target TargetStats
 }
 
 // Run replays the schedule's oplogs through one subtask per shard and
@@ -188,10 +198,16 @@ func Run(ctx context.Context, sc Schedule, cfg Config) (Result, error) {
 		res.Holds[name] = sub.r.Status().Holds
 	}
 	if sc.Stop != nil {
-		return res.stopped(sc, rn.rec, err)
-	}
-	if err == nil {
+		res, err = res.stopped(sc, rn.rec, err)
+	} else if err == nil {
 		res.Violations = rn.rec.Check()
+	}
+	if cfg.Sharded != nil {
+		res.Target = cfg.Sharded.Stats()
+		if st := res.Target; st.WithKey != st.Writes-st.Inserts {
+			res.Violations = append(res.Violations, fmt.Sprintf("target %s: %d of %d updates, replacements and deletes without the whole shard key in their filter",
+				cfg.Sharded.Describe(), st.Writes-st.Inserts-st.WithKey, st.Writes-st.Inserts))
+		}
 	}
 	return res, err
 }
@@ -232,6 +248,15 @@ func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
 	rn := &runner{sc: sc, cfg: cfg, board: shard.NewMemoryBoard(), rec: NewRecorder(sc.Model), feeds: map[string]*feed{}, subs: map[string]*subtask{}}
 	if cfg.Recorder != nil {
 		rn.rec = cfg.Recorder
+	}
+	if cfg.Sharded != nil {
+		errs := cfg.Sharded.Prepare(sc.Model)
+		rn.rec.mu.Lock()
+		rn.rec.target = cfg.Sharded
+		for _, e := range errs {
+			rn.rec.failf("%s", e)
+		}
+		rn.rec.mu.Unlock()
 	}
 	rn.spec = config.Spec{Threads: config.Threads{Writers: 2}, Cache: config.Cache{BatchSize: 8},
 		Namespaces: config.Namespaces{Exclude: []string{`other\..*`}}}
@@ -364,7 +389,13 @@ func (rn *runner) start(ctx context.Context, name string, from saved) {
 	fc := &fence{board: rn.board}
 	rn.rec.Started(name, inst, from.ts)
 	target := rn.cfg.Target
+	var keys replay.ShardKeys
+	major := 0
+	if t := rn.cfg.Sharded; t != nil && !rn.cfg.Unkeyed {
+		keys, major = targetKeys{t: t, rec: rn.rec}, t.Major
+	}
 	r := replay.New(replay.Options{
+		ShardKeys: keys, TargetMajor: major,
 		Task: "sim", Spec: &rn.spec, Reader: &reader{f: rn.feeds[name], from: from.ts}, Mapper: rn.mapper, From: from.ts,
 		ShardMember: true, Shard: name, Board: fc, CheckpointInterval: 2 * time.Millisecond, HoldPoll: time.Millisecond,
 		WriteTimeout: 20 * time.Second,

@@ -202,3 +202,54 @@ func TestScenarioMigrationDuringShardKeyChange(t *testing.T) {
 		mustRun(t, Schedule{Seed: 11, Model: m}, Config{Seed: 11, Kills: kills, Speeds: map[string]int{"s0": 1000, "s1": 1000, "s2": 1000}})
 	}
 }
+
+// TestScenario10OnShardedTarget is scenario 10 onto a sharded target
+// (the Target model: a mongos's routing rules and the task's pre-split),
+// for every target version and key shape: the shard-key change's two
+// halves in either order, then a change within one source shard (an
+// update of sk) that moves X to another target shard. Every update, replacement and delete carries the target's whole
+// shard key, none is refused, and the target ends with one X, with the
+// last key.
+func TestScenario10OnShardedTarget(t *testing.T) {
+	for _, major := range []int{5, 6, 7, 8} {
+		for _, key := range TargetShapes {
+			for _, oldFast := range []bool{true, false} {
+				m := NewModel(10, "app.users", 2, false)
+				from, to := m.Owner(0), m.Owner(1)
+				x := m.Insert(1)
+				other := m.Insert(15)
+				m.Update(x.ID)
+				if !m.ChangeKey(x.ID, 17, func() { m.Update(other.ID) }) {
+					t.Fatal("chunks 0 and 1 have the same owner")
+				}
+				// 35 is in chunk 3, on the same source shard as chunk 1
+				// (17) and on another target shard when the target is
+				// pre-split like the source.
+				if m.Owner(3) != m.Owner(1) {
+					t.Fatal("chunks 1 and 3 have different owners")
+				}
+				m.ChangeKeyInPlace(x.ID, 35)
+				m.Update(x.ID)
+				m.Finish()
+				speeds := map[string]int{from.Name: 1000, to.Name: 0}
+				if !oldFast {
+					speeds = map[string]int{from.Name: 0, to.Name: 1000}
+				}
+				rec := NewRecorder(m)
+				tgt := &Target{Major: major, Key: key, Shards: 3}
+				res := mustRun(t, Schedule{Seed: 10, Model: m}, Config{Seed: 10, Speeds: speeds, Recorder: rec, Sharded: tgt})
+				if got, want := rec.Docs()[x.ID], m.Docs[x.ID]; got != want || got.SK != 35 {
+					t.Errorf("%s, delete first %v: X is %+v on the target, want %+v", tgt.Describe(), oldFast, got, want)
+				}
+				st := res.Target
+				if st.Refused > 0 || st.WithKey != st.Writes-st.Inserts {
+					t.Errorf("%s: %+v", tgt.Describe(), st)
+				}
+				if key[0].Name == "sk" && st.KeyChanges == 0 || key.Equal(TargetShapes[0]) && st.Moves == 0 {
+					t.Errorf("%s: the shard-key change did not reach the target as one: %+v", tgt.Describe(), st)
+				}
+				t.Logf("%s, delete first %v: %+v", tgt.Describe(), oldFast, st)
+			}
+		}
+	}
+}

@@ -33,7 +33,8 @@ type Schedule struct {
 
 // Generate builds the schedule of seed: steps random events (user
 // inserts, updates and deletes, chunk migrations both ways, some aborted,
-// range deletions, shard-key changes, one- and multi-shard transactions,
+// range deletions, shard-key changes (across shards as a prepared
+// transaction, within one as an update), one- and multi-shard transactions,
 // periodic no-ops, topology DDL the subtasks follow), an idle shard in
 // half the seeds, a shard added in half, one removed in a third and, in
 // one in eight, a topology change the subtasks must stop at.
@@ -132,7 +133,9 @@ func (m *Model) randomEvent(rng *rand.Rand) {
 				}
 			}
 		}
-		m.ChangeKey(id, sk, between)
+		if !m.ChangeKey(id, sk, between) {
+			m.ChangeKeyInPlace(id, sk)
+		}
 	case p < 92:
 		if len(act) >= 2 {
 			i := rng.IntN(len(act))

@@ -62,7 +62,10 @@ func TestSim(t *testing.T) {
 	var (
 		mu     sync.Mutex
 		failed []string
-		stats  struct{ migrations, aborted, keyChanges, txns, added, removed, ddl, stops int }
+		stats  struct {
+			migrations, aborted, keyChanges, txns, added, removed, ddl, stops, sharded int
+			target                                                                     TargetStats
+		}
 	)
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
@@ -73,8 +76,12 @@ func TestSim(t *testing.T) {
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			sc := Generate(seed, "app.users", steps)
-			res, err := Run(context.Background(), sc, Config{Seed: seed, Kills: 2})
+			tgt := simTarget(seed)
+			res, err := Run(context.Background(), sc, Config{Seed: seed, Kills: 2, Sharded: tgt})
 			errs := res.Violations
+			if tgt != nil && len(errs) > 0 {
+				errs = append(errs, "target: "+tgt.Describe())
+			}
 			mu.Lock()
 			defer mu.Unlock()
 			m := sc.Model
@@ -92,6 +99,14 @@ func TestSim(t *testing.T) {
 			if sc.Removed != "" {
 				stats.removed++
 			}
+			if tgt != nil {
+				stats.sharded++
+				stats.target.Writes += res.Target.Writes
+				stats.target.WithKey += res.Target.WithKey
+				stats.target.Inserts += res.Target.Inserts
+				stats.target.KeyChanges += res.Target.KeyChanges
+				stats.target.Moves += res.Target.Moves
+			}
 			if err != nil {
 				errs = append(errs, err.Error())
 			}
@@ -104,6 +119,9 @@ func TestSim(t *testing.T) {
 	wg.Wait()
 	t.Logf("%d schedules in %s: %d migrations (%d aborted), %d shard-key changes, %d transactions, %d shards added, %d removed, %d topology operations (%d runs stopped at one, as they must)",
 		n, time.Since(started).Round(time.Millisecond), stats.migrations, stats.aborted, stats.keyChanges, stats.txns, stats.added, stats.removed, stats.ddl, stats.stops)
+	tg := stats.target
+	t.Logf("%d runs onto a sharded target (versions 5.0 to 8.0, keys %v): %d writes, %d inserts (routed by their document), %d of the other %d with the whole shard key in their filter; %d shard-key changes, %d of them moving the document to another shard",
+		stats.sharded, TargetShapes, tg.Writes, tg.Inserts, tg.WithKey, tg.Writes-tg.Inserts, tg.KeyChanges, tg.Moves)
 	for i, f := range failed {
 		if i == 5 {
 			t.Errorf("... and %d more failing seeds", len(failed)-5)
@@ -111,4 +129,14 @@ func TestSim(t *testing.T) {
 		}
 		t.Error(f)
 	}
+}
+
+// simTarget is the target of seed's run: a replica set for one seed in
+// five, otherwise a sharded cluster of three shards whose version and key
+// the seed picks (every pair over 20 seeds).
+func simTarget(seed uint64) *Target {
+	if seed%5 == 0 {
+		return nil
+	}
+	return &Target{Major: 5 + int(seed%4), Key: TargetShapes[(seed/4)%uint64(len(TargetShapes))], Shards: 3}
 }

@@ -245,7 +245,11 @@ func (r *Replayer) dispatchCRUD(ctx context.Context, op oplog.Entry, ts bson.Tim
 	if err != nil {
 		return fmt.Errorf("replay: %s: %w", op, err)
 	}
-	it := item{ts: ts, ns: rt.target, src: rt.src, key: key, kind: op.Kind().String(), bytes: int64(len(op.Raw())), op: op}
+	tk, err := r.targetKeyOf(ctx, rt.target)
+	if err != nil {
+		return err
+	}
+	it := item{ts: ts, ns: rt.target, src: rt.src, key: key, kind: op.Kind().String(), bytes: int64(len(op.Raw())), op: op, tk: tk}
 	r.wm.Dispatch(ts, 1)
 	return r.send(ctx, it)
 }
@@ -263,7 +267,7 @@ func (r *Replayer) bucket(it *item) int {
 	serial := r.unique[it.ns]
 	r.mu.Unlock()
 	if !serial {
-		_, _ = h.Write(it.key)
+		hashDocument(&h, it.key)
 	}
 	it.hash, it.serial = h.Sum64(), serial
 	return int(it.hash % uint64(len(r.queues)))
@@ -334,6 +338,7 @@ func (r *Replayer) flushAndDDL(ctx, wctx context.Context, pending []item, ddl op
 	if err := r.applyDDL(ctx, ddl); err != nil {
 		return err
 	}
+	r.forgetTargetKeys()
 	r.count("ddl", false)
 	r.wm.Dispatch(ts, 0)
 	return nil

@@ -113,6 +113,9 @@ func (r *Replayer) late(ctx, wctx context.Context, e oplog.Entry) error {
 			continue
 		}
 		it := item{ts: r.lastTS, ns: r.o.Mapper.Target(src), key: w.DocKey, src: src}
+		if it.tk, err = r.targetKeyOf(ctx, it.ns); err != nil {
+			return err
+		}
 		if err := r.refetch(ctx, it); err != nil {
 			return err
 		}

@@ -109,6 +109,13 @@ type Options struct {
 	// HoldPoll is how often held writes look at Board; a quarter of
 	// CheckpointInterval, at most 250ms, when zero.
 	HoldPoll time.Duration
+	// ShardKeys, set when the target is a sharded cluster, says how it
+	// shards each collection: every write then carries the target's
+	// whole shard key (shardkey.go), and the writers send one command
+	// per namespace (no bulkWrite command). TargetMajor is the target's
+	// major version (conn.Profile's Major).
+	ShardKeys   ShardKeys
+	TargetMajor int
 	// ApplyAt, when set, is Apply told each write's oplog position too
 	// (ts[i] is that of models[i]); tests that check the order of writes
 	// use it. It takes precedence over Apply.
@@ -133,6 +140,7 @@ type Replayer struct {
 	lastRaw bson.Raw       // the last entry read
 	lastTS  bson.Timestamp // its ts
 	routes  map[string]nsRoute
+	tkeys   map[catalog.Namespace]*targetKey // see targetKeyOf
 
 	// Ordering of a shard's subtask (shard.go).
 	hs holds
@@ -144,6 +152,7 @@ type Replayer struct {
 	bulkWrite  func(ctx context.Context, writes []mongo.ClientBulkWrite) error
 	commands   [numCmdKinds]atomic.Int64
 	writesSent [numCmdKinds]atomic.Int64
+	keyReads   atomic.Int64 // see routeWrites
 
 	// Checkpointing (checkpoint.go): the watermark of applied positions
 	// and what holds the checkpoint below it.
@@ -191,6 +200,8 @@ type item struct {
 	// marked extra (not counted in the watermark, no bytes).
 	op    oplog.Entry
 	extra bool
+	// tk is how a sharded target shards ns; nil when it does not.
+	tk *targetKey
 }
 
 // New builds a Replayer.
@@ -215,7 +226,7 @@ func New(o Options) *Replayer {
 	}
 	r.o.Translator.InsertModels = !o.ShardMember
 	r.apply = r.applier()
-	if o.BulkWrite && o.Apply == nil && o.ApplyAt == nil && o.Target != nil {
+	if o.BulkWrite && o.Apply == nil && o.ApplyAt == nil && o.Target != nil && o.ShardKeys == nil {
 		r.bulkWrite = func(ctx context.Context, writes []mongo.ClientBulkWrite) error {
 			_, err := o.Target.BulkWrite(ctx, writes, options.ClientBulkWrite().SetOrdered(true).SetBypassDocumentValidation(true))
 			return err

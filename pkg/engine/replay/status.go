@@ -39,6 +39,10 @@ type Status struct {
 	InFlight           int       `json:"inFlight"`
 	ToleratedConflicts int64     `json:"toleratedConflicts"`
 	CheckpointAt       time.Time `json:"checkpointAt"`
+	// ShardKeyReads counts the queries that read the shard keys of
+	// documents on a sharded target (one per command that needs them,
+	// see shardkey.go).
+	ShardKeyReads int64 `json:"shardKeyReads,omitempty"`
 	// Shard is the shard a subtask reads (Options.Shard) and Holds what
 	// it held for the ordering rule; empty for a replica set.
 	Shard string     `json:"shard,omitempty"`
@@ -62,7 +66,7 @@ func (r *Replayer) Status() Status {
 		AppliedTS: applied, AppliedTime: time.Unix(int64(applied.T), 0).UTC(),
 		ReadTS: r.readTS, NewestTS: r.newestTS, NewestKnown: r.newestKnown,
 		Applied: maps.Clone(r.counts), Skipped: maps.Clone(r.skipped),
-		OpsPerSecond: r.rate.perSecond(), ToleratedConflicts: r.tolerated, CheckpointAt: r.savedAt,
+		OpsPerSecond: r.rate.perSecond(), ToleratedConflicts: r.tolerated, CheckpointAt: r.savedAt, ShardKeyReads: r.keyReads.Load(),
 	}
 	// The watermark moves past no-ops and skipped entries too, so an idle
 	// source shows lag 0 once its newest entry is read.

@@ -177,6 +177,7 @@ func (r *Replayer) expand(batch, out []item, ws []oplog.Write) ([]item, []oplog.
 			r.wm.Done(it.ts)
 			continue
 		}
+		ws = shardKeyed(it.tk, ws)
 		for j, w := range ws {
 			if r.o.ShardMember {
 				w = byID(w)
@@ -350,6 +351,9 @@ func (r *Replayer) command(ctx context.Context, cmd cmdKind, batch []item) error
 	models := make([]mongo.WriteModel, len(batch))
 	for i, it := range batch {
 		models[i] = it.model
+	}
+	if err := r.routeWrites(ctx, batch, models); err != nil {
+		return err
 	}
 	r.sent(cmd, len(batch))
 	started := time.Now()

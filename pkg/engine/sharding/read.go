@@ -81,6 +81,21 @@ func ReadLayout(ctx context.Context, router *mongo.Client, ns string) (Layout, b
 	return l, true, nil
 }
 
+// ReadKey reads how the cluster behind router shards ns: its shard key,
+// from config.collections alone (no chunks). It reports false when ns is
+// not sharded.
+func ReadKey(ctx context.Context, router *mongo.Client, ns string) (Key, bool, error) {
+	docs, err := readAll(ctx, router, "collections", bson.D{{Key: "_id", Value: ns}}, nil)
+	if err != nil || len(docs) == 0 {
+		return nil, false, err
+	}
+	l, ok, err := ParseCollection(docs[0])
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	return l.Key, true, nil
+}
+
 // sortByMin puts chunks and zone ranges in shard-key order (the server's
 // sort on min is BSON order, which is the key order for the bounds a
 // collection's chunks have; sorting here keeps recorded inputs honest).
