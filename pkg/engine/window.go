@@ -22,7 +22,8 @@ type OplogWindow struct {
 	// set.
 	Shard string `json:"shard,omitempty"`
 	// Oldest and Newest are the ts of the oldest and the newest entry the
-	// oplog holds.
+	// oplog holds. Where a query of the newest entry reads the whole
+	// oplog (FerretDB), Newest is the server's clock instead.
 	Oldest bson.Timestamp `json:"oldest"`
 	Newest bson.Timestamp `json:"newest"`
 	// Checkpoint is where a restart would resume on this oplog: the saved
@@ -44,6 +45,9 @@ type oplogSide struct {
 	// from is the checkpoint; zero skips the oplog (no position yet).
 	from       bson.Timestamp
 	sinceEmpty bool
+	// byClock: the newest position is the server's clock (see
+	// readWindow).
+	byClock bool
 }
 
 // watchWindows reads the window of every source oplog the task replays
@@ -90,7 +94,7 @@ func (e *Engine) oplogSides(ctx context.Context) ([]oplogSide, error) {
 		if err != nil {
 			return nil, err
 		}
-		return []oplogSide{{client: e.source, from: rec.ResumeTS(), sinceEmpty: rec.ResumesFromEmptyOplog()}}, nil
+		return []oplogSide{{client: e.source, from: rec.ResumeTS(), sinceEmpty: rec.ResumesFromEmptyOplog(), byClock: e.srcProfile.OplogQueriesScan}}, nil
 	}
 	recs, err := e.store.Shards(ctx)
 	if err != nil {
@@ -105,7 +109,7 @@ func (e *Engine) oplogSides(ctx context.Context) ([]oplogSide, error) {
 		if ok && rec.Retired {
 			continue
 		}
-		out = append(out, oplogSide{shard: st.shard.Name, client: st.client, from: shardResume(rec, ok)})
+		out = append(out, oplogSide{shard: st.shard.Name, client: st.client, from: shardResume(rec, ok), byClock: e.srcProfile.OplogQueriesScan})
 	}
 	return out, nil
 }
@@ -117,12 +121,33 @@ func shardResume(rec checkpoint.ShardRecord, ok bool) bson.Timestamp {
 	return rec.ResumeTS()
 }
 
+// readWindow reads an oplog's oldest and newest positions. On a source
+// where a query of the newest entry reads and decodes the whole oplog
+// (conn.Profile.OplogQueriesScan), the newest position is the server's
+// clock: read every windowInterval, such a query would keep the source
+// busy throughout the task, slowing the copy's reads and the tailer's.
 func readWindow(ctx context.Context, s oplogSide) (OplogWindow, error) {
-	oldest, newest, err := source.OplogBounds(ctx, s.client)
+	var oldest, newest bson.Timestamp
+	var err error
+	if s.byClock {
+		if oldest, err = source.OldestTS(ctx, s.client); err == nil && !oldest.IsZero() {
+			newest, err = source.ServerTime(ctx, s.client)
+			newest = maxTimestamp(newest, oldest)
+		}
+	} else {
+		oldest, newest, err = source.OplogBounds(ctx, s.client)
+	}
 	if err != nil {
 		return OplogWindow{}, err
 	}
 	return windowOf(s.shard, s.from, s.sinceEmpty, oldest, newest), nil
+}
+
+func maxTimestamp(a, b bson.Timestamp) bson.Timestamp {
+	if a.Compare(b) >= 0 {
+		return a
+	}
+	return b
 }
 
 // windowOf works out an oplog's span and the headroom behind a checkpoint

@@ -1,9 +1,12 @@
 package engine
 
 import (
+	"context"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongoferry/mongoferry/internal/testserver"
 )
 
 // TestWindowOf: the headroom is the seconds between the oplog's oldest
@@ -43,5 +46,41 @@ func TestWindowOf(t *testing.T) {
 				t.Errorf("window %+v", w)
 			}
 		})
+	}
+}
+
+// TestReadWindowByClock reads a FerretDB oplog's window both ways: by its
+// entries (a $natural sort, which FerretDB answers by reading the whole
+// oplog) and by the server's clock, as the engine does on such a source.
+// The clock's newest position is at or past the newest entry's second,
+// and the oldest is the same.
+func TestReadWindowByClock(t *testing.T) {
+	srv := testserver.Start(t)
+	ctx := context.Background()
+	c, err := srv.Client(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Disconnect(context.Background()) })
+	coll := c.Database("db").Collection("c")
+	for i := range 20 {
+		if _, err := coll.InsertOne(ctx, bson.D{{Key: "_id", Value: i}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from := bson.Timestamp{T: 1}
+	byEntries, err := readWindow(ctx, oplogSide{client: c, from: from})
+	if err != nil {
+		t.Fatal(err)
+	}
+	byClock, err := readWindow(ctx, oplogSide{client: c, from: from, byClock: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byEntries.Oldest.IsZero() || byClock.Oldest != byEntries.Oldest {
+		t.Errorf("oldest %v by the clock, %v by the entries", byClock.Oldest, byEntries.Oldest)
+	}
+	if byClock.Newest.T < byEntries.Newest.T || byClock.Newest.T > byEntries.Newest.T+60 {
+		t.Errorf("newest %v by the clock, %v by the entries", byClock.Newest, byEntries.Newest)
 	}
 }

@@ -114,6 +114,17 @@ func NewAssembler() *Assembler {
 	return &Assembler{open: map[string]*openTxn{}, chains: map[bson.Timestamp]*openTxn{}}
 }
 
+// Single reports whether Add would return e alone as a unit and leave the
+// Assembler as it is (no transaction begins, continues or ends with e):
+// a caller may then take e as its own unit without calling Add.
+func Single(e Entry) bool {
+	switch e.cmd {
+	case CmdApplyOps, CmdCommitTransaction, CmdAbortTransaction:
+		return false
+	}
+	return true
+}
+
 // Add takes the next entry in oplog order. It returns a unit when one is
 // complete (ok=true); an entry that only fills a buffer returns ok=false.
 // Parsing errors of the operations inside an applyOps are returned here.

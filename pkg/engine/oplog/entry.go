@@ -237,11 +237,11 @@ func (e *Entry) setField(bit uint16, k []byte, v bsoncore.Value) error {
 		}
 		e.op = Op(s[0])
 	case bitNS:
-		s, ok := v.StringValueOK()
+		s, ok := stringBytes(v)
 		if !ok {
 			return wrong("a string")
 		}
-		e.ns = s
+		e.ns = intern(s)
 	case bitO, bitO2, bitLSID:
 		if v.Type != bsoncore.TypeEmbeddedDocument {
 			return wrong("a document")

@@ -94,6 +94,12 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 		r.wm.Dispatch(e.TS(), 0)
 		return nil
 	}
+	if oplog.Single(e) {
+		// A plain write, a no-op or DDL: its own unit, with every
+		// operation at its ts (see below); the Assembler, and what the
+		// checkpoint reads of it, stay as they are.
+		return r.dispatchOp(ctx, wctx, e, e.TS())
+	}
 	var ending oplog.AssemblerState
 	if r.o.SaveState != nil && e.Command() == oplog.CmdCommitTransaction {
 		ending = r.asm.Checkpoint() // with the transaction this commit ends

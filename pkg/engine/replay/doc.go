@@ -8,7 +8,8 @@
 //
 // One file per role: replayer.go composes the parts (Options, New, Run);
 // dispatch.go reads, orders and partitions entries; worker.go is the
-// writers; bulk.go builds their commands from a batch; refetch.go re-reads
+// writers; gate.go decides when their batches go and combines them into
+// fuller commands; bulk.go builds the commands from a batch; refetch.go re-reads
 // documents from the source (late entries, stale paths); checkpoint.go
 // saves positions; status.go reports.
 package replay

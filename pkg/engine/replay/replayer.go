@@ -153,6 +153,8 @@ type Replayer struct {
 	commands   [numCmdKinds]atomic.Int64
 	writesSent [numCmdKinds]atomic.Int64
 	keyReads   atomic.Int64 // see routeWrites
+	// gate combines the writers' batches into fuller commands (gate.go).
+	gate *gate
 
 	// Checkpointing (checkpoint.go): the watermark of applied positions
 	// and what holds the checkpoint below it.
@@ -250,6 +252,7 @@ func (r *Replayer) Run(ctx context.Context) error {
 	depth := r.o.Spec.Cache.BucketSize * r.o.Spec.Cache.BatchSize
 	// Writes travel in slices of up to sendBatch: the queue holds about
 	// depth writes.
+	r.gate = newGate(r.commandsInFlight(), r.writeBatchMax())
 	r.queues = make([]chan *[]item, writers)
 	r.pending = make([]*[]item, writers)
 	for i := range r.queues {

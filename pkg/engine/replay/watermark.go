@@ -55,19 +55,39 @@ func (w *Watermark) DoneAll(tss []bson.Timestamp) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	at := 0
 	for _, ts := range tss {
-		w.done(ts)
+		at = w.doneFrom(ts, at)
 	}
 	w.advance()
 }
 
-func (w *Watermark) done(ts bson.Timestamp) {
+func (w *Watermark) done(ts bson.Timestamp) { w.doneFrom(ts, 0) }
+
+// doneFrom marks one write of ts done and returns where ts lies among the
+// open positions, to start the next search from: a batch's writes are
+// mostly in ts order, a few positions apart.
+func (w *Watermark) doneFrom(ts bson.Timestamp, at int) int {
 	// The queue is in ts order: find ts by binary search, so a writer far
-	// ahead of the slowest one does not scan everything in flight.
+	// ahead of the slowest one does not scan everything in flight; from
+	// at, by growing steps first, when ts lies at or after it.
 	open := w.queue[w.head:]
-	if i := sort.Search(len(open), func(i int) bool { return open[i].ts.Compare(ts) >= 0 }); i < len(open) && open[i].ts == ts {
+	lo, hi := 0, len(open)
+	if at < len(open) && open[at].ts.Compare(ts) <= 0 {
+		lo = at
+		for step := 1; ; step *= 2 {
+			if lo+step >= len(open) || open[lo+step].ts.Compare(ts) >= 0 {
+				hi = min(lo+step+1, len(open))
+				break
+			}
+			lo += step
+		}
+	}
+	i := lo + sort.Search(hi-lo, func(i int) bool { return open[lo+i].ts.Compare(ts) >= 0 })
+	if i < len(open) && open[i].ts == ts {
 		open[i].pending--
 	}
+	return i
 }
 
 // Applied returns the checkpoint position.

@@ -1,6 +1,9 @@
 package replay
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -64,5 +67,54 @@ func TestWatermarkManyInFlight(t *testing.T) {
 	w.Done(ts(1))
 	if got := w.Applied(); got != ts(n) || w.InFlight() != 0 {
 		t.Fatalf("applied = %v, in flight %d, want %v and 0", got, w.InFlight(), ts(n))
+	}
+}
+
+// TestWatermarkDoneAllInAnyOrder marks writes done in batches whose
+// positions come in runs, out of order and repeated (as a writer's
+// reordered batch has them), and checks after each batch that the
+// watermark is the highest position at or below which every write is
+// done: never past a write still in flight.
+func TestWatermarkDoneAllInAnyOrder(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3, 4} {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 3))
+			w := NewWatermark(ts(1))
+			pending := map[uint32]int{}
+			var writes []uint32
+			for p := uint32(2); p < 2000; p++ {
+				n := rng.IntN(3) // 0: an entry with no write
+				w.Dispatch(ts(p), n)
+				pending[p] = n
+				for range n {
+					writes = append(writes, p)
+				}
+			}
+			rng.Shuffle(len(writes), func(i, j int) { writes[i], writes[j] = writes[j], writes[i] })
+			for len(writes) > 0 {
+				k := min(1+rng.IntN(300), len(writes))
+				batch := slices.Clone(writes[:k])
+				writes = writes[k:]
+				// Runs in order, as the planner makes them.
+				for i := 0; i < len(batch); {
+					j := min(i+1+rng.IntN(40), len(batch))
+					slices.Sort(batch[i:j])
+					i = j
+				}
+				tss := make([]bson.Timestamp, len(batch))
+				for i, p := range batch {
+					tss[i] = ts(p)
+					pending[p]--
+				}
+				w.DoneAll(tss)
+				want := uint32(1)
+				for p := uint32(2); p < 2000 && pending[p] == 0; p++ {
+					want = p
+				}
+				if got := w.Applied(); got != ts(want) {
+					t.Fatalf("watermark %v, want %v", got, ts(want))
+				}
+			}
+		})
 	}
 }

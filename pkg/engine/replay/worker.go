@@ -16,9 +16,11 @@ import (
 )
 
 // writer applies one writer's queue. It takes what is queued, up to
-// cache.batchSize writes, translates the entries among them (expand),
-// reorders the writes into runs of one command kind per namespace
-// (planner), and sends each run as one command, or the whole batch as one
+// cache.batchSize writes, translates the entries among them (expand), and
+// submits the writes to the gate, which sends them at once or with other
+// writers' batches in a fuller command. Whichever writer sends a command
+// reorders its writes into runs of one command kind per namespace
+// (planner) and sends each run as one command, or all of them as one
 // bulkWrite command where the target has it. Its buffers serve from one
 // batch to the next.
 type writer struct {
@@ -31,14 +33,23 @@ type writer struct {
 	ws       []oplog.Write
 	tss      []bson.Timestamp
 	p        planner
+	lot      lot    // expanded, in the gate
+	combined []item // the writes of the lots this writer sends together
 }
 
 func (r *Replayer) newWriter(q chan *[]item) *writer {
-	batchMax := r.o.Spec.Cache.BatchSize
-	if m := r.o.MaxWriteBatch; m > 0 && m < batchMax {
-		batchMax = m
+	batchMax := r.writeBatchMax()
+	return &writer{r: r, q: q, max: batchMax, lot: lot{signal: make(chan lotSignal, 1)}}
+}
+
+// writeBatchMax is the most writes of one command: cache.batchSize, or
+// MaxWriteBatch when lower.
+func (r *Replayer) writeBatchMax() int {
+	n := r.o.Spec.Cache.BatchSize
+	if m := r.o.MaxWriteBatch; m > 0 && m < n {
+		n = m
 	}
-	return &writer{r: r, q: q, max: batchMax}
+	return n
 }
 
 // run applies the queue until it is closed.
@@ -56,23 +67,44 @@ func (w *writer) run(ctx context.Context) error {
 		if len(w.expanded) == 0 {
 			continue
 		}
-		runs := w.p.plan(w.expanded)
-		if r.bulkWrite != nil && len(runs) > 1 {
-			err := r.applyBulk(ctx, runs)
-			w.finish(w.expanded, err)
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		for _, rn := range runs {
-			err := r.applyRun(ctx, rn)
-			w.finish(rn.items, err)
-			if err != nil {
-				return err
-			}
+		w.lot.items = w.expanded
+		err = r.gate.submit(ctx, &w.lot, func(take []*lot) error { return w.send(ctx, take) })
+		w.lot.items = nil
+		if err != nil {
+			return err
 		}
 	}
+}
+
+// send applies the writes of take's lots, one writer's batch each, as
+// one command where the target takes it (bulkWrite), or one command per
+// run. The lots hold writes of different documents, so their writes
+// commute; each lot's own writes keep their order through the planner.
+func (w *writer) send(ctx context.Context, take []*lot) error {
+	r := w.r
+	items := take[0].items
+	if len(take) > 1 {
+		w.combined = w.combined[:0]
+		for _, l := range take {
+			w.combined = append(w.combined, l.items...)
+		}
+		items = w.combined
+		defer clear(w.combined)
+	}
+	runs := w.p.plan(items)
+	if r.bulkWrite != nil && len(runs) > 1 {
+		err := r.applyBulk(ctx, runs)
+		w.finish(items, err)
+		return err
+	}
+	for _, rn := range runs {
+		err := r.applyRun(ctx, rn)
+		w.finish(rn.items, err)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // receive fills batch with up to max writes: what was carried over or
