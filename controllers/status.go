@@ -40,6 +40,8 @@ const (
 	ReasonWorkerRestarted    = "WorkerRestarted"
 	ReasonWorkerError        = "WorkerError"
 	ReasonStatusUnavailable  = "StatusUnavailable"
+	ReasonAsPlanned          = "AsPlanned"
+	ReasonShardingNotes      = "ShardingNotes"
 )
 
 // waitingProblems are container waiting reasons that mean the worker
@@ -502,6 +504,53 @@ func setConditions(st *syncv1alpha1.SyncTaskStatus, o observed, failure *shardFa
 	ready, progressing := readyCondition(st, o, degraded)
 	set(syncv1alpha1.ConditionReady, ready.ok, ready.reason, ready.message)
 	set(syncv1alpha1.ConditionProgressing, progressing.ok, progressing.reason, progressing.message)
+
+	// TargetSharding: from the worker that prepared the target, while
+	// it reports; kept as it was otherwise.
+	if c, ok := targetShardingCondition(o); ok {
+		set(syncv1alpha1.ConditionTargetSharding, c.ok, c.reason, c.message)
+	}
+}
+
+// maxConditionMessage bounds a condition message built from lists (the
+// API allows 32 KiB).
+const maxConditionMessage = 4096
+
+// targetShardingCondition reads how the copy sharded the target's
+// collections from the workers' reports: the notes when there are any,
+// else the collections and their keys. ok is false while no worker
+// reports a sharded target.
+func targetShardingCondition(o observed) (cond, bool) {
+	var sharded, notes []string
+	seen := false
+	for _, w := range o.workers {
+		if w.report == nil || len(w.report.TargetSharding) == 0 {
+			continue
+		}
+		seen = true
+		for _, ts := range w.report.TargetSharding {
+			if ts.Key != "" {
+				sharded = append(sharded, ts.Namespace+" "+ts.Key)
+			}
+		}
+		notes = append(notes, w.report.ShardingNotes()...)
+	}
+	if !seen {
+		return cond{}, false
+	}
+	clip := func(s string) string {
+		if len(s) > maxConditionMessage {
+			return s[:maxConditionMessage] + "..."
+		}
+		return s
+	}
+	slices.Sort(notes)
+	if notes = slices.Compact(notes); len(notes) > 0 {
+		return cond{false, ReasonShardingNotes, clip(strings.Join(notes, "; "))}, true
+	}
+	slices.Sort(sharded)
+	return cond{true, ReasonAsPlanned, clip(fmt.Sprintf("%d target collections sharded and pre-split before the copy: %s",
+		len(sharded), strings.Join(slices.Compact(sharded), ", ")))}, true
 }
 
 type cond struct {

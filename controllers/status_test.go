@@ -365,3 +365,46 @@ func TestFailureRecorded(t *testing.T) {
 		t.Errorf("retried: phase %s, lastRetry %q, failures %d, verification %+v", retried.Phase, retried.LastRetry, retried.Failures, retried.LastVerification)
 	}
 }
+
+// TestTargetShardingCondition: the notes of the worker that prepared a
+// sharded target become the TargetSharding condition; without notes it
+// names the collections; without a report it stays as it was.
+func TestTargetShardingCondition(t *testing.T) {
+	report := func(ts ...workerapi.TargetSharding) workerObservation {
+		return worker(0, &workerapi.Status{Phase: workerapi.PhaseFullSync, TargetSharding: ts})
+	}
+	for _, tc := range []struct {
+		name    string
+		old     []metav1.Condition
+		workers []workerObservation
+		want    string // "Status/Reason", or "" for no condition
+		message string
+	}{
+		{"unsharded target: no condition", nil, []workerObservation{worker(0, copying(1, 10))}, "", ""},
+		{"as planned", nil, []workerObservation{report(
+			workerapi.TargetSharding{Namespace: "shop.orders", Key: "{region: 1, _id: 1}", Placement: "moveRange", Chunks: 6},
+			workerapi.TargetSharding{Namespace: "shop.users", Key: `{_id: "hashed"}`, Placement: "hashedInitialChunks"})},
+			"True/AsPlanned", `2 target collections sharded and pre-split before the copy: shop.orders {region: 1, _id: 1}, shop.users {_id: "hashed"}`},
+		{"notes", nil, []workerObservation{report(
+			workerapi.TargetSharding{Namespace: "shop.orders", Key: "{region: 1}", Placement: "balancer",
+				Notes: []string{"zone EU has no target shard: chunks left to the balancer"}})},
+			"False/ShardingNotes", "shop.orders: zone EU has no target shard"},
+		{"no report now: kept", []metav1.Condition{{Type: syncv1alpha1.ConditionTargetSharding, Status: metav1.ConditionFalse,
+			Reason: ReasonShardingNotes, Message: "earlier notes", LastTransitionTime: metav1.Now()}},
+			[]workerObservation{worker(0, streaming(1, 1, 10))}, "False/ShardingNotes", "earlier notes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := computeStatus(&syncv1alpha1.SyncTaskStatus{Conditions: tc.old}, observed{now: statusNow, workers: tc.workers})
+			c := meta.FindStatusCondition(st.Conditions, syncv1alpha1.ConditionTargetSharding)
+			if tc.want == "" {
+				if c != nil {
+					t.Fatalf("condition %+v, want none", c)
+				}
+				return
+			}
+			if c == nil || string(c.Status)+"/"+c.Reason != tc.want || !strings.Contains(c.Message, tc.message) {
+				t.Fatalf("condition %+v, want %s with %q", c, tc.want, tc.message)
+			}
+		})
+	}
+}

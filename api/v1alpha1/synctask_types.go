@@ -247,6 +247,16 @@ const (
 	// (VerificationFailed). Otherwise it is False with reason Healthy. Lag
 	// alone does not make a task Degraded: Ready says Lagging.
 	ConditionDegraded = "Degraded"
+	// ConditionTargetSharding is set once the copy has prepared a sharded
+	// target's collections (target.sharding). True (reason AsPlanned)
+	// when every collection was sharded and pre-split as the source's, or
+	// as target.shardKeys says; False (reason ShardingNotes) when some
+	// part could not be done that way, with each note in the message:
+	// zones no target shard belongs to, no chunk boundaries to pre-split
+	// at (left to the target's balancer), a collection kept as the target
+	// already shards it. Absent for an unsharded target. It does not make
+	// the task Degraded: the data is copied either way.
+	ConditionTargetSharding = "TargetSharding"
 )
 
 // CopyProgress is how far the full copy is.
