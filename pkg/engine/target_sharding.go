@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 	"github.com/mongoferry/mongoferry/pkg/engine/topology"
@@ -48,12 +49,19 @@ func (e *Engine) openTargetSharding(ctx context.Context) (*sharding.Preparer, er
 	return p, nil
 }
 
-// shardTarget is the copy's ShardTarget hook.
-func (e *Engine) shardTarget(p *sharding.Preparer) func(ctx context.Context, coll catalog.Collection) error {
-	return func(ctx context.Context, coll catalog.Collection) error {
+// shardTarget is the copy's ShardTarget hook: it shards the collection,
+// and returns a router when the plan placed its chunks itself.
+func (e *Engine) shardTarget(p *sharding.Preparer) func(ctx context.Context, coll catalog.Collection) (fullsync.Router, error) {
+	return func(ctx context.Context, coll catalog.Collection) (fullsync.Router, error) {
 		_, hasCollation := coll.Options.Lookup("collation").DocumentOK()
-		_, err := p.Prepare(ctx, coll.Source.String(), coll.Target.String(), hasCollation)
-		return err
+		plan, err := p.Prepare(ctx, coll.Source.String(), coll.Target.String(), hasCollation)
+		if err != nil {
+			return nil, err
+		}
+		if r := plan.Router(); r != nil {
+			return r, nil
+		}
+		return nil, nil
 	}
 }
 

@@ -50,8 +50,16 @@ type Options struct {
 	// to stop a copy midway).
 	Hook func(docs int64)
 	// ShardTarget, when set, shards a target collection after it is
-	// created and before anything is written to it (a sharded target).
-	ShardTarget func(ctx context.Context, coll catalog.Collection) error
+	// created and before anything is written to it (a sharded target). It
+	// returns a Router when it knows which target shard owns each
+	// document (nil otherwise): each batch is then written as one command
+	// per owning shard, the commands in parallel.
+	ShardTarget func(ctx context.Context, coll catalog.Collection) (Router, error)
+}
+
+// Router groups a batch's documents by the target shard that owns them.
+type Router interface {
+	Group(docs []bson.Raw) [][]bson.Raw
 }
 
 // Copier runs a full copy.
@@ -71,6 +79,9 @@ type Copier struct {
 	// batchBytes caps one batch; cursor buffers and writer buffers hold
 	// about this much each, outside the queue budget.
 	batchBytes int64
+	// routers are the ShardTarget routers by source namespace, set while
+	// collections are prepared, before any write.
+	routers map[string]Router
 }
 
 // New builds a Copier. The byte budget is cache.maxBytes less one batch per
@@ -293,8 +304,15 @@ func (c *Copier) prepare(ctx context.Context, coll catalog.Collection) error {
 	}
 	if c.opts.ShardTarget != nil && coll.Type == "collection" {
 		c.progress.setStage("sharding " + coll.Target.String())
-		if err := c.opts.ShardTarget(ctx, coll); err != nil {
+		router, err := c.opts.ShardTarget(ctx, coll)
+		if err != nil {
 			return err
+		}
+		if router != nil {
+			if c.routers == nil {
+				c.routers = map[string]Router{}
+			}
+			c.routers[coll.Source.String()] = router
 		}
 	}
 	plan := checkpoint.Plan{NS: coll.Source.String()}
@@ -503,7 +521,7 @@ func (c *Copier) writeBatches(ctx context.Context, queues *pipeline.Queues, trac
 		coll := byNS[r.NS]
 		tgt := c.opts.Target.Database(coll.Target.DB).Collection(coll.Target.Coll)
 		started := time.Now()
-		res, err := c.writer.Insert(ctx, tgt, b.Docs, c.opts.Spec.FullSync.OnConflict, own)
+		res, err := c.insert(ctx, tgt, c.routers[r.NS], b.Docs, own)
 		if c.opts.ObserveWrite != nil {
 			c.opts.ObserveWrite(time.Since(started))
 		}
@@ -522,6 +540,37 @@ func (c *Copier) writeBatches(ctx context.Context, queues *pipeline.Queues, trac
 			}
 		}
 	}
+}
+
+// insert writes one batch: as one command, or, on a sharded target whose
+// chunk layout is known, as one command per owning shard, in parallel.
+func (c *Copier) insert(ctx context.Context, tgt *mongo.Collection, router Router, docs []bson.Raw, own bool) (sink.Result, error) {
+	policy := c.opts.Spec.FullSync.OnConflict
+	var groups [][]bson.Raw
+	if router != nil {
+		groups = router.Group(docs)
+	}
+	if len(groups) < 2 {
+		return c.writer.Insert(ctx, tgt, docs, policy, own)
+	}
+	results := make([]sink.Result, len(groups))
+	g, gctx := errgroup.WithContext(ctx)
+	for i, group := range groups {
+		g.Go(func() error {
+			var err error
+			results[i], err = c.writer.Insert(gctx, tgt, group, policy, own)
+			return err
+		})
+	}
+	err := g.Wait()
+	var sum sink.Result
+	for _, r := range results {
+		sum.Inserted += r.Inserted
+		sum.Overwritten += r.Overwritten
+		sum.Skipped += r.Skipped
+		sum.Retries += r.Retries
+	}
+	return sum, err
 }
 
 func (c *Copier) finishRange(ctx context.Context, r checkpoint.Range, docs, bytes int64) error {

@@ -84,6 +84,12 @@ type Plan struct {
 	// Notes explain what was not done and why (zones with no shard on the
 	// target, no boundaries known); the task shows them.
 	Notes []string
+	// Bounds and Owners are the chunk layout the commands leave when the
+	// plan decides it (placement moveRange): chunk j is [Bounds[j-1],
+	// Bounds[j]) on shard Owners[j], the first from MinKey, the last to
+	// MaxKey. Empty when the server or the balancer decides.
+	Bounds []bson.Raw
+	Owners []string
 }
 
 // MakePlan decides the commands that shard req.TargetNS like the source
@@ -158,8 +164,26 @@ func MakePlan(req Request) (Plan, error) {
 	for _, b := range bounds {
 		p.Commands = append(p.Commands, Command{Cmd: bson.D{{Key: "split", Value: p.NS}, {Key: "middle", Value: b}}, Why: "pre-split at a source chunk boundary"})
 	}
-	p.Commands = append(p.Commands, moves(req, key, bounds)...)
+	p.Bounds, p.Owners = bounds, owners(req, len(bounds)+1)
+	p.Commands = append(p.Commands, moves(req, key, bounds, p.Owners)...)
 	return p, nil
+}
+
+// owners spreads chunks over the target's shards in contiguous blocks,
+// the primary shard's first (its chunks need no move).
+func owners(req Request, chunks int) []string {
+	shards := make([]string, 0, len(req.Target.Shards))
+	for _, s := range req.Target.Shards {
+		shards = append(shards, s.Name)
+	}
+	if i := slices.Index(shards, req.Primary); i > 0 {
+		shards = append([]string{req.Primary}, slices.Delete(shards, i, i+1)...)
+	}
+	out := make([]string, chunks)
+	for j := range out {
+		out[j] = shards[j*len(shards)/chunks]
+	}
+	return out
 }
 
 // splitPoints picks at most want of the source's chunk boundaries, spread
@@ -183,21 +207,12 @@ func splitPoints(chunks []Chunk, want int) []bson.Raw {
 	return out
 }
 
-// moves places the pre-split chunks on the target's shards in contiguous
-// blocks, the primary shard's first (its chunks need no move).
-func moves(req Request, key Key, bounds []bson.Raw) []Command {
-	shards := make([]string, 0, len(req.Target.Shards))
-	for _, s := range req.Target.Shards {
-		shards = append(shards, s.Name)
-	}
-	if i := slices.Index(shards, req.Primary); i > 0 {
-		shards = append([]string{req.Primary}, slices.Delete(shards, i, i+1)...)
-	}
+// moves places the pre-split chunks on their owners; the primary shard's
+// stay where shardCollection put them.
+func moves(req Request, key Key, bounds []bson.Raw, owners []string) []Command {
 	edges := append(append([]bson.Raw{key.bound(bson.MinKey{})}, bounds...), key.bound(bson.MaxKey{}))
-	chunks := len(edges) - 1
 	var out []Command
-	for j := range chunks {
-		to := shards[j*len(shards)/chunks]
+	for j, to := range owners {
 		if to == req.Primary {
 			continue
 		}

@@ -85,25 +85,7 @@ func cluster(major int, shards ...Shard) Cluster { return Cluster{Major: major, 
 
 func TestMakePlan(t *testing.T) {
 	min, max := bson.MinKey{}, bson.MaxKey{}
-	// A ranged collection on 7.0: six chunks over three source shards,
-	// recorded out of order.
-	ranged70 := layout(t, bson.D{{Key: "_id", Value: "shop.orders"}, {Key: "lastmodEpoch", Value: epoch}, {Key: "lastmod", Value: when},
-		{Key: "timestamp", Value: version}, {Key: "uuid", Value: uuid}, {Key: "key", Value: bson.D{{Key: "region", Value: int32(1)}, {Key: "orderId", Value: int32(1)}}},
-		{Key: "unique", Value: false}, {Key: "noBalance", Value: false}}, []bson.D{
-		chunk70(k2("EU", min), k2("EU", int64(5000)), "rs1"),
-		chunk70(k2(min, min), k2("AP", min), "rs0"),
-		chunk70(k2("AP", min), k2("EU", min), "rs2"),
-		chunk70(k2("EU", int64(5000)), k2("NA", min), "rs0"),
-		chunk70(k2("NA", min), k2("NA", int64(90000)), "rs1"),
-		chunk70(k2("NA", int64(90000)), k2(max, max), "rs2"),
-	}, nil)
-	// A hashed collection on 5.0.
-	hashed50 := layout(t, bson.D{{Key: "_id", Value: "shop.carts"}, {Key: "lastmodEpoch", Value: epoch}, {Key: "lastmod", Value: when},
-		{Key: "timestamp", Value: version}, {Key: "uuid", Value: uuid}, {Key: "key", Value: bson.D{{Key: "_id", Value: "hashed"}}}, {Key: "unique", Value: false}}, []bson.D{
-		chunk70(bson.D{{Key: "_id", Value: min}}, bson.D{{Key: "_id", Value: int64(-4611686018427387902)}}, "rs0"),
-		chunk70(bson.D{{Key: "_id", Value: int64(-4611686018427387902)}}, bson.D{{Key: "_id", Value: int64(0)}}, "rs0"),
-		chunk70(bson.D{{Key: "_id", Value: int64(0)}}, bson.D{{Key: "_id", Value: max}}, "rs1"),
-	}, nil)
+	ranged70, hashed50 := testRanged70(t), testHashed50(t)
 	// Zones on 6.0: EU and NA ranges of a {region, _id} key.
 	zoneKey := func(r any) bson.D { return bson.D{{Key: "region", Value: r}, {Key: "_id", Value: min}} }
 	zoned60 := layout(t, bson.D{{Key: "_id", Value: "shop.users"}, {Key: "lastmodEpoch", Value: epoch}, {Key: "lastmod", Value: when},
@@ -129,7 +111,7 @@ func TestMakePlan(t *testing.T) {
 		t.Fatal("an unsplittable (8.0) or dropped (4.4) collection read as sharded")
 	}
 
-	two := cluster(7, Shard{Name: "shard-a"}, Shard{Name: "shard-b"})
+	two := testTwoShards()
 	tests := []struct {
 		name      string
 		req       Request
@@ -253,3 +235,33 @@ func TestMakePlan(t *testing.T) {
 		})
 	}
 }
+
+// testRanged70 is a ranged collection on 7.0: six chunks over three
+// source shards, recorded out of order.
+func testRanged70(t *testing.T) *Layout {
+	min, max := bson.MinKey{}, bson.MaxKey{}
+	return layout(t, bson.D{{Key: "_id", Value: "shop.orders"}, {Key: "lastmodEpoch", Value: epoch}, {Key: "lastmod", Value: when},
+		{Key: "timestamp", Value: version}, {Key: "uuid", Value: uuid}, {Key: "key", Value: bson.D{{Key: "region", Value: int32(1)}, {Key: "orderId", Value: int32(1)}}},
+		{Key: "unique", Value: false}, {Key: "noBalance", Value: false}}, []bson.D{
+		chunk70(k2("EU", min), k2("EU", int64(5000)), "rs1"),
+		chunk70(k2(min, min), k2("AP", min), "rs0"),
+		chunk70(k2("AP", min), k2("EU", min), "rs2"),
+		chunk70(k2("EU", int64(5000)), k2("NA", min), "rs0"),
+		chunk70(k2("NA", min), k2("NA", int64(90000)), "rs1"),
+		chunk70(k2("NA", int64(90000)), k2(max, max), "rs2"),
+	}, nil)
+}
+
+// testHashed50 is a hashed collection on 5.0.
+func testHashed50(t *testing.T) *Layout {
+	min, max := bson.MinKey{}, bson.MaxKey{}
+	return layout(t, bson.D{{Key: "_id", Value: "shop.carts"}, {Key: "lastmodEpoch", Value: epoch}, {Key: "lastmod", Value: when},
+		{Key: "timestamp", Value: version}, {Key: "uuid", Value: uuid}, {Key: "key", Value: bson.D{{Key: "_id", Value: "hashed"}}}, {Key: "unique", Value: false}}, []bson.D{
+		chunk70(bson.D{{Key: "_id", Value: min}}, bson.D{{Key: "_id", Value: int64(-4611686018427387902)}}, "rs0"),
+		chunk70(bson.D{{Key: "_id", Value: int64(-4611686018427387902)}}, bson.D{{Key: "_id", Value: int64(0)}}, "rs0"),
+		chunk70(bson.D{{Key: "_id", Value: int64(0)}}, bson.D{{Key: "_id", Value: max}}, "rs1"),
+	}, nil)
+}
+
+// testTwoShards is a 7.0 target of two shards.
+func testTwoShards() Cluster { return cluster(7, Shard{Name: "shard-a"}, Shard{Name: "shard-b"}) }
