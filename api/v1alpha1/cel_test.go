@@ -399,6 +399,7 @@ func TestDefaultsStored(t *testing.T) {
 		"ddl":          true,
 		"verify":       map[string]any{"mode": "hash", "sampleSize": int64(1000)},
 		"checkpoint":   map[string]any{"database": "mongoferry"},
+		"cutover":      map[string]any{"verify": "hash", "maxLagSeconds": int64(5)},
 		"deletePolicy": "Retain",
 		"metricsPort":  int64(9090),
 	}

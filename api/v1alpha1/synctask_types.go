@@ -96,6 +96,19 @@ type SyncTaskSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Checkpoint config.Checkpoint `json:"checkpoint,omitempty"`
+	// Cutover ends the sync: once requested, the workers catch up, drain
+	// to the source's newest position, verify and finalize the target;
+	// status.cutover and the CutoverReady and CutoverComplete conditions
+	// follow it, and the task then completes.
+	// +kubebuilder:default={}
+	// +optional
+	Cutover config.Cutover `json:"cutover,omitempty"`
+	// Reverse, after a completed cut-over, creates a SyncTask that replays
+	// the target's changes back to the source from the target position
+	// recorded at cut-over, without a copy, so the old deployment stays a
+	// way back.
+	// +optional
+	Reverse *Reverse `json:"reverse,omitempty"`
 	// Suspend stops the workers and keeps the checkpoint.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
@@ -129,6 +142,18 @@ type SyncTaskSpec struct {
 	// +kubebuilder:default=9090
 	// +optional
 	MetricsPort int32 `json:"metricsPort,omitempty"`
+}
+
+// Reverse asks for a reverse sync after the cut-over.
+type Reverse struct {
+	// Enabled creates the reverse SyncTask once the cut-over is complete.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+	// TaskName names the reverse SyncTask (default: this task's name
+	// with the suffix -reverse).
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	TaskName string `json:"taskName,omitempty"`
 }
 
 // Phase is where a task, or one of its shards, is. The names are those of
@@ -257,6 +282,16 @@ const (
 	// already shards it. Absent for an unsharded target. It does not make
 	// the task Degraded: the data is copied either way.
 	ConditionTargetSharding = "TargetSharding"
+	// ConditionCutoverReady is set once a cut-over is requested. True
+	// (reason CaughtUp) while the lag is at most cutover.maxLagSeconds and
+	// the cut-over can proceed, or once it has passed that step; False
+	// (reason Lagging, or the step that failed) otherwise.
+	ConditionCutoverReady = "CutoverReady"
+	// ConditionCutoverComplete is True (reason CutoverComplete) once the
+	// target was drained to the source's newest position, verified and
+	// finalized; False while the cut-over runs (the reason names the step)
+	// or after it failed (reason CutoverFailed, with the message).
+	ConditionCutoverComplete = "CutoverComplete"
 )
 
 // CopyProgress is how far the full copy is.
@@ -451,6 +486,46 @@ type SyncTaskStatus struct {
 	// last acted on.
 	// +optional
 	LastRetry string `json:"lastRetry,omitempty"`
+	// Cutover is how far the requested cut-over is.
+	// +optional
+	Cutover *CutoverStatus `json:"cutover,omitempty"`
+	// ReverseTask names the SyncTask created for spec.reverse.
+	// +optional
+	ReverseTask string `json:"reverseTask,omitempty"`
+}
+
+// CutoverStatus is how far a cut-over is.
+type CutoverStatus struct {
+	// Step is the step the cut-over is at: CatchingUp, BlockingWrites,
+	// Draining, Verifying, Finalizing, Complete or Failed.
+	Step string `json:"step"`
+	// CaughtUp is true once the lag was at most cutover.maxLagSeconds.
+	// +optional
+	CaughtUp bool `json:"caughtUp,omitempty"`
+	// WritesBlocked is true while user writes on the source are blocked.
+	// +optional
+	WritesBlocked bool `json:"writesBlocked,omitempty"`
+	// SourcePosition is the source's newest oplog position (seconds,
+	// increment) the target was drained to.
+	// +optional
+	SourcePosition string `json:"sourcePosition,omitempty"`
+	// TargetPosition is the target's newest oplog position once finalized:
+	// a reverse sync starts there.
+	// +optional
+	TargetPosition string `json:"targetPosition,omitempty"`
+	// Verification is the comparison run at cut-over.
+	// +optional
+	Verification *Verification `json:"verification,omitempty"`
+	// StartedAt is when the cut-over was first seen requested.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// FinishedAt is when it completed.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// Message says what the step waits for, or why it failed and what to
+	// do.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Failure is why and when a task failed.
@@ -469,6 +544,11 @@ type Failure struct {
 // SyncTask, runs it again from its checkpoint (the workers are stopped
 // after a failure).
 const RetryAnnotation = "sync.mongoferry.io/retry"
+
+// VerifyAnnotation is the annotation that, set to a new value, asks the
+// workers for one verification pass while they stream; the report goes to
+// status.lastVerification.
+const VerifyAnnotation = "sync.mongoferry.io/verify"
 
 // SyncTask copies a MongoDB deployment (replica set or sharded cluster) to
 // another and keeps it in sync.

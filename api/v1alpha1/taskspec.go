@@ -116,6 +116,7 @@ func (s *SyncTaskSpec) TaskSpec(users Usernames) config.Spec {
 		Verify:      *s.Verify.DeepCopy(),
 		RateLimit:   s.RateLimit,
 		Checkpoint:  *s.Checkpoint.DeepCopy(),
+		Cutover:     s.Cutover,
 	}
 	for _, k := range s.Target.ShardKeys {
 		out.Target.ShardKeys = append(out.Target.ShardKeys, *k.DeepCopy())

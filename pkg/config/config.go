@@ -148,6 +148,11 @@ type Spec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Checkpoint Checkpoint `json:"checkpoint,omitempty"`
+	// Cutover ends the sync: once requested, the replay catches up, drains
+	// to the source's newest position, verifies and finalizes the target.
+	// +kubebuilder:default={}
+	// +optional
+	Cutover Cutover `json:"cutover,omitempty"`
 	// Suspend stops the workers and keeps the checkpoint.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
@@ -372,6 +377,38 @@ type Verify struct {
 	// +kubebuilder:default=1000
 	// +optional
 	SampleSize int `json:"sampleSize,omitempty"`
+}
+
+// Cutover is the end of a sync, when the application moves from the source
+// to the target. Once Requested, the task waits until its lag is at most
+// MaxLagSeconds, optionally blocks user writes on the source
+// (setUserWriteBlockMode, MongoDB 6.0 and later), replays up to the
+// source's newest oplog position, verifies with Verify, finalizes the
+// target (indexes and options held back during the sync are restored) and
+// completes. Each step is recorded in the checkpoint database, so a
+// restarted worker goes on from the step it reached.
+type Cutover struct {
+	// Requested starts the cut-over.
+	// +optional
+	Requested bool `json:"requested,omitempty"`
+	// BlockSourceWrites blocks user writes on the source before the final
+	// drain (setUserWriteBlockMode; MongoDB 6.0 and later, and a user
+	// with the setUserWriteBlockMode privilege). When false the
+	// application must stop writing to the source itself: writes made
+	// after the drain are not copied.
+	// +optional
+	BlockSourceWrites bool `json:"blockSourceWrites,omitempty"`
+	// Verify is the comparison run after the final drain: none, count,
+	// hash or sample.
+	// +kubebuilder:default=hash
+	// +optional
+	Verify VerifyMode `json:"verify,omitempty"`
+	// MaxLagSeconds is the lag under which the cut-over proceeds.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	// +kubebuilder:default=5
+	// +optional
+	MaxLagSeconds int `json:"maxLagSeconds,omitempty"`
 }
 
 // Checkpoint says where progress and checkpoints are kept.

@@ -11,6 +11,9 @@ const (
 	DefaultRangeDocuments = 50000
 	DefaultSampleSize     = 1000
 	DefaultDatabase       = "mongoferry"
+	// DefaultCutoverMaxLagSeconds is the lag under which a cut-over
+	// proceeds.
+	DefaultCutoverMaxLagSeconds = 5
 )
 
 // SetDefaults fills every unset field with its default.
@@ -61,6 +64,10 @@ func (s *Spec) SetDefaults() {
 	if s.Checkpoint.Database == "" {
 		s.Checkpoint.Database = DefaultDatabase
 	}
+	if s.Cutover.Verify == "" {
+		s.Cutover.Verify = VerifyHash
+	}
+	setInt(&s.Cutover.MaxLagSeconds, DefaultCutoverMaxLagSeconds)
 }
 
 func setInt(p *int, v int) {

@@ -23,6 +23,11 @@ func TestWorkerContract(t *testing.T) {
 		return &replay.Status{AppliedTS: bson.Timestamp{T: 1772366400, I: 7}, AppliedTime: at, LagSeconds: 1.5, OpsPerSecond: 240.5,
 			Shard: shard, Holds: replay.HoldStatus{HeldWrites: held, HeldNow: 2}}
 	}
+	finished := at.Add(time.Minute)
+	cutover := &workerapi.Cutover{Step: workerapi.CutoverComplete, CaughtUp: true, WritesBlocked: true,
+		SourcePosition: &workerapi.Timestamp{T: 1772366460, I: 3}, TargetPosition: &workerapi.Timestamp{T: 1772366461, I: 1},
+		Verify:    &workerapi.Verify{Mode: "hash", Done: 2, Total: 2, OK: true, CurrentNS: "shop.orders", Running: true, Differing: []string{"none"}},
+		StartedAt: at, FinishedAt: &finished, Message: "done"}
 	sharding := []workerapi.TargetSharding{{Namespace: "shop.orders", Key: "{region: 1}", Placement: "moveRange", Chunks: 4, Commands: 6,
 		Notes: []string{"shop.orders: zone APAC has no shard on the target: its ranges are not assigned"}}}
 	in := Status{Contract: workerapi.ContractVersion, Task: "orders", Mode: "fullAndIncremental", Phase: PhaseStreaming, Error: "a warning",
@@ -31,7 +36,7 @@ func TestWorkerContract(t *testing.T) {
 		Replay:    rs("shard0", 5),
 		Shards:    []ShardStatus{{Shard: "shard0", Phase: SubtaskStreaming, Replay: rs("shard0", 3), Error: "retrying"}, {Shard: "shard1", Phase: SubtaskRetired, Replay: rs("shard1", 4), Error: "gone"}},
 		Verify:    &VerifyStatus{Mode: "hash", Running: true, CurrentNS: "shop.orders", Done: 1, Total: 2, OK: false, Differing: []string{"shop.orders"}},
-		StartedAt: at, TargetSharding: sharding}
+		StartedAt: at, TargetSharding: sharding, Cutover: cutover}
 	raw, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +55,7 @@ func TestWorkerContract(t *testing.T) {
 		Replay:    wr("shard0", 5),
 		Shards:    []workerapi.Shard{{Shard: "shard0", Phase: workerapi.SubtaskStreaming, Replay: wr("shard0", 3), Error: "retrying"}, {Shard: "shard1", Phase: workerapi.SubtaskRetired, Replay: wr("shard1", 4), Error: "gone"}},
 		Verify:    &workerapi.Verify{Mode: "hash", Running: true, CurrentNS: "shop.orders", Done: 1, Total: 2, OK: false, Differing: []string{"shop.orders"}},
-		StartedAt: at, TargetSharding: sharding}
+		StartedAt: at, TargetSharding: sharding, Cutover: cutover}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded contract:\n%+v\nwant:\n%+v", got, want)
 	}

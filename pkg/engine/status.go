@@ -24,6 +24,9 @@ type Status struct {
 	// TargetSharding is how the copy sharded a sharded target's
 	// collections.
 	TargetSharding []TargetShardingStatus `json:"targetSharding,omitempty"`
+	// Cutover is how far a requested cut-over is; nil before one is
+	// requested.
+	Cutover *workerapi.Cutover `json:"cutover,omitempty"`
 	// Replay is set once oplog replay has started.
 	Replay *replay.Status `json:"replay,omitempty"`
 	// Source is what the oplog reader asked of the source, once replay

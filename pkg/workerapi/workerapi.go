@@ -97,6 +97,37 @@ type Status struct {
 	// TargetSharding is how the copy sharded a sharded target's
 	// collections, one entry per collection it created.
 	TargetSharding []TargetSharding `json:"targetSharding,omitempty"`
+	// Cutover is how far a requested cut-over is; nil before one is
+	// requested.
+	Cutover *Cutover `json:"cutover,omitempty"`
+}
+
+// Steps of a cut-over, in order.
+const (
+	CutoverCatchingUp     = "CatchingUp"
+	CutoverBlockingWrites = "BlockingWrites"
+	CutoverDraining       = "Draining"
+	CutoverVerifying      = "Verifying"
+	CutoverFinalizing     = "Finalizing"
+	CutoverComplete       = "Complete"
+	CutoverFailed         = "Failed"
+)
+
+// Cutover is a cut-over's progress as a worker reports it.
+type Cutover struct {
+	Step          string `json:"step"`
+	CaughtUp      bool   `json:"caughtUp,omitempty"`
+	WritesBlocked bool   `json:"writesBlocked,omitempty"`
+	// SourcePosition is the source position drained to; TargetPosition
+	// the target's newest position once finalized (a reverse sync's
+	// start).
+	SourcePosition *Timestamp `json:"sourcePosition,omitempty"`
+	TargetPosition *Timestamp `json:"targetPosition,omitempty"`
+	// Verify is the verification run at cut-over.
+	Verify     *Verify    `json:"verify,omitempty"`
+	StartedAt  time.Time  `json:"startedAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	Message    string     `json:"message,omitempty"`
 }
 
 // TargetSharding is how the copy sharded one target collection before
