@@ -90,10 +90,13 @@ func TestOperatorTLSSecrets(t *testing.T) {
 				TLS: &syncv1alpha1.TLS{Enabled: true, CASecret: caRef, CertificateKeySecret: &syncv1alpha1.SecretKeyRef{Name: "ferry-client", Key: "tls.pem"}}},
 			Target:       syncv1alpha1.Target{URI: dst.URI, CredentialsSecret: "dst-creds", TLS: &syncv1alpha1.TLS{Enabled: true, CASecret: caRef}},
 			DeletePolicy: syncv1alpha1.DeleteDelete,
-			// One writer: FerretDB v1.24 listening with TLS was seen to stop
-			// answering when several connections wrote to one collection at
-			// once (every write timed out, the server idle); the test is of
-			// the operator's TLS material, not of that server.
+			// One writer: FerretDB v1.24 (SQLite) stops answering for good
+			// when several connections send `update` commands to one
+			// database at once (each update's read-then-write waits on the
+			// others; reproduced with the Go driver alone, with and without
+			// TLS or authentication). This test replays an updateMany of
+			// about 140 documents, which four writers would send at once; it
+			// is about the operator's TLS material, not that server.
 			Threads: config.Threads{Writers: 1},
 		},
 	}
