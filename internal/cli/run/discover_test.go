@@ -7,10 +7,15 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"sigs.k8s.io/yaml"
 
 	"github.com/mongoferry/mongoferry/internal/cli/exit"
 	"github.com/mongoferry/mongoferry/internal/testserver"
@@ -172,5 +177,91 @@ func readStatus(t *testing.T, addr string) workerapi.Status {
 			t.Fatalf("/status: %v", err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRunAwaitsShardMap runs `ferry run --await-shard-map` against real
+// servers, as the operator's first worker: on the sharded cluster
+// stand-in (FerretDB shards and mongos, as in TestDiscoverSource) it
+// reports the shards and writes nothing to the target, not even a
+// checkpoint, until it is stopped; on a replica set (one FerretDB server)
+// it runs the task, and the target ends equal to the source.
+func TestRunAwaitsShardMap(t *testing.T) {
+	c := testserver.StartCluster(t, 2)
+	rs := testserver.Start(t)
+	seed := []bson.D{{{Key: "_id", Value: int64(1)}, {Key: "v", Value: "a"}}, {{Key: "_id", Value: int64(7)}, {Key: "v", Value: "b"}}}
+	if err := c.Insert(t.Context(), "app.items", seed...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rs.MustClient(t).Database("app").Collection("items").InsertMany(t.Context(), seed); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name   string
+		source config.Endpoint
+		waits  bool
+	}{
+		{"sharded: waits, writes nothing", c.Source(), true},
+		{"replica set: runs the task", config.Endpoint{URI: rs.URI}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dst := testserver.Start(t)
+			task := config.Task{Name: "orders", Spec: config.Spec{Mode: config.ModeFull, Source: tt.source, Target: config.Endpoint{URI: dst.URI}}}
+			raw, err := yaml.Marshal(&task)
+			if err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(t.TempDir(), "task.yaml")
+			if err := os.WriteFile(file, raw, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			f := runFlags{file: file, listen: testutil.FreeAddr(t), progress: "none", logFormat: "text", logLevel: "warn",
+				awaitShardMap: true, discoverEvery: 50 * time.Millisecond}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- runTask(ctx, f) }()
+			target := dst.MustClient(t)
+			if !tt.waits {
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Fatalf("run: %v", err)
+					}
+				case <-time.After(2 * time.Minute):
+					t.Fatal("the run did not end")
+				}
+				n, err := target.Database("app").Collection("items").CountDocuments(t.Context(), bson.D{})
+				if err != nil || n != int64(len(seed)) {
+					t.Errorf("target has %d documents (%v), want the source's %d", n, err, len(seed))
+				}
+				return
+			}
+			var st workerapi.Status
+			deadline := time.Now().Add(30 * time.Second)
+			for st = readStatus(t, f.listen); st.Topology == nil && time.Now().Before(deadline); st = readStatus(t, f.listen) {
+				time.Sleep(20 * time.Millisecond)
+			}
+			time.Sleep(300 * time.Millisecond) // several discoveries: still waiting
+			st = readStatus(t, f.listen)
+			if tp := st.Topology; tp == nil || !tp.AwaitingShardMap || !tp.Sharded || !slices.Equal(tp.Shards, slices.Sorted(slices.Values(c.Names))) || st.Phase != workerapi.PhasePending {
+				t.Errorf("/status phase %s topology %+v, want Pending, awaiting a shard mapping of %v", st.Phase, st.Topology, c.Names)
+			}
+			dbs, err := target.ListDatabaseNames(t.Context(), bson.D{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, db := range dbs {
+				if db != "admin" && db != "config" && db != "local" {
+					t.Errorf("the waiting worker wrote database %s on the target", db)
+				}
+			}
+			cancel()
+			var code exit.Error
+			if err := <-done; !errors.As(err, &code) || code.Code != workerapi.ExitInterrupted {
+				t.Errorf("stopped with %v, want exit code %d", err, workerapi.ExitInterrupted)
+			}
+		})
 	}
 }
