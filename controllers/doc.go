@@ -14,10 +14,11 @@
 // most every StatusMinInterval (settle.go); a failed task's workers
 // stopped until a new generation or the retry annotation; the
 // finalizer that removes the checkpoints on deletion (cleanup.go); one
-// worker per shard of a sharded source, its shard discovery and the pod
-// ordinal of each shard (shards.go).
+// worker per shard of a sharded source, the shards the workers report and
+// the pod ordinal of each shard (shards.go).
 //
-// The controller never moves data: it connects to MongoDB only to list a
-// sharded source's shards and to remove a deleted task's checkpoints when
-// spec.deletePolicy is Delete.
+// The controller never moves data and never connects to the source (the
+// workers discover its shards): it connects to MongoDB only to remove a
+// deleted task's checkpoints from the target when spec.deletePolicy is
+// Delete.
 package controllers

@@ -76,11 +76,6 @@ type rendered struct {
 	hash string
 	// secrets maps role ("source", "target") to the credentials Secret.
 	secrets map[string]string
-	// source is the source endpoint as the workers see it, and
-	// sourceSecrets what its Secrets hold (password, TLS PEM): for shard
-	// discovery only, never written anywhere.
-	source        config.Endpoint
-	sourceSecrets SourceSecrets
 	// tlsFiles are the TLS Secret keys mounted into the workers.
 	tlsFiles []tlsFile
 	// volumes are spec.workerTemplate.volumes, decoded.
@@ -136,9 +131,6 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 				"%s.credentialsSecret: Secret %q must have the keys %s and %s (%s is empty or missing)",
 				ec.role, name, UsernameKey, PasswordKey, missingKey(okUser && len(user) > 0, okPass))}
 		}
-		if ec.role == "source" {
-			out.sourceSecrets.Password = string(s.Data[PasswordKey])
-		}
 		*ec.user = string(user)
 		out.secrets[ec.role] = name
 		secretFields = append(secretFields, []byte(ec.role), []byte(name), []byte(s.UID), []byte(s.ResourceVersion))
@@ -179,7 +171,6 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 		return nil, fmt.Errorf("render task file: %w", err)
 	}
 	out.task = data
-	out.source = t.Source
 
 	field(data)
 	for _, f := range secretFields {

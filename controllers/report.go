@@ -79,7 +79,7 @@ type workerObservation struct {
 
 // observeWorkers lists a task's worker pods and reads the /status of each
 // running one, in parallel.
-func (r *SyncTaskReconciler) observeWorkers(ctx context.Context, task *syncv1alpha1.SyncTask, plan shardPlan) ([]workerObservation, error) {
+func (r *SyncTaskReconciler) observeWorkers(ctx context.Context, task *syncv1alpha1.SyncTask) ([]workerObservation, error) {
 	var pods corev1.PodList
 	if err := r.Client.List(ctx, &pods, client.InNamespace(task.Namespace), client.MatchingLabels(selectorLabels(task))); err != nil {
 		return nil, fmt.Errorf("list worker pods: %w", err)
@@ -92,9 +92,6 @@ func (r *SyncTaskReconciler) observeWorkers(ctx context.Context, task *syncv1alp
 		o.pod = p.Name
 		o.ordinal = podOrdinal(p.Name)
 		o.shard = p.Name
-		if n := plan.nameOf(o.ordinal); n != "" {
-			o.shard = n
-		}
 		o.running = p.DeletionTimestamp == nil && p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodReady {
@@ -127,6 +124,16 @@ func (r *SyncTaskReconciler) observeWorkers(ctx context.Context, task *syncv1alp
 	wg.Wait()
 	slices.SortFunc(obs, func(a, b workerObservation) int { return a.ordinal - b.ordinal })
 	return obs, nil
+}
+
+// nameWorkers names each worker's entry after the shard the plan gives
+// its ordinal (its pod's name when none).
+func nameWorkers(obs []workerObservation, plan shardPlan) {
+	for i := range obs {
+		if n := plan.nameOf(obs[i].ordinal); n != "" {
+			obs[i].shard = n
+		}
+	}
 }
 
 // podOrdinal is the StatefulSet ordinal at the end of a pod's name, or -1.

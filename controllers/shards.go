@@ -1,32 +1,30 @@
 package controllers
 
 import (
-	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/pkg/config"
-	"github.com/mongoferry/mongoferry/pkg/engine/conn"
-	"github.com/mongoferry/mongoferry/pkg/engine/topology"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // One worker per shard.
 //
 // A sharded source read shard by shard (oplog replay, not mode full or a
-// change stream through mongos) runs one worker pod per shard. The
-// controller discovers the shards as the engine does (hello on source.uri,
-// then config.shards with the source.shards[] overrides, through
-// pkg/engine/topology), at most every ShardRefreshInterval and on every
-// change of the spec, and keeps which pod replays which shard in
+// change stream through mongos) runs one worker pod per shard. The manager
+// does not connect to the source: the workers discover it (hello on
+// source.uri, then config.shards with the source.shards[] overrides,
+// through pkg/engine/topology) when they start and then every
+// ShardRefreshInterval (`ferry run --discover-interval`), and report what
+// they found in /status (workerapi.Topology). The controller takes the
+// most recent report and keeps which pod replays which shard in
 // status.shards[]: the pod with ordinal N runs the shard whose entry has
 // ordinal N. Ordinals are given once, in name order at the first
 // discovery, then to added shards in turn; they never change, so a
@@ -34,7 +32,19 @@ import (
 // worker. A removed shard keeps its ordinal (its worker reads the shard's
 // oplog to the end, then reports Retired; marked retired in the mapping, a
 // restarted worker of it idles); the StatefulSet shrinks only past retired
-// shards at the end of the list.
+// shards at the end of the list. While no worker reports (suspended,
+// stopped, starting) the mapping stands as it is.
+//
+// Before the shards are known the task runs one worker, ordinal 0, with
+// --await-shard-map: it discovers first and, on a replica set, runs the
+// task as usual; on a sharded source it copies and replays nothing,
+// reports the shards (phase Pending, awaitingShardMap) and waits. The
+// controller then writes the mapping, scales the StatefulSet to one pod
+// per shard and sets ShardedAnnotation on the pod template, which
+// restarts worker 0 with its shard. A first discovery that fails ends
+// worker 0 with the error (Degraded says why, from its exit), as a failed
+// connection at the start of a run does; a later one that fails keeps the
+// mapping and sets Degraded to ShardDiscoveryFailed.
 //
 // The mapping reaches the workers through the worker Secret (key shards, a
 // JSON list by ordinal of {"name": shard, "retired": bool}) in
@@ -58,12 +68,10 @@ const (
 	// run one shard each: switching to it restarts a worker that started
 	// before the shards were known.
 	ShardedAnnotation = "sync.mongoferry.io/sharded"
-	// DefaultShardRefreshInterval is how often a running sharded task's
-	// shards are discovered again when ShardRefreshInterval is zero.
+	// DefaultShardRefreshInterval is how often the workers of a task
+	// whose source may be sharded discover its shards again when
+	// ShardRefreshInterval is zero.
 	DefaultShardRefreshInterval = 30 * time.Second
-	// discoveryTimeout bounds one discovery: a reconcile never waits long
-	// on the source.
-	discoveryTimeout = 5 * time.Second
 )
 
 // Reasons of shard events and conditions.
@@ -74,40 +82,27 @@ const (
 	ReasonShardDiscoveryFailed = "ShardDiscoveryFailed"
 )
 
-// ShardDiscoverer lists the shards of a task's source: whether it is read
-// shard by shard, and the shards' names. secrets are the source's, from
-// its Secrets.
-type ShardDiscoverer func(ctx context.Context, source config.Endpoint, secrets SourceSecrets) (sharded bool, shards []string, err error)
+// TopologyReader says what the task's source is from its workers'
+// reports: the topology of the report whose discovery was attempted last.
+// known is false while no worker has reported one.
+type TopologyReader func(task *syncv1alpha1.SyncTask, reports []*workerapi.Status) (t workerapi.Topology, known bool)
 
-// SourceSecrets are what the source's Secrets hold, for the manager's own
-// connection (the workers read them from their environment and files):
-// the password, and the PEM of tls.caSecret and tls.certificateKeySecret.
-type SourceSecrets struct {
-	Password                 string
-	CAPEM, CertificateKeyPEM []byte
-}
-
-// DiscoverShards is the ShardDiscoverer that asks the source: hello on
-// source.uri, and config.shards through the mongos when it is one (or
-// source.kind is sharded).
-func DiscoverShards(ctx context.Context, source config.Endpoint, secrets SourceSecrets) (bool, []string, error) {
-	ctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
-	defer cancel()
-	c, err := conn.Open(ctx, "source", source, conn.Options{AppName: "mongoferry-operator", ConnectTimeout: discoveryTimeout,
-		Password: secrets.Password, CAPEM: secrets.CAPEM, CertificateKeyPEM: secrets.CertificateKeyPEM})
-	if err != nil {
-		return false, nil, err
+// ReportedTopology is the TopologyReader that reads the workers' /status:
+// of the reports that carry a topology, the most recent attempt.
+func ReportedTopology(_ *syncv1alpha1.SyncTask, reports []*workerapi.Status) (workerapi.Topology, bool) {
+	var last *workerapi.Topology
+	for _, r := range reports {
+		if r == nil || r.Topology == nil || r.Topology.AttemptedAt.IsZero() {
+			continue
+		}
+		if last == nil || r.Topology.AttemptedAt.After(last.AttemptedAt) {
+			last = r.Topology
+		}
 	}
-	defer func() { _ = c.Disconnect(context.Background()) }()
-	sharded, shards, err := topology.Discover(ctx, c, source)
-	if err != nil || !sharded {
-		return sharded, nil, err
+	if last == nil {
+		return workerapi.Topology{}, false
 	}
-	names := make([]string, len(shards))
-	for i, s := range shards {
-		names[i] = s.Name
-	}
-	return true, names, nil
+	return *last, true
 }
 
 // readsShards says whether a task's workers may run one shard each: an
@@ -117,57 +112,48 @@ func readsShards(task *syncv1alpha1.SyncTask) bool {
 	return s.Source.Kind != config.KindReplicaSet && s.Mode != config.ModeFull && s.Incremental.Method != config.MethodChangeStream
 }
 
-// discovery is one discovery's outcome.
+// discovery is what the workers last reported of the source.
 type discovery struct {
-	at         time.Time
-	generation int64
-	sharded    bool
-	names      []string
-	err        error
+	// known: a worker has reported a discovery.
+	known   bool
+	sharded bool
+	names   []string
+	err     error
 }
 
-// discoveries caches the last discovery of each task.
-type discoveries struct {
-	mu     sync.Mutex
-	byTask map[types.UID]discovery
-}
-
-// shardTopology returns the task's shards, discovered again when the spec
-// changed or the last discovery is older than the refresh interval.
-func (r *SyncTaskReconciler) shardTopology(ctx context.Context, task *syncv1alpha1.SyncTask, rnd *rendered) discovery {
+// shardTopology is the source's topology as the task's workers reported
+// it.
+func (r *SyncTaskReconciler) shardTopology(task *syncv1alpha1.SyncTask, workers []workerObservation) discovery {
 	if !readsShards(task) {
+		return discovery{known: true} // one worker, whatever the source
+	}
+	read := r.ReadTopology
+	if read == nil {
+		read = ReportedTopology
+	}
+	reports := make([]*workerapi.Status, 0, len(workers))
+	for _, w := range workers {
+		if w.report != nil {
+			reports = append(reports, w.report)
+		}
+	}
+	t, known := read(task, reports)
+	if !known {
 		return discovery{}
 	}
-	every := r.ShardRefreshInterval
-	if every <= 0 {
-		every = DefaultShardRefreshInterval
+	d := discovery{known: true, sharded: t.Sharded, names: t.Shards}
+	if t.Error != "" {
+		d.err = errors.New(t.Error)
 	}
-	r.shards.mu.Lock()
-	d, ok := r.shards.byTask[task.UID]
-	r.shards.mu.Unlock()
-	if ok && d.generation == task.Generation && time.Since(d.at) < every {
-		return d
-	}
-	discover := r.DiscoverShards
-	if discover == nil {
-		discover = DiscoverShards
-	}
-	d = discovery{at: time.Now(), generation: task.Generation}
-	d.sharded, d.names, d.err = discover(ctx, rnd.source, rnd.sourceSecrets)
-	r.shards.mu.Lock()
-	if r.shards.byTask == nil {
-		r.shards.byTask = map[types.UID]discovery{}
-	}
-	r.shards.byTask[task.UID] = d
-	r.shards.mu.Unlock()
 	return d
 }
 
-// forget drops a deleted task's discovery.
-func (r *SyncTaskReconciler) forgetShards(uid types.UID) {
-	r.shards.mu.Lock()
-	delete(r.shards.byTask, uid)
-	r.shards.mu.Unlock()
+// refreshInterval is how often the workers discover the source again.
+func (r *SyncTaskReconciler) refreshInterval() time.Duration {
+	if r.ShardRefreshInterval > 0 {
+		return r.ShardRefreshInterval
+	}
+	return DefaultShardRefreshInterval
 }
 
 // shardEntry is one shard of the plan.
@@ -205,6 +191,9 @@ func planShards(task *syncv1alpha1.SyncTask, prev []syncv1alpha1.ShardStatus, d 
 	}
 	slices.SortFunc(old, func(a, b shardEntry) int { return int(a.ordinal - b.ordinal) })
 	switch {
+	case !d.known && len(old) > 0:
+		// No worker reports (stopped, starting): the mapping stands.
+		return shardPlan{entries: old}
 	case d.err != nil && len(old) > 0:
 		return shardPlan{entries: old, err: d.err}
 	case d.err != nil || !d.sharded:

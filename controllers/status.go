@@ -613,7 +613,7 @@ var degradedChecks = []degradedCheck{
 			return nil
 		}
 		return &shardFailure{ReasonShardDiscoveryFailed, fmt.Sprintf(
-			"cannot list the source's shards (the workers keep the last known ones, and a shard added meanwhile gets no worker yet): %v", o.plan.err)}
+			"the workers cannot list the source's shards (the last known ones stand, and a shard added meanwhile gets no worker yet): %v", o.plan.err)}
 	}},
 	{"verification differences", func(st *syncv1alpha1.SyncTaskStatus, _ observed, _ *shardFailure) *shardFailure {
 		if v := st.LastVerification; v != nil && v.Result == syncv1alpha1.VerificationFailed {

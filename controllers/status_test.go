@@ -308,13 +308,15 @@ func TestPlanShards(t *testing.T) {
 		added, removed []string
 		replicas       int32
 	}{
-		{"replica set", nil, discovery{}, "", nil, nil, 1},
-		{"first discovery: name order", []syncv1alpha1.ShardStatus{{Name: "orders-worker-0"}}, discovery{sharded: true, names: []string{"c", "a", "b"}}, "a:0 b:1 c:2", nil, nil, 3},
-		{"unreachable, nothing known: one worker", nil, discovery{err: errors.New("x")}, "", nil, nil, 1},
-		{"unreachable: mapping kept", prev, discovery{err: errors.New("x")}, "b:0 a:1:removed", nil, nil, 1},
-		{"retired last shard: scaled down", prev, discovery{sharded: true, names: []string{"b"}}, "b:0 a:1:removed", nil, nil, 1},
-		{"a shard comes back", prev, discovery{sharded: true, names: []string{"a", "b"}}, "b:0 a:1", []string{"a"}, nil, 2},
-		{"added and removed", prev[:1], discovery{sharded: true, names: []string{"c", "a"}}, "b:0:removed a:1 c:2", []string{"a", "c"}, []string{"b"}, 3},
+		{"replica set", nil, discovery{known: true}, "", nil, nil, 1},
+		{"nobody reported yet: one worker", nil, discovery{}, "", nil, nil, 1},
+		{"nobody reports (stopped): mapping kept", prev, discovery{}, "b:0 a:1:removed", nil, nil, 1},
+		{"first discovery: name order", []syncv1alpha1.ShardStatus{{Name: "orders-worker-0"}}, discovery{known: true, sharded: true, names: []string{"c", "a", "b"}}, "a:0 b:1 c:2", nil, nil, 3},
+		{"unreachable, nothing known: one worker", nil, discovery{known: true, err: errors.New("x")}, "", nil, nil, 1},
+		{"unreachable: mapping kept", prev, discovery{known: true, err: errors.New("x")}, "b:0 a:1:removed", nil, nil, 1},
+		{"retired last shard: scaled down", prev, discovery{known: true, sharded: true, names: []string{"b"}}, "b:0 a:1:removed", nil, nil, 1},
+		{"a shard comes back", prev, discovery{known: true, sharded: true, names: []string{"a", "b"}}, "b:0 a:1", []string{"a"}, nil, 2},
+		{"added and removed", prev[:1], discovery{known: true, sharded: true, names: []string{"c", "a"}}, "b:0:removed a:1 c:2", []string{"a", "c"}, []string{"b"}, 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -337,7 +339,7 @@ func TestPlanShards(t *testing.T) {
 	}
 	// The workers' mapping marks a removed shard whose worker retired: a
 	// restart of that worker idles.
-	p := planShards(task, prev, discovery{sharded: true, names: []string{"b"}})
+	p := planShards(task, prev, discovery{known: true, sharded: true, names: []string{"b"}})
 	if got, want := string(p.shardMap(prev)), `[{"name":"b"},{"name":"a","retired":true}]`; got != want {
 		t.Errorf("shard map %s, want %s", got, want)
 	}

@@ -39,9 +39,9 @@ func testCtx(t *testing.T) context.Context {
 // recorder the test reads.
 func newReconciler() (*SyncTaskReconciler, *events.FakeRecorder) {
 	rec := events.NewFakeRecorder(100)
-	// The sources of these tests are replica sets (or nothing at all).
-	notSharded := func(context.Context, config.Endpoint, SourceSecrets) (bool, []string, error) { return false, nil, nil }
-	return &SyncTaskReconciler{Client: env.Client, Scheme: env.Scheme, Recorder: rec, WorkerImage: testImage, DiscoverShards: notSharded}, rec
+	// No worker pod runs here, so none reports a topology: every task runs
+	// one worker unless a test sets ReadTopology.
+	return &SyncTaskReconciler{Client: env.Client, Scheme: env.Scheme, Recorder: rec, WorkerImage: testImage}, rec
 }
 
 // reconcile runs one reconcile of a task.

@@ -65,11 +65,12 @@ type SyncTaskReconciler struct {
 	// WorkerTLS.HTTPClient (the request names the pod, its context the
 	// IP to dial).
 	StatusClient *http.Client
-	// DiscoverShards lists a source's shards; DiscoverShards (the
-	// function) when nil.
-	DiscoverShards ShardDiscoverer
-	// ShardRefreshInterval is how often a running task's shards are
-	// discovered again (to scale for added shards);
+	// ReadTopology says what a task's source is from its workers'
+	// reports; ReportedTopology when nil.
+	ReadTopology TopologyReader
+	// ShardRefreshInterval is how often the workers of a task whose
+	// source may be sharded discover its shards again (to scale for
+	// added shards), passed to them as --discover-interval;
 	// DefaultShardRefreshInterval when zero.
 	ShardRefreshInterval time.Duration
 	// NoPodMonitors stops the controller from making a PodMonitor per
@@ -85,7 +86,6 @@ type SyncTaskReconciler struct {
 	// tlsClient reads /status with WorkerTLS when StatusClient is nil.
 	tlsClientOnce sync.Once
 	tlsClient     *http.Client
-	shards        discoveries
 }
 
 // +kubebuilder:rbac:groups=sync.mongoferry.io,resources=synctasks,verbs=get;list;watch;update;patch
@@ -106,7 +106,6 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !task.DeletionTimestamp.IsZero() {
-		r.forgetShards(task.UID)
 		return r.finalize(ctx, &task)
 	}
 	if err := r.ensureFinalizer(ctx, &task); err != nil {
@@ -144,10 +143,15 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 			o.retry = retry
 		}
 	}
+	// The workers first: their reports say what the source is.
+	if o.workers, err = r.observeWorkers(ctx, &task); err != nil {
+		return ctrl.Result{}, err
+	}
 	replicas := int32(1)
 	if o.blocked == nil {
 		// Which worker replays which shard (one worker for a replica set).
-		o.plan = planShards(&task, orig.Status.Shards, r.shardTopology(ctx, &task, rnd))
+		o.plan = planShards(&task, orig.Status.Shards, r.shardTopology(&task, o.workers))
+		nameWorkers(o.workers, o.plan)
 		replicas = o.plan.replicas(orig.Status.Shards)
 		o.shardNames = []string{WorkerName(task.Name) + "-0"}
 		if o.plan.entries != nil {
@@ -165,7 +169,7 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		if err := r.ensureWorkerTLS(ctx, &task, rnd); err != nil {
 			return ctrl.Result{}, err
 		}
-		before, err := r.ensureStatefulSet(ctx, &task, rnd, image, replicas, o.plan.entries != nil)
+		before, err := r.ensureStatefulSet(ctx, &task, rnd, image, replicas, r.workerShards(&task, o.plan))
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -178,9 +182,6 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		}
 	}
 
-	if o.workers, err = r.observeWorkers(ctx, &task, o.plan); err != nil {
-		return ctrl.Result{}, err
-	}
 	task.Status = settle(&orig.Status, computeStatus(&orig.Status, o), o.now)
 	r.statusEvents(orig, &task)
 	if !equality.Semantic.DeepEqual(orig.Status, task.Status) {

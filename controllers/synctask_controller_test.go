@@ -1,10 +1,8 @@
 package controllers
 
 import (
-	"context"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -169,7 +167,10 @@ func TestStatefulSetShape(t *testing.T) {
 	if c.Image != testImage {
 		t.Errorf("image %q, want the reconciler's default %q", c.Image, testImage)
 	}
-	wantCmd := []string{"/ferry", "run", "--task-env", TaskEnv, "--listen", "0.0.0.0:9300", "--progress", "log"}
+	// The source may be sharded (source.kind auto, oplog replay): the
+	// one worker discovers it and waits for a mapping if it is.
+	wantCmd := []string{"/ferry", "run", "--task-env", TaskEnv, "--listen", "0.0.0.0:9300", "--progress", "log",
+		"--discover-interval", "30s", "--await-shard-map"}
 	if got := append(append([]string{}, c.Command...), c.Args...); !slices.Equal(got, wantCmd) {
 		t.Errorf("command %q, want %q", got, wantCmd)
 	}
@@ -445,10 +446,12 @@ func TestInvalidSpec(t *testing.T) {
 }
 
 // TestShardedSource: one worker per shard, the pod ordinal of each shard
-// kept in status.shards; a reordered config.shards changes nothing, an
-// added shard adds a worker without restarting the others, a removed one
-// keeps its worker (it drains its oplog), a failed discovery keeps the
-// mapping and says so.
+// kept in status.shards; before any worker reports the source, one worker
+// that waits for a mapping if the source is sharded; a reordered
+// config.shards changes nothing, an added shard adds a worker without
+// restarting the others, a removed one keeps its worker (it drains its
+// oplog), a failed discovery keeps the mapping and says so. The workers'
+// /status reports are stood in for by ReadTopology.
 func TestShardedSource(t *testing.T) {
 	ns := setup(t, "sharded", func(st *syncv1alpha1.SyncTask) {
 		st.Spec.Source.Kind = config.KindSharded
@@ -457,16 +460,28 @@ func TestShardedSource(t *testing.T) {
 	})
 	r, rec := newReconciler()
 	listed := []string{"rs1", "rs0", "rs2"}
-	var discoverErr error
-	var seenPassword string
-	r.ShardRefreshInterval = time.Nanosecond
-	r.DiscoverShards = func(_ context.Context, src config.Endpoint, secrets SourceSecrets) (bool, []string, error) {
-		seenPassword = secrets.Password
-		if len(src.Shards) != 1 || src.Shards[0].Name != "rs0" {
-			t.Errorf("discovery without the source.shards[] overrides: %+v", src.Shards)
-		}
-		return true, listed, discoverErr
+	reported := false
+	var discoverErr string
+	r.ShardRefreshInterval = 7 * time.Second
+	r.ReadTopology = func(*syncv1alpha1.SyncTask, []*workerapi.Status) (workerapi.Topology, bool) {
+		now := time.Now()
+		return workerapi.Topology{Sharded: true, Shards: listed, DiscoveredAt: now, AttemptedAt: now, Error: discoverErr}, reported
 	}
+	args := func(sts *appsv1.StatefulSet) string {
+		return strings.Join(sts.Spec.Template.Spec.Containers[0].Args, " ")
+	}
+
+	// No worker has reported: one worker, told to discover and to wait
+	// for a mapping should the source be sharded.
+	reconcile(t, r, ns, "sharded")
+	boot := get(t, ns, "sharded-worker", &appsv1.StatefulSet{})
+	if *boot.Spec.Replicas != 1 || !strings.HasSuffix(args(boot), "--discover-interval 7s --await-shard-map") || boot.Spec.Template.Annotations[ShardedAnnotation] != "" {
+		t.Errorf("before discovery: replicas %d, args %q, annotations %v", *boot.Spec.Replicas, args(boot), boot.Spec.Template.Annotations)
+	}
+	if _, ok := get(t, ns, "sharded-worker", &corev1.Secret{}).Data[ShardMapKey]; ok {
+		t.Errorf("a shard mapping before any discovery")
+	}
+	reported = true
 	type mapping struct {
 		name    string
 		ordinal int32
@@ -498,8 +513,8 @@ func TestShardedSource(t *testing.T) {
 	}
 
 	sts := check("first discovery", 3, []mapping{{"rs0", 0, false}, {"rs1", 1, false}, {"rs2", 2, false}})
-	if seenPassword != srcPassword {
-		t.Errorf("discovery got password %q, want the source Secret's", seenPassword)
+	if got := args(sts); !strings.HasSuffix(got, "--discover-interval 7s") {
+		t.Errorf("args %q: want the workers to discover every 7s, and no longer to wait", got)
 	}
 	env := map[string]corev1.EnvVar{}
 	for _, e := range sts.Spec.Template.Spec.Containers[0].Env {
@@ -549,7 +564,7 @@ func TestShardedSource(t *testing.T) {
 	}
 
 	// The source cannot be asked: the mapping stays, Degraded says why.
-	discoverErr = errors.New("source: deployment unreachable: nothing answered at mongodb://mongos.src:27017/")
+	discoverErr = "source: deployment unreachable: nothing answered at mongodb://mongos.src:27017/"
 	check("discovery failed", 4, []mapping{{"rs0", 0, false}, {"rs1", 1, true}, {"rs2", 2, false}, {"rs00", 3, false}})
 	c := meta.FindStatusCondition(getTask(t, ns, "sharded").Status.Conditions, syncv1alpha1.ConditionDegraded)
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonShardDiscoveryFailed || !strings.Contains(c.Message, "unreachable") {

@@ -33,22 +33,14 @@ type tlsFile struct {
 
 // renderTLS checks that each TLS Secret key of the task exists, records
 // the files to mount (where the task file from SyncTaskSpec.TaskSpec names
-// them), keeps the source's PEM for the manager's own connection, and
-// returns the Secrets' identities and versions for the hash that rolls the
+// them), and returns the Secrets' identities and versions for the hash that rolls the
 // workers when a Secret changes.
 func (r *SyncTaskReconciler) renderTLS(ctx context.Context, task *syncv1alpha1.SyncTask, out *rendered) ([][]byte, error) {
 	var fields [][]byte
 	for _, f := range task.Spec.TLSSecretFiles() {
-		pem, s, err := r.tlsSecretKey(ctx, task.Namespace, f)
+		_, s, err := r.tlsSecretKey(ctx, task.Namespace, f)
 		if err != nil {
 			return nil, err
-		}
-		if f.Role == "source" {
-			if f.CA {
-				out.sourceSecrets.CAPEM = pem
-			} else {
-				out.sourceSecrets.CertificateKeyPEM = pem
-			}
 		}
 		out.tlsFiles = append(out.tlsFiles, tlsFile{secret: f.Ref.Name, key: f.Ref.Key, path: f.Path})
 		fields = append(fields, []byte(f.Field), []byte(f.Ref.Name), []byte(f.Ref.Key), []byte(s.UID), []byte(s.ResourceVersion))

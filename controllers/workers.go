@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // Labels on everything the controller creates.
@@ -115,7 +116,7 @@ type workersBefore struct {
 // ensureStatefulSet applies the worker StatefulSet and returns what it was
 // before, from which the caller tells created, rolled, suspended and
 // resumed apart.
-func (r *SyncTaskReconciler) ensureStatefulSet(ctx context.Context, task *syncv1alpha1.SyncTask, rnd *rendered, image string, replicas int32, sharded bool) (workersBefore, error) {
+func (r *SyncTaskReconciler) ensureStatefulSet(ctx context.Context, task *syncv1alpha1.SyncTask, rnd *rendered, image string, replicas int32, shards workerShards) (workersBefore, error) {
 	var before workersBefore
 	var cur appsv1.StatefulSet
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: WorkerName(task.Name)}, &cur)
@@ -128,19 +129,40 @@ func (r *SyncTaskReconciler) ensureStatefulSet(ctx context.Context, task *syncv1
 	case !apierrors.IsNotFound(err):
 		return before, err
 	}
-	if err := r.Client.Apply(ctx, workerStatefulSet(task, rnd, image, replicas, sharded), FieldOwner, client.ForceOwnership); err != nil {
+	if err := r.Client.Apply(ctx, workerStatefulSet(task, rnd, image, replicas, shards), FieldOwner, client.ForceOwnership); err != nil {
 		return before, fmt.Errorf("apply StatefulSet %s: %w", WorkerName(task.Name), err)
 	}
 	return before, nil
 }
 
+// workerShards says how a task's workers learn the source's shards.
+type workerShards struct {
+	// mapped: each worker runs the shard the mapping gives its ordinal.
+	mapped bool
+	// discover is how often the workers discover the source (0: they do
+	// not, the task runs one worker whatever the source); without a
+	// mapping they also wait for one on a sharded source.
+	discover time.Duration
+}
+
+// workerShards is how the task's workers learn their shard under plan.
+func (r *SyncTaskReconciler) workerShards(task *syncv1alpha1.SyncTask, plan shardPlan) workerShards {
+	if !readsShards(task) {
+		return workerShards{}
+	}
+	return workerShards{mapped: plan.entries != nil, discover: r.refreshInterval()}
+}
+
 // workerStatefulSet is the desired worker StatefulSet.
 //
-// Each worker runs `ferry run` on the rendered task file. With sharded,
-// each runs one shard's subtask: the one the shard mapping (the worker
-// Secret's shards key, in MONGOFERRY_SHARD_MAP) gives its pod's ordinal
-// (from its name, in MONGOFERRY_POD_NAME); see shards.go.
-func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string, replicas int32, sharded bool) *appsv1ac.StatefulSetApplyConfiguration {
+// Each worker runs `ferry run` on the rendered task file. When the source
+// may be sharded, the workers discover it and report it in /status; with
+// shards.mapped, each runs one shard's subtask: the one the shard mapping
+// (the worker Secret's shards key, in MONGOFERRY_SHARD_MAP) gives its
+// pod's ordinal (from its name, in MONGOFERRY_POD_NAME); without, the one
+// worker waits for a mapping if the source turns out sharded. See
+// shards.go.
+func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string, replicas int32, shards workerShards) *appsv1ac.StatefulSetApplyConfiguration {
 	name := WorkerName(task.Name)
 	port := metricsPort(task)
 	env := []*corev1ac.EnvVarApplyConfiguration{
@@ -156,7 +178,14 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 		ConfigHashAnnotation:                      rnd.hash,
 		"kubectl.kubernetes.io/default-container": WorkerContainer,
 	}
-	if sharded {
+	args := []string{"run", "--task-env", TaskEnv, "--listen", "0.0.0.0:" + strconv.Itoa(int(port)), "--progress", "log"}
+	if shards.discover > 0 {
+		args = append(args, workerapi.FlagDiscoverInterval, shards.discover.String())
+		if !shards.mapped {
+			args = append(args, workerapi.FlagAwaitShardMap)
+		}
+	}
+	if shards.mapped {
 		env = append(env,
 			corev1ac.EnvVar().WithName(PodNameEnv).WithValueFrom(
 				corev1ac.EnvVarSource().WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath("metadata.name"))),
@@ -169,7 +198,7 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 		WithImage(image).
 		// Passwords only ever come from env, never from args.
 		WithCommand(WorkerCommand).
-		WithArgs("run", "--task-env", TaskEnv, "--listen", "0.0.0.0:"+strconv.Itoa(int(port)), "--progress", "log").
+		WithArgs(args...).
 		WithEnv(env...).
 		WithPorts(corev1ac.ContainerPort().WithName(MetricsPortName).WithContainerPort(port).WithProtocol(corev1.ProtocolTCP)).
 		WithReadinessProbe(probe().WithPeriodSeconds(10)).

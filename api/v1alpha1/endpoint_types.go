@@ -85,7 +85,7 @@ type Target struct {
 
 // TLS is transport security for one endpoint. Its PEM material comes from
 // Secrets in the SyncTask's namespace, which the operator mounts into the
-// workers and reads itself for its own connections (shard discovery,
+// workers and reads itself for its own connection (the target's, for the
 // checkpoint cleanup); a SyncTask names no files.
 //
 // +kubebuilder:validation:XValidation:rule=`(!has(self.caSecret) && !has(self.certificateKeySecret)) || (has(self.enabled) && self.enabled)`,message="names TLS Secrets while TLS is off: set enabled: true"

@@ -94,7 +94,7 @@ func bindFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; the manager's own namespace in a cluster, required with --leader-elect outside one")
 	fs.StringVar(&o.workerImage, "worker-image", DefaultWorkerImage(), "container image of the workers (it must hold /ferry) for SyncTasks without spec.workerImage")
 	fs.DurationVar(&o.workerStatusTimeout, "worker-status-timeout", 5*time.Second, "timeout of one request to a worker's /status")
-	fs.DurationVar(&o.shardRefreshInterval, "shard-refresh-interval", controllers.DefaultShardRefreshInterval, "how often a running sharded SyncTask's shards are listed again (config.shards through mongos), so that an added shard gets a worker")
+	fs.DurationVar(&o.shardRefreshInterval, "shard-refresh-interval", controllers.DefaultShardRefreshInterval, "how often the workers of a SyncTask whose source may be sharded list its shards again (config.shards through mongos; ferry run --discover-interval), so that an added shard gets a worker")
 	fs.StringVar(&o.watchNamespaces, "watch-namespaces", "", "comma-separated namespaces whose SyncTasks the manager runs (it then needs RBAC in those only); empty: every namespace")
 	fs.BoolVar(&o.workerPodMonitors, "worker-podmonitors", true, "make a PodMonitor for each SyncTask's workers when the prometheus-operator CRDs are installed; false when one PodMonitor scrapes every worker (the Helm chart's)")
 	fs.BoolVar(&o.workerTLS, "worker-tls", false, "workers serve /metrics and /status over HTTPS with certificates from a CA the manager keeps (--worker-tls-secret), /status to the manager's client certificate only; plain HTTP when false")

@@ -30,13 +30,15 @@ func TestWorkerContract(t *testing.T) {
 		StartedAt: at, FinishedAt: &finished, Message: "done"}
 	sharding := []workerapi.TargetSharding{{Namespace: "shop.orders", Key: "{region: 1}", Placement: "moveRange", Chunks: 4, Commands: 6,
 		Notes: []string{"shop.orders: zone APAC has no shard on the target: its ranges are not assigned"}}}
+	topo := &workerapi.Topology{Sharded: true, Shards: []string{"shard0", "shard1"}, DiscoveredAt: at, AttemptedAt: at.Add(time.Minute),
+		Error: "source: deployment unreachable", AwaitingShardMap: true}
 	in := Status{Contract: workerapi.ContractVersion, Task: "orders", Mode: "fullAndIncremental", Phase: PhaseStreaming, Error: "a warning",
 		Copy: fullsync.Status{Stage: "done", EstimatedDocuments: 1000, Documents: 990, Bytes: 99000, Percent: 100, DocsPerSecond: 12.5, BytesPerSecond: 1250,
 			Ranges: 4, RangesDone: 4, Namespaces: []fullsync.NamespaceStatus{{NS: "shop.orders", Target: "shop.orders", EstimatedDocuments: 1000, Documents: 990, Percent: 100, Done: true}}},
 		Replay:    rs("shard0", 5),
 		Shards:    []ShardStatus{{Shard: "shard0", Phase: SubtaskStreaming, Replay: rs("shard0", 3), Error: "retrying"}, {Shard: "shard1", Phase: SubtaskRetired, Replay: rs("shard1", 4), Error: "gone"}},
 		Verify:    &VerifyStatus{Mode: "hash", Running: true, CurrentNS: "shop.orders", Done: 1, Total: 2, OK: false, Differing: []string{"shop.orders"}},
-		StartedAt: at, TargetSharding: sharding, Cutover: cutover}
+		StartedAt: at, TargetSharding: sharding, Cutover: cutover, Topology: topo}
 	raw, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +57,7 @@ func TestWorkerContract(t *testing.T) {
 		Replay:    wr("shard0", 5),
 		Shards:    []workerapi.Shard{{Shard: "shard0", Phase: workerapi.SubtaskStreaming, Replay: wr("shard0", 3), Error: "retrying"}, {Shard: "shard1", Phase: workerapi.SubtaskRetired, Replay: wr("shard1", 4), Error: "gone"}},
 		Verify:    &workerapi.Verify{Mode: "hash", Running: true, CurrentNS: "shop.orders", Done: 1, Total: 2, OK: false, Differing: []string{"shop.orders"}},
-		StartedAt: at, TargetSharding: sharding, Cutover: cutover}
+		StartedAt: at, TargetSharding: sharding, Cutover: cutover, Topology: topo}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded contract:\n%+v\nwant:\n%+v", got, want)
 	}

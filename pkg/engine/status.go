@@ -50,7 +50,14 @@ type Status struct {
 	// Until then it is the time so far, with Starting set.
 	StartupSeconds float64 `json:"startupSeconds"`
 	Starting       bool    `json:"starting,omitempty"`
+	// Topology is the source's topology as the process running the
+	// engine last discovered it (`ferry run --discover-interval` sets it;
+	// the engine leaves it nil).
+	Topology *TopologyStatus `json:"topology,omitempty"`
 }
+
+// TopologyStatus is the source's topology as a worker discovered it.
+type TopologyStatus = workerapi.Topology
 
 // startup returns the run's start-up time and whether it is still
 // starting. Called with e.mu held.

@@ -76,6 +76,18 @@ const (
 	EnvPodName = "MONGOFERRY_POD_NAME"
 )
 
+// Flags of `ferry run` the controller sets on a worker whose source may
+// be sharded.
+const (
+	// FlagDiscoverInterval makes the worker discover the source's
+	// topology at start and then at this interval, and report it in
+	// Status.Topology.
+	FlagDiscoverInterval = "--discover-interval"
+	// FlagAwaitShardMap makes a worker without a shard mapping wait for
+	// one when the source is sharded, instead of running every shard.
+	FlagAwaitShardMap = "--await-shard-map"
+)
+
 // Status is the /status document of a worker.
 type Status struct {
 	// Contract is ContractVersion (0 from workers older than it).
@@ -100,6 +112,11 @@ type Status struct {
 	// Cutover is how far a requested cut-over is; nil before one is
 	// requested.
 	Cutover *Cutover `json:"cutover,omitempty"`
+	// Topology is the source's topology as the worker last discovered it
+	// (workers run with --discover-interval); nil from workers that do
+	// not discover. The controller sizes a sharded task's workers from
+	// it.
+	Topology *Topology `json:"topology,omitempty"`
 }
 
 // Steps of a cut-over, in order.
@@ -128,6 +145,28 @@ type Cutover struct {
 	StartedAt  time.Time  `json:"startedAt"`
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 	Message    string     `json:"message,omitempty"`
+}
+
+// Topology is what a worker found the source to be: hello on source.uri,
+// then config.shards through the mongos (with the source.shards[]
+// overrides) when it is one or source.kind is sharded.
+type Topology struct {
+	// Sharded: the source is read shard by shard.
+	Sharded bool `json:"sharded"`
+	// Shards are the shards' names in config.shards, sorted; empty unless
+	// Sharded.
+	Shards []string `json:"shards,omitempty"`
+	// DiscoveredAt is when Sharded and Shards were last read.
+	DiscoveredAt time.Time `json:"discoveredAt"`
+	// AttemptedAt is when the worker last tried; Error says why that try
+	// failed (Sharded and Shards are then the last known ones), empty
+	// when it succeeded.
+	AttemptedAt time.Time `json:"attemptedAt"`
+	Error       string    `json:"error,omitempty"`
+	// AwaitingShardMap: the source is sharded and the worker has no shard
+	// mapping yet (`ferry run --await-shard-map`): it copies and replays
+	// nothing, and waits for the operator to give it its shard.
+	AwaitingShardMap bool `json:"awaitingShardMap,omitempty"`
 }
 
 // TargetSharding is how the copy sharded one target collection before

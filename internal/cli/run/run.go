@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,6 +42,8 @@ type runFlags struct {
 	shard            string
 	tls              workertls.Files
 	statusClient     string
+	discoverEvery    time.Duration
+	awaitShardMap    bool
 }
 
 // NewCommand returns `ferry run`.
@@ -72,7 +75,14 @@ shard addresses when config.shards' are not reachable from here.
 worker per shard does (an operator's worker finds its shard by its pod
 ordinal in MONGOFERRY_SHARD_MAP): the worker of the shard whose name sorts first
 records the start positions and runs the full copy, the others wait for it,
-and verification is left to 'ferry verify' once every worker caught up.`,
+and verification is left to 'ferry verify' once every worker caught up.
+
+--discover-interval makes the run discover the source (hello, then
+config.shards) at start and at that interval and report it in /status: the
+operator learns a source's shards from its workers. --await-shard-map (the
+operator's first worker, before the shards are known) copies and replays
+nothing on a sharded source: it reports the shards and waits to be
+restarted with one; on a replica set it runs the task as usual.`,
 		Example: `  # copy everything from one deployment to another, then verify
   ferry run -f task.yaml
 
@@ -107,6 +117,10 @@ and verification is left to 'ferry verify' once every worker caught up.`,
 	cmd.Flags().StringVar(&f.tls.Key, "tls-key-file", "", "the private key (PEM) of --tls-cert-file")
 	cmd.Flags().StringVar(&f.tls.ClientCA, "tls-client-ca-file", "", "CA (PEM) whose client certificates are accepted; /metrics and /healthz need no client certificate")
 	cmd.Flags().StringVar(&f.statusClient, "status-client", workertls.ManagerName, "with --tls-cert-file: the common name of the one client certificate /status answers (the operator's manager)")
+	cmd.Flags().DurationVar(&f.discoverEvery, strings.TrimPrefix(workerapi.FlagDiscoverInterval, "--"), 0,
+		"discover the source's topology (hello, config.shards) at start and then at this interval, and report it in /status (how the operator learns a sharded source's shards); 0 disables")
+	cmd.Flags().BoolVar(&f.awaitShardMap, strings.TrimPrefix(workerapi.FlagAwaitShardMap, "--"), false,
+		"with no shard given (--shard, $MONGOFERRY_SHARD_MAP): on a sharded source copy and replay nothing, report the shards in /status and wait to be restarted with a shard (the operator's first worker); on a replica set run as usual")
 	cmd.MarkFlagsRequiredTogether("tls-cert-file", "tls-key-file", "tls-client-ca-file")
 	cmd.MarkFlagsOneRequired("file", "task-env")
 	cmd.MarkFlagsMutuallyExclusive("file", "task-env")
@@ -170,8 +184,22 @@ func runTask(ctx context.Context, f runFlags) error {
 	if err != nil {
 		return err
 	}
+	var watch *watcher
+	if f.discoverEvery > 0 || f.awaitShardMap {
+		watch = newWatcher(discoverSource(task.Source), f.discoverEvery, log)
+	}
+	if f.awaitShardMap && slot.Name == "" {
+		if waited, err := awaitShardMap(ctx, task, watch, f, log); waited || err != nil {
+			return err
+		}
+	}
+	if watch != nil && f.discoverEvery > 0 {
+		wctx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		watch.start(wctx)
+	}
 	if slot.Retired {
-		return idleRetired(ctx, task, slot.Name, f, log)
+		return idleRetired(ctx, task, slot.Name, f, watch, log)
 	}
 	f.shard = slot.Name
 	latency := metrics.WriteLatency(task.Name)
@@ -186,7 +214,12 @@ func runTask(ctx context.Context, f runFlags) error {
 
 	if f.listen != "" {
 		reg := metrics.NewRegistry(metrics.NewCollector(eng.Status), latency)
-		stopServing, err := serve(f, metrics.Handler(reg, eng.Status), log)
+		status := func() engine.Status {
+			s := eng.Status()
+			s.Topology = watch.snapshot()
+			return s
+		}
+		stopServing, err := serve(f, metrics.Handler(reg, status), log)
 		if err != nil {
 			return err
 		}
