@@ -102,7 +102,7 @@ func TestTTLHeldUntilCutover(t *testing.T) {
 			t.Errorf("app.%s is capped on the target during the sync: %s", coll, specs[0].Options)
 		}
 	}
-	held, err := finalize.Pending(ctx, dc, task.Spec.Checkpoint.Database, task.Name)
+	held, err := finalize.Pending(ctx, dc, task.Checkpoint.Database, task.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestTTLHeldUntilCutover(t *testing.T) {
 
 	// Cut-over: FerretDB takes none of them back; each is reported with
 	// its fix and stays recorded.
-	rep, err := finalize.Restore(ctx, dc, task.Spec.Checkpoint.Database, task.Name)
+	rep, err := finalize.Restore(ctx, dc, task.Checkpoint.Database, task.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

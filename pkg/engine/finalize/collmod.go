@@ -18,6 +18,9 @@ import (
 // held capped collection's cappedSize and cappedMax. An index made a TTL
 // index by collMod (MongoDB 5.1+) is held from then on.
 func (h *Holder) CollMod(ctx context.Context, ns catalog.Namespace, opts bson.Raw) (bson.Raw, error) {
+	if h.coll == nil {
+		return opts, nil
+	}
 	elems, err := opts.Elements()
 	if err != nil {
 		return nil, fmt.Errorf("collMod of %s: %w", ns, err)

@@ -27,18 +27,30 @@ const codeDuplicateKey = 11000
 // changed, by ID, so a repeated call writes the same record.
 type Holder struct {
 	target *mongo.Client
-	coll   *mongo.Collection
-	task   string
-	log    *slog.Logger
+	// coll keeps the records; nil for a Holder from Passthrough.
+	coll *mongo.Collection
+	task string
+	log  *slog.Logger
 }
 
 // NewHolder returns the Holder of task, keeping its records in database
 // checkpointDB on target.
 func NewHolder(target *mongo.Client, checkpointDB, task string, log *slog.Logger) *Holder {
+	if target == nil {
+		return Passthrough(nil)
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Holder{target: target, coll: records(target, checkpointDB), task: task, log: log}
+}
+
+// Passthrough returns a Holder that holds nothing back: it creates what
+// it is given and keeps no records. A task without replay (mode full)
+// uses it: its copy is the whole sync, so the target is finished when the
+// copy ends.
+func Passthrough(target *mongo.Client) *Holder {
+	return &Holder{target: target, log: slog.New(slog.DiscardHandler)}
 }
 
 func records(target *mongo.Client, db string) *mongo.Collection {
@@ -48,6 +60,9 @@ func records(target *mongo.Client, db string) *mongo.Collection {
 // CreateCollection is catalog.CreateCollection with a collection-wide
 // expireAfterSeconds and capped limits held back.
 func (h *Holder) CreateCollection(ctx context.Context, c catalog.Collection, m *catalog.Mapper) error {
+	if h.coll == nil {
+		return catalog.CreateCollection(ctx, h.target, c, m)
+	}
 	opts, held, err := HoldOptions(c.Options)
 	if err != nil {
 		return fmt.Errorf("options of %s: %w", c.Source, err)
@@ -65,6 +80,9 @@ func (h *Holder) CreateCollection(ctx context.Context, c catalog.Collection, m *
 // and unique indexes whose build meets duplicate keys built non-unique
 // (KindUnique; see there why the copied data may hold them).
 func (h *Holder) CreateIndexes(ctx context.Context, c catalog.Collection, oneByOne bool) error {
+	if h.coll == nil {
+		return catalog.CreateIndexesBy(ctx, h.target, c, oneByOne)
+	}
 	specs := make([]bson.Raw, 0, len(c.Indexes))
 	for _, spec := range c.Indexes {
 		out, held, err := HoldIndex(spec)
@@ -177,6 +195,9 @@ func (h *Holder) Renamed(ctx context.Context, from, to catalog.Namespace) error 
 }
 
 func (h *Holder) forget(ctx context.Context, filter bson.D) error {
+	if h.coll == nil {
+		return nil
+	}
 	filter = append(bson.D{{Key: "task", Value: h.task}}, filter...)
 	if _, err := h.coll.DeleteMany(ctx, filter); err != nil {
 		return fmt.Errorf("forget held-back options: %w", err)
@@ -185,6 +206,9 @@ func (h *Holder) forget(ctx context.Context, filter bson.D) error {
 }
 
 func (h *Holder) list(ctx context.Context, filter bson.D) ([]Held, error) {
+	if h.coll == nil {
+		return nil, nil
+	}
 	return list(ctx, h.coll, append(bson.D{{Key: "task", Value: h.task}}, filter...))
 }
 

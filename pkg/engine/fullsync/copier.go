@@ -115,8 +115,9 @@ func New(o Options) (*Copier, error) {
 		writer:     &sink.Writer{MaxRetries: 8, Log: log},
 		batchBytes: batchBytes,
 	}
-	if o.Target != nil {
-		c.holder = finalize.NewHolder(o.Target, o.Spec.Checkpoint.Database, o.Task, log)
+	c.holder = finalize.NewHolder(o.Target, o.Spec.Checkpoint.Database, o.Task, log)
+	if o.Spec.Mode == config.ModeFull {
+		c.holder = finalize.Passthrough(o.Target)
 	}
 	if o.Spec.RateLimit > 0 {
 		c.limiter = rate.NewLimiter(rate.Limit(o.Spec.RateLimit), int(max(o.Spec.RateLimit, int64(o.Spec.Cache.BatchSize))))
