@@ -12,6 +12,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/finalize"
 )
 
@@ -119,8 +120,21 @@ func TestTTLHeldUntilCutover(t *testing.T) {
 		t.Errorf("held back\n got %q\nwant %q", got, want)
 	}
 
-	// Cut-over: FerretDB takes none of them back; each is reported with
-	// its fix and stays recorded.
+	// The run that ends the sync (ferry run --until-caught-up) restores
+	// at its end; FerretDB takes none of them back, so the run completes
+	// with a warning for each and they stay recorded.
+	opts.UntilCaughtUp = true
+	if st, err := runEngine(t, task, opts); err != nil || st.Phase != engine.PhaseCompleted {
+		t.Fatalf("run until caught up: %s, %v", st.Phase, err)
+	}
+	if again, err := finalize.Pending(ctx, dc, task.Checkpoint.Database, task.Name); err != nil || len(again) != len(want) {
+		t.Errorf("held back after the run: %d (%v), want the %d FerretDB cannot take back", len(again), err, len(want))
+	}
+	if got := ids(t, dc, "app.sessions"); len(got) != len(sessions) {
+		t.Errorf("app.sessions after the run: %d documents, want %d", len(got), len(sessions))
+	}
+
+	// The cut-over's call: each is reported with its fix.
 	rep, err := finalize.Restore(ctx, dc, task.Checkpoint.Database, task.Name)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package finalize
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -15,10 +14,8 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 )
-
-// codeDuplicateKey is a unique index build's (or write's) duplicate key.
-const codeDuplicateKey = 11000
 
 // Holder creates target collections and indexes with the options that
 // change data held back, and keeps the records of what it held in the
@@ -228,18 +225,7 @@ func list(ctx context.Context, coll *mongo.Collection, filter bson.D) ([]Held, e
 // mongod's DuplicateKey, or FerretDB v1's InternalError carrying SQLite's
 // unique constraint failure.
 func duplicateKey(err error) bool {
-	return hasCode(err, codeDuplicateKey) || err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+	return hasCode(err, sink.CodeDuplicateKey) || err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
 }
 
-func hasCode(err error, codes ...int) bool {
-	var se mongo.ServerError
-	if !errors.As(err, &se) {
-		return false
-	}
-	for _, c := range codes {
-		if se.HasErrorCode(c) {
-			return true
-		}
-	}
-	return false
-}
+func hasCode(err error, codes ...int) bool { return sink.HasCode(err, codes...) }

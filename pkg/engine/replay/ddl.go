@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 )
 
 // Server codes a replayed DDL command may meet when it was already applied
@@ -211,15 +211,4 @@ func HasUniqueIndex(ctx context.Context, coll *mongo.Collection) (bool, error) {
 	return false, cur.Err()
 }
 
-func hasCode(err error, codes ...int) bool {
-	var se mongo.ServerError
-	if !errors.As(err, &se) {
-		return false
-	}
-	for _, c := range codes {
-		if se.HasErrorCode(c) {
-			return true
-		}
-	}
-	return false
-}
+func hasCode(err error, codes ...int) bool { return sink.HasCode(err, codes...) }
