@@ -391,6 +391,11 @@ func (e *Engine) run(ctx context.Context) error {
 					return err
 				}
 			}
+			if withReplay {
+				if err := e.restoreHeld(ctx); err != nil {
+					return err
+				}
+			}
 			next = PhaseCompleted
 		case PhaseCompleted:
 			return e.store.SetPhase(ctx, string(PhaseCompleted), true)

@@ -16,6 +16,9 @@ const (
 	TasksCollection  = "tasks"
 	PlansCollection  = "copy_plans"
 	RangesCollection = "copy_ranges"
+	// HeldCollection keeps the target options held back until cut-over
+	// (package finalize).
+	HeldCollection = "held_options"
 )
 
 // Range states.
@@ -294,7 +297,7 @@ var ErrNotFound = errors.New("progress record not found")
 
 // Drop removes everything the task keeps.
 func (s *Store) Drop(ctx context.Context) error {
-	for _, c := range []string{RangesCollection, PlansCollection, ShardsCollection} {
+	for _, c := range []string{RangesCollection, PlansCollection, ShardsCollection, HeldCollection} {
 		if _, err := s.db.Collection(c).DeleteMany(ctx, bson.D{{Key: "task", Value: s.task}}); err != nil {
 			return fmt.Errorf("checkpoint: drop %s: %w", c, err)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
+	"github.com/mongoferry/mongoferry/pkg/engine/finalize"
 	"github.com/mongoferry/mongoferry/pkg/engine/pipeline"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
@@ -82,6 +83,9 @@ type Copier struct {
 	// routers are the ShardTarget routers by source namespace, set while
 	// collections are prepared, before any write.
 	routers map[string]Router
+	// holder creates target collections and indexes with what changes
+	// data on the target's own clock held back until cut-over.
+	holder *finalize.Holder
 }
 
 // New builds a Copier. The byte budget is cache.maxBytes less one batch per
@@ -110,6 +114,10 @@ func New(o Options) (*Copier, error) {
 		progress:   newProgress(),
 		writer:     &sink.Writer{MaxRetries: 8, Log: log},
 		batchBytes: batchBytes,
+	}
+	c.holder = finalize.NewHolder(o.Target, o.Spec.Checkpoint.Database, o.Task, log)
+	if o.Spec.Mode == config.ModeFull {
+		c.holder = finalize.Passthrough(o.Target)
 	}
 	if o.Spec.RateLimit > 0 {
 		c.limiter = rate.NewLimiter(rate.Limit(o.Spec.RateLimit), int(max(o.Spec.RateLimit, int64(o.Spec.Cache.BatchSize))))
@@ -226,7 +234,7 @@ func (c *Copier) Run(ctx context.Context) error {
 			if p.IndexesBuilt || !coll.Copyable() {
 				continue
 			}
-			if err := catalog.CreateIndexesBy(ctx, c.opts.Target, coll, c.opts.TargetProfile.IndexesOneByOne); err != nil {
+			if err := c.holder.CreateIndexes(ctx, coll, c.opts.TargetProfile.IndexesOneByOne); err != nil {
 				return err
 			}
 			if err := c.opts.Store.MarkIndexesBuilt(ctx, coll.Source.String()); err != nil {
@@ -298,8 +306,11 @@ func (c *Copier) prepare(ctx context.Context, coll catalog.Collection) error {
 		if err := tgt.Drop(ctx); err != nil {
 			return fmt.Errorf("drop target %s: %w", coll.Target, err)
 		}
+		if err := c.holder.Dropped(ctx, coll.Target); err != nil {
+			return err
+		}
 	}
-	if err := catalog.CreateCollection(ctx, c.opts.Target, coll, c.mapper); err != nil {
+	if err := c.holder.CreateCollection(ctx, coll, c.mapper); err != nil {
 		return err
 	}
 	if c.opts.ShardTarget != nil && coll.Type == "collection" {
@@ -317,7 +328,7 @@ func (c *Copier) prepare(ctx context.Context, coll catalog.Collection) error {
 	}
 	plan := checkpoint.Plan{NS: coll.Source.String()}
 	if spec.FullSync.CopyIndexesEnabled() && spec.FullSync.IndexBuild == config.IndexesBefore && coll.Copyable() {
-		if err := catalog.CreateIndexesBy(ctx, c.opts.Target, coll, c.opts.TargetProfile.IndexesOneByOne); err != nil {
+		if err := c.holder.CreateIndexes(ctx, coll, c.opts.TargetProfile.IndexesOneByOne); err != nil {
 			return err
 		}
 		plan.IndexesBuilt = true

@@ -2,7 +2,6 @@ package replay
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 )
 
 // Server codes a replayed DDL command may meet when it was already applied
@@ -46,22 +46,29 @@ func (r *Replayer) applyDDL(ctx context.Context, d oplog.DDL) error {
 			if len(opts) > 0 && opts.Lookup("viewOn").Type != 0 {
 				typ = "view"
 			}
-			err = catalog.CreateCollection(ctx, t, catalog.Collection{Source: src.NS, Target: d.NS, Type: typ, Options: opts}, m)
+			err = r.holder.CreateCollection(ctx, catalog.Collection{Source: src.NS, Target: d.NS, Type: typ, Options: opts}, m)
 		}
 	case oplog.CmdDrop:
-		err = t.Database(d.NS.DB).Collection(d.NS.Coll).Drop(ctx)
+		if err = t.Database(d.NS.DB).Collection(d.NS.Coll).Drop(ctx); err == nil {
+			err = r.holder.Dropped(ctx, d.NS)
+		}
 	case oplog.CmdDropDatabase:
-		err = t.Database(d.NS.DB).Drop(ctx)
+		if err = t.Database(d.NS.DB).Drop(ctx); err == nil {
+			err = r.holder.DroppedDatabase(ctx, d.NS.DB)
+		}
 	case oplog.CmdRenameCollection:
 		err = r.rename(ctx, src, d)
 	case oplog.CmdCreateIndexes, oplog.CmdCommitIndexBuild:
 		var specs []bson.Raw
 		if specs, err = d.Indexes(); err == nil {
-			err = catalog.CreateIndexesBy(ctx, t, catalog.Collection{Source: src.NS, Target: d.NS, Indexes: specs}, r.o.IndexesOneByOne)
+			err = r.holder.CreateIndexes(ctx, catalog.Collection{Source: src.NS, Target: d.NS, Indexes: specs}, r.o.IndexesOneByOne)
 		}
 	case oplog.CmdDropIndexes:
 		var names []string
 		if names, err = d.DropIndexNames(); err == nil {
+			if err = r.holder.DroppedIndexes(ctx, d.NS, names); err != nil {
+				break
+			}
 			idx := bson.A{}
 			for _, n := range names {
 				idx = append(idx, n)
@@ -75,6 +82,10 @@ func (r *Replayer) applyDDL(ctx context.Context, d oplog.DDL) error {
 	case oplog.CmdCollMod:
 		var opts bson.Raw
 		if opts, err = d.Options(); err == nil {
+			// What the sync holds back changes its record, not the target.
+			if opts, err = r.holder.CollMod(ctx, d.NS, opts); err != nil || len(bsonElems(opts)) == 0 {
+				break
+			}
 			cmd := bson.D{{Key: "collMod", Value: d.NS.Coll}}
 			elems, _ := opts.Elements()
 			for _, e := range elems {
@@ -112,7 +123,10 @@ func (r *Replayer) rename(ctx context.Context, src, d oplog.DDL) error {
 	switch {
 	case !m.Selected(src.To):
 		// Renamed out of the task's scope: the target no longer keeps it.
-		return t.Database(d.NS.DB).Collection(d.NS.Coll).Drop(ctx)
+		if err := t.Database(d.NS.DB).Collection(d.NS.Coll).Drop(ctx); err != nil {
+			return err
+		}
+		return r.holder.Dropped(ctx, d.NS)
 	case !m.Selected(src.NS):
 		// Renamed in from outside the task ($out, convertToCapped or a
 		// rename across databases through a temporary collection the
@@ -132,7 +146,7 @@ func (r *Replayer) rename(ctx context.Context, src, d oplog.DDL) error {
 		// restart between the two applies the entry again, which finds
 		// the new name gone and renames.
 		if n, _ := t.Database(d.NS.DB).ListCollectionNames(ctx, bson.D{{Key: "name", Value: d.NS.Coll}}); len(n) == 0 {
-			return nil // applied before a restart
+			return r.holder.Renamed(ctx, d.NS, d.To) // applied before a restart
 		}
 		if err := t.Database(d.To.DB).Collection(d.To.Coll).Drop(ctx); err != nil {
 			return fmt.Errorf("drop %s before renaming %s over it: %w", d.To, d.NS, err)
@@ -143,10 +157,20 @@ func (r *Replayer) rename(ctx context.Context, src, d oplog.DDL) error {
 		// Applied before a restart: the source name is gone and the new one
 		// exists; anything else is a real conflict.
 		if n, _ := t.Database(d.NS.DB).ListCollectionNames(ctx, bson.D{{Key: "name", Value: d.NS.Coll}}); len(n) == 0 {
-			return nil
+			err = nil
 		}
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return r.holder.Renamed(ctx, d.NS, d.To)
+}
+
+// bsonElems returns a document's elements (none for an empty or
+// malformed one).
+func bsonElems(doc bson.Raw) []bson.RawElement {
+	elems, _ := doc.Elements()
+	return elems
 }
 
 // refreshUnique re-reads whether target collections have a unique
@@ -187,15 +211,4 @@ func HasUniqueIndex(ctx context.Context, coll *mongo.Collection) (bool, error) {
 	return false, cur.Err()
 }
 
-func hasCode(err error, codes ...int) bool {
-	var se mongo.ServerError
-	if !errors.As(err, &se) {
-		return false
-	}
-	for _, c := range codes {
-		if se.HasErrorCode(c) {
-			return true
-		}
-	}
-	return false
-}
+func hasCode(err error, codes ...int) bool { return sink.HasCode(err, codes...) }

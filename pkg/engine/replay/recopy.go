@@ -31,18 +31,21 @@ func (r *Replayer) recopy(ctx context.Context, src catalog.Namespace) error {
 	if err := t.Database(dst.DB).Collection(dst.Coll).Drop(ctx); err != nil {
 		return fmt.Errorf("drop %s before copying it again: %w", dst, err)
 	}
+	if err := r.holder.Dropped(ctx, dst); err != nil {
+		return err
+	}
 	if !ok {
 		return nil // gone again on the source: later entries say what follows
 	}
 	r.log.Info("copying a collection renamed into the task from the source", "ns", src.String(), "target", dst.String())
-	if err := catalog.CreateCollection(ctx, t, c, m); err != nil {
+	if err := r.holder.CreateCollection(ctx, c, m); err != nil {
 		return err
 	}
 	if c.Copyable() {
 		if err := r.copyDocuments(ctx, src, dst); err != nil {
 			return err
 		}
-		if err := catalog.CreateIndexesBy(ctx, t, c, r.o.IndexesOneByOne); err != nil {
+		if err := r.holder.CreateIndexes(ctx, c, r.o.IndexesOneByOne); err != nil {
 			return err
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/finalize"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/pipeline"
 	"github.com/mongoferry/mongoferry/pkg/engine/shard"
@@ -127,6 +128,9 @@ type Replayer struct {
 	o          Options
 	log        *slog.Logger
 	recoverErr error
+	// holder applies DDL that creates collections and indexes with what
+	// changes data on the target's own clock held back until cut-over.
+	holder *finalize.Holder
 
 	// Dispatch (dispatch.go): the reader's side, one goroutine. asm,
 	// lastRaw and lastTS are its own; queues and the budget are shared
@@ -225,6 +229,9 @@ func New(o Options) *Replayer {
 	}
 	for ns, u := range o.UniqueIndexed {
 		r.unique[catalog.ParseNamespace(ns)] = u
+	}
+	if o.Target != nil {
+		r.holder = finalize.NewHolder(o.Target, o.Spec.Checkpoint.Database, o.Task, log)
 	}
 	r.o.Translator.InsertModels = !o.ShardMember
 	r.apply = r.applier()

@@ -78,3 +78,12 @@ func mixedWriteErrors(err error) bool {
 	}
 	return slices.ContainsFunc(bwe.WriteErrors, func(we mongo.BulkWriteError) bool { return we.Code != CodeDuplicateKey })
 }
+
+// HasCode reports whether err is a server error with one of codes.
+func HasCode(err error, codes ...int) bool {
+	var se mongo.ServerError
+	if !errors.As(err, &se) {
+		return false
+	}
+	return slices.ContainsFunc(codes, se.HasErrorCode)
+}
