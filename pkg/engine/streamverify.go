@@ -3,12 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
-	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 )
 
@@ -132,19 +130,9 @@ func (e *Engine) verifyWhileStreaming(ctx context.Context) {
 // and the engine's replay.
 type replayPositions struct{ e *Engine }
 
-// Now returns the source's current time (source.ServerTime). A position
-// from its clock (FerretDB: the start of the current second) is moved to
-// the next second, so that it lies above writes of this second too.
+// Now implements verify.Positions (verify.SourceNow).
 func (p replayPositions) Now(ctx context.Context) (verify.Position, error) {
-	at := time.Now()
-	ts, err := source.ServerTime(ctx, p.e.source)
-	if err != nil {
-		return verify.Position{}, fmt.Errorf("streaming verify: %w", err)
-	}
-	if ts.I == 0 {
-		ts.T++
-	}
-	return verify.Position{TS: ts, At: at}, nil
+	return verify.SourceNow(ctx, p.e.source)
 }
 
 // Passed reports whether replay's applied position is at or past pos, or

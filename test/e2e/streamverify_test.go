@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -73,7 +76,9 @@ func TestStreamingVerifyFindsCorruption(t *testing.T) {
 		t.Verify.Mode = config.VerifyNone
 		t.Cache.BatchSize = 100 // several batches per collection
 	})
-	e, stop := startEngine(t, task, engineOpts())
+	opts := engineOpts()
+	opts.CheckpointInterval = time.Second // ferry verify --streaming rechecks by the saved checkpoint
+	e, stop := startEngine(t, task, opts)
 	waitFor(t, "streaming", 60*time.Second, func() bool {
 		s := e.Status()
 		return s.Phase == engine.PhaseStreaming && s.Replay != nil
@@ -127,6 +132,28 @@ func TestStreamingVerifyFindsCorruption(t *testing.T) {
 	if v := ws.StreamingVerify; v == nil || v.Running || v.Passes != 1 || len(v.Findings) != 1 || v.Findings[0].ID != want[0].ID {
 		t.Errorf("/status streamingVerify %+v", ws.StreamingVerify)
 	}
+
+	// The same question from the command line, while the load goes on:
+	// `ferry verify --streaming` rechecks by the task's saved checkpoint.
+	taskFile := writeFile(t, fmt.Sprintf("name: %s\nsource: {uri: %q}\ntarget: {uri: %q}\ncache: {batchSize: 100}\n", task.Name, src.URI, dst.URI))
+	cmd := exec.Command(ferryBinary(t), "verify", "--streaming", "-f", taskFile)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 {
+		t.Fatalf("ferry verify --streaming: %v, want exit 2\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	t.Logf("ferry verify --streaming:\n%s%s", stderr.String(), stdout.String())
+	for _, w := range []string{`changed  shop.items _id {"$numberInt":"500"}`, "1 document differs after every recheck"} {
+		if !strings.Contains(stdout.String(), w) {
+			t.Errorf("ferry verify --streaming output lacks %q", w)
+		}
+	}
+	if n := strings.Count(stdout.String(), " _id "); n != 1 {
+		t.Errorf("ferry verify --streaming named %d documents, want 1", n)
+	}
+
 	stopLoad()
 	wg.Wait()
 	if err := stop(); err != nil && ctx.Err() == nil && !strings.Contains(err.Error(), "context canceled") {

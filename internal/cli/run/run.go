@@ -186,7 +186,7 @@ func runTask(ctx context.Context, f runFlags) error {
 
 	if f.listen != "" {
 		reg := metrics.NewRegistry(metrics.NewCollector(eng.Status), latency)
-		stopServing, err := serve(f, metrics.Handler(reg, eng.Status), log)
+		stopServing, err := serve(f, metrics.WorkerHandler(reg, eng.Status, eng.StartVerifyStreaming), log)
 		if err != nil {
 			return err
 		}
