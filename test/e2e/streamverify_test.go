@@ -160,3 +160,47 @@ func TestStreamingVerifyFindsCorruption(t *testing.T) {
 		t.Errorf("engine: %v", err)
 	}
 }
+
+// TestStreamingVerifyContinuous: with verify.continuous the worker runs a
+// pass, rests intervalSeconds, and runs the next, each reported in
+// /status; a pass asked for over HTTP (StartVerifyStreaming, behind POST
+// /verify) while one runs is refused as busy, never run twice at once.
+func TestStreamingVerifyContinuous(t *testing.T) {
+	src, dst := testserver.Start(t), testserver.Start(t)
+	sc := src.MustClient(t)
+	docs := make([]any, 100)
+	for i := range docs {
+		docs[i] = bson.D{{Key: "_id", Value: int32(i)}, {Key: "v", Value: int32(i)}}
+	}
+	insertDocs(t, sc, "shop", "items", docs)
+	task := newTask(t, "streamverify-continuous", src, dst, func(t *config.Task) {
+		t.Mode = config.ModeFullAndIncremental
+		t.Verify.Mode = config.VerifyNone
+		t.Verify.Continuous, t.Verify.IntervalSeconds = true, 1
+	})
+	e, stop := startEngine(t, task, engineOpts())
+	loadCtx, stopLoad := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { streamLoad(loadCtx, sc, 10) })
+	defer func() { stopLoad(); wg.Wait() }()
+
+	busy := false
+	waitFor(t, "two continuous passes", 2*time.Minute, func() bool {
+		if err := e.StartVerifyStreaming(); errors.Is(err, verify.ErrPassRunning) {
+			busy = true
+		}
+		v := e.Status().StreamingVerify
+		return v != nil && v.Passes >= 2
+	})
+	v := e.Status().StreamingVerify
+	t.Logf("after %d passes: %+v", v.Passes, *v)
+	if v.Persisting != 0 || len(v.Findings) != 0 || v.Error != "" {
+		t.Errorf("continuous passes over a correct target under load reported %d persisting: %+v (%s)", v.Persisting, v.Findings, v.Error)
+	}
+	if !busy {
+		t.Error("no pass was refused as already running")
+	}
+	stopLoad()
+	wg.Wait()
+	_ = stop()
+}
