@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // ErrPassRunning is returned by Streamer.Run while another pass runs.
@@ -51,62 +52,15 @@ type StreamOptions struct {
 	MaxWait time.Duration
 }
 
-// Finding is a mismatch that persisted through every recheck.
-type Finding struct {
-	// Namespace is the source namespace (db.collection).
-	Namespace string `json:"namespace"`
-	// ID is the document's _id as canonical extended JSON.
-	ID string `json:"id"`
-	// Kind is missing (on the source only), extra (on the target only) or
-	// changed (other bytes).
-	Kind string `json:"kind"`
-}
+// Finding is a mismatch that persisted through every recheck: its source
+// namespace, _id (canonical extended JSON) and kind (missing, extra,
+// changed). It is the worker contract's type.
+type Finding = workerapi.VerifyFinding
 
 // StreamStatus is a streaming verification pass's progress and findings,
-// a value snapshot.
-type StreamStatus struct {
-	// Running is true while a pass runs; Passes counts finished passes.
-	Running bool  `json:"running"`
-	Passes  int64 `json:"passes"`
-	// StartedAt and FinishedAt bound the last (or current) pass.
-	StartedAt  time.Time `json:"startedAt,omitzero"`
-	FinishedAt time.Time `json:"finishedAt,omitzero"`
-	// Namespaces is the collections the pass compares, NamespacesDone
-	// those it has read through, CurrentNamespace the one it reads.
-	Namespaces       int    `json:"namespaces"`
-	NamespacesDone   int    `json:"namespacesDone"`
-	CurrentNamespace string `json:"currentNamespace,omitempty"`
-	// Compared counts documents compared (both sides' reads of one _id
-	// count once), Rechecked the rechecks made.
-	Compared  int64 `json:"documentsCompared"`
-	Rechecked int64 `json:"rechecked"`
-	// Mismatches counts the mismatches first seen; Resolved those a
-	// recheck found equal (changes that were in flight).
-	Mismatches int64 `json:"mismatches"`
-	Resolved   int64 `json:"resolved"`
-	// PendingRechecks and PendingBytes are the mismatches waiting for
-	// replay to pass their position, and their share of MaxPendingBytes.
-	PendingRechecks int   `json:"pendingRechecks"`
-	PendingBytes    int64 `json:"pendingBytes"`
-	MaxPendingBytes int64 `json:"maxPendingBytes"`
-	// PendingFull is set when the recheck budget ran out; NotRechecked
-	// counts the mismatches that could not be recorded for a recheck
-	// then. Such a pass is not OK: raise verify.maxPendingBytes.
-	PendingFull  bool  `json:"pendingFull,omitempty"`
-	NotRechecked int64 `json:"notRechecked,omitempty"`
-	// Unsettled counts mismatches still waiting when the pass ended
-	// (replay did not pass their position within the wait).
-	Unsettled int64 `json:"unsettled,omitempty"`
-	// Persisting counts mismatches that survived every recheck; Findings
-	// lists the first of them.
-	Persisting int64     `json:"persisting"`
-	Findings   []Finding `json:"findings,omitempty"`
-	// OK is true after a pass that found nothing persisting and left
-	// nothing unchecked.
-	OK bool `json:"ok"`
-	// Error is why the last pass stopped early.
-	Error string `json:"error,omitempty"`
-}
+// a value snapshot: the worker contract's /status section
+// (workerapi.StreamingVerify), so the two cannot drift apart.
+type StreamStatus = workerapi.StreamingVerify
 
 // Streamer runs streaming verification passes: every document compared
 // by _id in batches while the source keeps changing, each mismatch
