@@ -3,10 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 )
 
@@ -25,7 +27,7 @@ func (e *Engine) streamer() *verify.Streamer {
 			budget, _ = config.DefaultMaxPendingBytes.Bytes()
 		}
 		e.sv = verify.NewStreamer(e.source, e.target, verify.StreamOptions{
-			Positions: replayPositions{e}, Rechecks: v.Rechecks, MaxPendingBytes: budget,
+			Positions: &replayPositions{e: e}, Rechecks: v.Rechecks, MaxPendingBytes: budget,
 			Batch: e.task.Cache.BatchSize,
 		})
 	}
@@ -127,26 +129,48 @@ func (e *Engine) verifyWhileStreaming(ctx context.Context) {
 }
 
 // replayPositions answers the streaming verifier from the source's clock
-// and the engine's replay.
-type replayPositions struct{ e *Engine }
+// and the engine's replay. The replay's state is read at most every
+// statusReuse: a pass asks about every pending position after each batch.
+type replayPositions struct {
+	e *Engine
+
+	mu     sync.Mutex
+	readAt time.Time
+	replay *replay.Status
+	fresh  time.Time // when the reader's newest position was last read
+}
+
+// statusReuse is how long replayPositions reuses a replay status.
+const statusReuse = 200 * time.Millisecond
 
 // Now implements verify.Positions (verify.SourceNow).
-func (p replayPositions) Now(ctx context.Context) (verify.Position, error) {
+func (p *replayPositions) Now(ctx context.Context) (verify.Position, error) {
 	return verify.SourceNow(ctx, p.e.source)
 }
 
 // Passed reports whether replay's applied position is at or past pos, or
 // replay is caught up with a newest source position read after pos was
 // taken (an idle source writes nothing that would move it past pos).
-func (p replayPositions) Passed(_ context.Context, pos verify.Position) (bool, error) {
-	r := p.e.Status().Replay
+func (p *replayPositions) Passed(_ context.Context, pos verify.Position) (bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now := time.Now(); now.Sub(p.readAt) >= statusReuse {
+		p.readAt, p.replay = now, p.e.Status().Replay
+		switch t := p.e.tailer.Load(); {
+		case p.e.opts.Reader != nil:
+			p.fresh = now // a scripted reader knows every entry it has
+		case t != nil:
+			p.fresh = t.NewestReadAt()
+		default:
+			p.fresh = time.Time{}
+		}
+	}
+	r := p.replay
 	if r == nil {
 		return false, nil
 	}
 	if r.AppliedTS.Compare(pos.TS) >= 0 {
 		return true, nil
 	}
-	t := p.e.tailer.Load()
-	fresh := p.e.opts.Reader != nil || (t != nil && !t.NewestReadAt().Before(pos.At))
-	return r.CaughtUp() && fresh, nil
+	return r.CaughtUp() && !p.fresh.IsZero() && !p.fresh.Before(pos.At), nil
 }
