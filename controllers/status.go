@@ -197,6 +197,7 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 	st.Progress = copyProgress(old.Progress, o, st.Phase, st.Shards, reports)
 	st.CheckpointTime = lowWatermark(st.Shards, old.CheckpointTime)
 	st.LastVerification = verification(old.LastVerification, reports, verifyExits, o)
+	st.StreamingVerification = streamingVerification(old.StreamingVerification, reports)
 
 	if st.Phase == syncv1alpha1.PhaseFailed && old.Phase != syncv1alpha1.PhaseFailed {
 		f := shardFailure{ReasonFailed, "a worker failed"}
@@ -678,4 +679,71 @@ func readyCondition(st *syncv1alpha1.SyncTaskStatus, o observed, degraded shardF
 		msg += ": " + degraded.message
 	}
 	return cond{false, ReasonWorkersStarting, msg}, cond{true, ReasonWorkersStarting, msg}
+}
+
+// maxStreamingFindings caps status.streamingVerification.findings.
+const maxStreamingFindings = 20
+
+// streamingVerification maps the first worker's streaming verification
+// (the worker that runs every shard, or a replica set's) into the status;
+// old is kept while no worker reports one.
+func streamingVerification(old *syncv1alpha1.StreamingVerification, reports []*workerapi.Status) *syncv1alpha1.StreamingVerification {
+	for _, r := range reports {
+		v := r.StreamingVerify
+		if v == nil {
+			continue
+		}
+		out := &syncv1alpha1.StreamingVerification{Running: v.Running, Passes: v.Passes,
+			Namespaces: int32(min(v.Namespaces, math.MaxInt32)), NamespacesDone: int32(min(v.NamespacesDone, math.MaxInt32)), //nolint:gosec // G115: capped
+			DocumentsCompared: v.Compared, PendingRechecks: int64(v.PendingRechecks), Persisting: v.Persisting}
+		for _, f := range v.Findings[:min(len(v.Findings), maxStreamingFindings)] {
+			out.Findings = append(out.Findings, syncv1alpha1.VerificationFinding{Namespace: f.Namespace, ID: f.ID, Kind: f.Kind})
+		}
+		if !v.FinishedAt.IsZero() {
+			t := metav1.NewTime(v.FinishedAt.UTC().Truncate(time.Second))
+			out.FinishedAt = &t
+		}
+		switch {
+		case v.Running:
+			out.Message = fmt.Sprintf("comparing %s: %d documents, %d mismatches waiting for a recheck", v.CurrentNamespace, v.Compared, v.PendingRechecks)
+		case v.Passes == 0:
+		case v.Error != "":
+			out.Result = syncv1alpha1.VerificationFailed
+			out.Message = "the last pass stopped early: " + v.Error
+		case v.OK:
+			out.Result = syncv1alpha1.VerificationPassed
+			out.Message = fmt.Sprintf("source and target match: %d documents compared, %d changes in flight rechecked", v.Compared, v.Resolved)
+		default:
+			out.Result = syncv1alpha1.VerificationFailed
+			out.Message = streamingFailure(v)
+		}
+		if v.Running && old != nil {
+			out.Result = old.Result
+		}
+		return out
+	}
+	return old
+}
+
+// streamingFailure says why a finished pass failed.
+func streamingFailure(v *workerapi.StreamingVerify) string {
+	var parts []string
+	if v.Persisting > 0 {
+		first := ""
+		if len(v.Findings) > 0 {
+			first = fmt.Sprintf(", first %s _id %s (%s)", v.Findings[0].Namespace, v.Findings[0].ID, v.Findings[0].Kind)
+		}
+		what := "documents differ"
+		if v.Persisting == 1 {
+			what = "document differs"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s after every recheck%s", v.Persisting, what, first))
+	}
+	if v.NotRechecked > 0 {
+		parts = append(parts, fmt.Sprintf("%d mismatches were not rechecked: the recheck budget (verify.maxPendingBytes) was full", v.NotRechecked))
+	}
+	if v.Unsettled > 0 {
+		parts = append(parts, fmt.Sprintf("%d mismatches were not rechecked: replay did not pass them before the pass ended", v.Unsettled))
+	}
+	return strings.Join(parts, "; ")
 }

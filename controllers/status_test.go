@@ -410,3 +410,51 @@ func TestTargetShardingCondition(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamingVerificationStatus maps a worker's streaming verification
+// into status.streamingVerification: a pass that runs, one that matched,
+// one that found a corrupted document, one whose recheck budget ran out.
+func TestStreamingVerificationStatus(t *testing.T) {
+	finished := statusNow.Add(-time.Second)
+	finding := workerapi.VerifyFinding{Namespace: "shop.items", ID: `{"$numberInt":"500"}`, Kind: "changed"}
+	cases := []struct {
+		name        string
+		old         *syncv1alpha1.StreamingVerification
+		v           *workerapi.StreamingVerify
+		wantResult  string
+		wantMessage string
+		wantIDs     []string
+	}{
+		{"no pass yet keeps the old", &syncv1alpha1.StreamingVerification{Result: syncv1alpha1.VerificationPassed}, nil, syncv1alpha1.VerificationPassed, "", nil},
+		{"running", nil, &workerapi.StreamingVerify{Running: true, CurrentNamespace: "shop.items", Compared: 300, PendingRechecks: 4, Namespaces: 2},
+			"", "comparing shop.items: 300 documents, 4 mismatches waiting for a recheck", nil},
+		{"running again keeps the last result", &syncv1alpha1.StreamingVerification{Result: syncv1alpha1.VerificationFailed},
+			&workerapi.StreamingVerify{Running: true, Passes: 1, CurrentNamespace: "shop.items"}, syncv1alpha1.VerificationFailed, "comparing shop.items: 0 documents, 0 mismatches waiting for a recheck", nil},
+		{"matched", nil, &workerapi.StreamingVerify{Passes: 1, FinishedAt: finished, Compared: 641, Resolved: 28, OK: true},
+			syncv1alpha1.VerificationPassed, "source and target match: 641 documents compared, 28 changes in flight rechecked", nil},
+		{"corrupted document", nil, &workerapi.StreamingVerify{Passes: 1, FinishedAt: finished, Compared: 641, Persisting: 1, Findings: []workerapi.VerifyFinding{finding}},
+			syncv1alpha1.VerificationFailed, `1 document differs after every recheck, first shop.items _id {"$numberInt":"500"} (changed)`, []string{`{"$numberInt":"500"}`}},
+		{"budget full", nil, &workerapi.StreamingVerify{Passes: 1, FinishedAt: finished, PendingFull: true, NotRechecked: 12},
+			syncv1alpha1.VerificationFailed, "12 mismatches were not rechecked: the recheck budget (verify.maxPendingBytes) was full", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := streaming(0, 0, 10)
+			rep.StreamingVerify = tc.v
+			got := streamingVerification(tc.old, []*workerapi.Status{rep})
+			if got == nil {
+				t.Fatal("no streaming verification")
+			}
+			if got.Result != tc.wantResult || (tc.wantMessage != "" && got.Message != tc.wantMessage) {
+				t.Errorf("result %q, message %q; want %q, %q", got.Result, got.Message, tc.wantResult, tc.wantMessage)
+			}
+			var ids []string
+			for _, f := range got.Findings {
+				ids = append(ids, f.ID)
+			}
+			if strings.Join(ids, ",") != strings.Join(tc.wantIDs, ",") {
+				t.Errorf("findings %v, want %v", ids, tc.wantIDs)
+			}
+		})
+	}
+}

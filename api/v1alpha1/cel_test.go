@@ -397,7 +397,7 @@ func TestDefaultsStored(t *testing.T) {
 		"fullSync":     map[string]any{"onConflict": "fail", "copyIndexes": true, "indexBuild": "after", "rangeDocuments": int64(50000), "split": "auto"},
 		"incremental":  map[string]any{"method": "oplog"},
 		"ddl":          true,
-		"verify":       map[string]any{"mode": "hash", "sampleSize": int64(1000)},
+		"verify":       map[string]any{"mode": "hash", "sampleSize": int64(1000), "intervalSeconds": int64(300), "rechecks": int64(3), "maxPendingBytes": "16MiB"},
 		"checkpoint":   map[string]any{"database": "mongoferry"},
 		"cutover":      map[string]any{"verify": "hash", "maxLagSeconds": int64(5)},
 		"deletePolicy": "Retain",

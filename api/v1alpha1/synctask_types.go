@@ -410,6 +410,59 @@ type Verification struct {
 	Message string `json:"message,omitempty"`
 }
 
+// StreamingVerification is a streaming verification pass as a worker
+// reported it.
+type StreamingVerification struct {
+	// Running is true while a pass runs.
+	// +optional
+	Running bool `json:"running,omitempty"`
+	// Passes counts the finished passes.
+	// +optional
+	Passes int64 `json:"passes,omitempty"`
+	// Result is Passed or Failed for the last finished pass: Failed when a
+	// mismatch persisted, or some could not be rechecked.
+	// +kubebuilder:validation:Enum=Passed;Failed
+	// +optional
+	Result string `json:"result,omitempty"`
+	// FinishedAt is when the last pass finished.
+	// +optional
+	FinishedAt *metav1.Time `json:"finishedAt,omitempty"`
+	// Namespaces and NamespacesDone count the collections of the pass and
+	// those read through.
+	// +optional
+	Namespaces int32 `json:"namespaces,omitempty"`
+	// +optional
+	NamespacesDone int32 `json:"namespacesDone,omitempty"`
+	// DocumentsCompared counts the documents compared so far.
+	// +optional
+	DocumentsCompared int64 `json:"documentsCompared,omitempty"`
+	// PendingRechecks is the mismatches waiting for replay to pass them.
+	// +optional
+	PendingRechecks int64 `json:"pendingRechecks,omitempty"`
+	// Persisting counts the mismatches that survived every recheck.
+	// +optional
+	Persisting int64 `json:"persisting,omitempty"`
+	// Findings lists the first persisting mismatches, at most 20.
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	Findings []VerificationFinding `json:"findings,omitempty"`
+	// Message says what the pass found, in plain words.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// VerificationFinding is one document that differs between source and
+// target.
+type VerificationFinding struct {
+	// Namespace is the source collection (db.collection).
+	Namespace string `json:"namespace"`
+	// ID is the document's _id as canonical extended JSON.
+	ID string `json:"id"`
+	// Kind is missing (on the source only), extra (on the target only) or
+	// changed.
+	Kind string `json:"kind"`
+}
+
 // SyncTaskStatus is what the operator and the workers report.
 type SyncTaskStatus struct {
 	// ObservedGeneration is the generation of the spec this status
@@ -472,6 +525,13 @@ type SyncTaskStatus struct {
 	// target.
 	// +optional
 	LastVerification *Verification `json:"lastVerification,omitempty"`
+	// StreamingVerification is the streaming verifier's last (or current)
+	// pass (spec.verify.continuous, or POST /verify on a worker): every
+	// document compared by _id while the source keeps changing, only
+	// mismatches that persist after replay passed them reported. It does
+	// not fail the task.
+	// +optional
+	StreamingVerification *StreamingVerification `json:"streamingVerification,omitempty"`
 	// Failures counts the times the task failed (verification found
 	// differences, the oplog window was lost, a fatal error). Each failure
 	// stopped the workers: nothing more runs until the spec changes or the

@@ -377,6 +377,36 @@ type Verify struct {
 	// +kubebuilder:default=1000
 	// +optional
 	SampleSize int `json:"sampleSize,omitempty"`
+	// Continuous runs the streaming verifier while the task streams: it
+	// compares every document by _id in batches while the source keeps
+	// changing, compares a mismatch again once replay has applied the
+	// source's position from when it was seen, and reports only those
+	// that persist. A pass starts every intervalSeconds after the last
+	// one ended. Without it, a pass runs on demand (POST /verify on the
+	// worker, or ferry verify --streaming).
+	// +optional
+	Continuous bool `json:"continuous,omitempty"`
+	// IntervalSeconds is the rest between two continuous passes.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=300
+	// +optional
+	IntervalSeconds int `json:"intervalSeconds,omitempty"`
+	// Rechecks is how many times the streaming verifier compares a
+	// mismatch again, each time after replay has passed the source's
+	// position from the previous comparison, before it reports it.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=3
+	// +optional
+	Rechecks int `json:"rechecks,omitempty"`
+	// MaxPendingBytes caps the memory of the streaming verifier's set of
+	// mismatches waiting for a recheck (each costs its _id's bytes and
+	// about 100 bytes more). When it is full the verifier rechecks what it
+	// can, then counts further mismatches as not rechecked and says so in
+	// its status: none is dropped silently.
+	// +kubebuilder:default="16MiB"
+	// +optional
+	MaxPendingBytes ByteSize `json:"maxPendingBytes,omitempty"`
 }
 
 // Cutover is the end of a sync, when the application moves from the source

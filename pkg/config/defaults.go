@@ -16,6 +16,18 @@ const (
 	DefaultCutoverMaxLagSeconds = 5
 )
 
+// Defaults of the streaming verifier (verify.continuous).
+const (
+	// DefaultVerifyInterval is the rest between continuous streaming
+	// verification passes, in seconds.
+	DefaultVerifyInterval = 300
+	// DefaultRechecks is how often a streaming mismatch is compared again
+	// before it is reported.
+	DefaultRechecks = 3
+	// DefaultMaxPendingBytes is the streaming verifier's recheck budget.
+	DefaultMaxPendingBytes = ByteSize("16MiB")
+)
+
 // SetDefaults fills every unset field with its default.
 func (s *Spec) SetDefaults() {
 	if s.Mode == "" {
@@ -61,6 +73,11 @@ func (s *Spec) SetDefaults() {
 		s.Verify.Mode = VerifyHash
 	}
 	setInt(&s.Verify.SampleSize, DefaultSampleSize)
+	setInt(&s.Verify.IntervalSeconds, DefaultVerifyInterval)
+	setInt(&s.Verify.Rechecks, DefaultRechecks)
+	if s.Verify.MaxPendingBytes == "" {
+		s.Verify.MaxPendingBytes = DefaultMaxPendingBytes
+	}
 	if s.Checkpoint.Database == "" {
 		s.Checkpoint.Database = DefaultDatabase
 	}

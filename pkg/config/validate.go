@@ -41,6 +41,10 @@ func (v ValidationError) Is(target error) bool { return target == ErrInvalid }
 // (the BSON limit) must fit.
 const MinMaxBytes = 16 << 20
 
+// MinPendingBytes is the smallest verify.maxPendingBytes accepted: room
+// for a few hundred mismatches.
+const MinPendingBytes = 64 << 10
+
 // InternalDatabases are never copied and may not be a rename target.
 var InternalDatabases = []string{"admin", "local", "config"}
 
@@ -113,6 +117,15 @@ func (s *Spec) Validate() error {
 	oneOf(add, "verify.mode", string(s.Verify.Mode), VerifyNone, VerifyCount, VerifyHash, VerifySample)
 	if s.Verify.SampleSize < 1 {
 		add("verify.sampleSize", "must be at least 1, got %d", s.Verify.SampleSize)
+	}
+	if s.Verify.IntervalSeconds < 1 {
+		add("verify.intervalSeconds", "must be at least 1, got %d", s.Verify.IntervalSeconds)
+	}
+	intRange(add, "verify.rechecks", s.Verify.Rechecks, 1, 100)
+	if n, err := s.Verify.MaxPendingBytes.Bytes(); err != nil {
+		add("verify.maxPendingBytes", "%v", err)
+	} else if n < MinPendingBytes {
+		add("verify.maxPendingBytes", "must be at least %s, got %s", FormatBytes(MinPendingBytes), FormatBytes(n))
 	}
 	if s.RateLimit < 0 {
 		add("rateLimit", "must be 0 (no limit) or a positive number of documents per second, got %d", s.RateLimit)

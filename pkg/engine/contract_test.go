@@ -10,6 +10,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
@@ -38,7 +39,11 @@ func TestWorkerContract(t *testing.T) {
 		Replay:    rs("shard0", 5),
 		Shards:    []ShardStatus{{Shard: "shard0", Phase: SubtaskStreaming, Replay: rs("shard0", 3), Error: "retrying"}, {Shard: "shard1", Phase: SubtaskRetired, Replay: rs("shard1", 4), Error: "gone"}},
 		Verify:    &VerifyStatus{Mode: "hash", Running: true, CurrentNS: "shop.orders", Done: 1, Total: 2, OK: false, Differing: []string{"shop.orders"}},
-		StartedAt: at, TargetSharding: sharding, Cutover: cutover, Topology: topo}
+		StartedAt: at, TargetSharding: sharding, Cutover: cutover, Topology: topo,
+		StreamingVerify: &verify.StreamStatus{Running: true, Passes: 2, StartedAt: at, FinishedAt: at.Add(time.Minute), Namespaces: 3, NamespacesDone: 1,
+			CurrentNamespace: "shop.orders", Compared: 500, Rechecked: 9, Mismatches: 8, Resolved: 6, PendingRechecks: 1, PendingBytes: 120,
+			MaxPendingBytes: 16 << 20, PendingFull: true, NotRechecked: 4, Unsettled: 1, Persisting: 1,
+			Findings: []verify.Finding{{Namespace: "shop.orders", ID: `{"$numberInt":"7"}`, Kind: "changed"}}, OK: false, Error: "stopped"}}
 	raw, err := json.Marshal(in)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +62,11 @@ func TestWorkerContract(t *testing.T) {
 		Replay:    wr("shard0", 5),
 		Shards:    []workerapi.Shard{{Shard: "shard0", Phase: workerapi.SubtaskStreaming, Replay: wr("shard0", 3), Error: "retrying"}, {Shard: "shard1", Phase: workerapi.SubtaskRetired, Replay: wr("shard1", 4), Error: "gone"}},
 		Verify:    &workerapi.Verify{Mode: "hash", Running: true, CurrentNS: "shop.orders", Done: 1, Total: 2, OK: false, Differing: []string{"shop.orders"}},
-		StartedAt: at, TargetSharding: sharding, Cutover: cutover, Topology: topo}
+		StartedAt: at, TargetSharding: sharding, Cutover: cutover, Topology: topo,
+		StreamingVerify: &workerapi.StreamingVerify{Running: true, Passes: 2, StartedAt: at, FinishedAt: at.Add(time.Minute), Namespaces: 3, NamespacesDone: 1,
+			CurrentNamespace: "shop.orders", Compared: 500, Rechecked: 9, Mismatches: 8, Resolved: 6, PendingRechecks: 1, PendingBytes: 120,
+			MaxPendingBytes: 16 << 20, PendingFull: true, NotRechecked: 4, Unsettled: 1, Persisting: 1,
+			Findings: []workerapi.VerifyFinding{{Namespace: "shop.orders", ID: `{"$numberInt":"7"}`, Kind: "changed"}}, OK: false, Error: "stopped"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded contract:\n%+v\nwant:\n%+v", got, want)
 	}

@@ -126,8 +126,12 @@ type Engine struct {
 	err        error
 	verifyRes  *verify.Report
 	verifyProg verifyProgress
-	started    time.Time
-	finished   time.Time
+	// sv is the streaming verifier (made on first use), svCtx the
+	// context of the replay it may run under (nil while not streaming).
+	sv       *verify.Streamer
+	svCtx    context.Context //nolint:containedctx // the running replay's, for passes started over HTTP
+	started  time.Time
+	finished time.Time
 	// windows are the source oplogs' windows, read by watchWindows.
 	windows []OplogWindow
 	// streamAt is when replay started in this run.
@@ -462,6 +466,7 @@ func (e *Engine) stream(ctx context.Context) error {
 	e.log.Info("replaying the oplog", "from", from)
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
+	go e.verifyWhileStreaming(rctx)
 	caughtUp := make(chan struct{})
 	{
 		go func() {

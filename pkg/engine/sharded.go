@@ -232,6 +232,7 @@ func (e *Engine) streamSharded(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	go e.verifyWhileStreaming(ctx)
 	failed := make(chan error, 1)
 	start := func(st *subtask) error {
 		rec, err := e.store.ShardRecord(ctx, st.shard.Name)

@@ -6,6 +6,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
+	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
@@ -40,9 +41,12 @@ type Status struct {
 	// checkpoint (read every few seconds while the task can replay).
 	OplogWindows []OplogWindow `json:"oplogWindows,omitempty"`
 	// Verify is the last verification's outcome, when one ran.
-	Verify         *VerifyStatus `json:"verify,omitempty"`
-	StartedAt      time.Time     `json:"startedAt"`
-	ElapsedSeconds float64       `json:"elapsedSeconds"`
+	Verify *VerifyStatus `json:"verify,omitempty"`
+	// StreamingVerify is the streaming verifier's last (or current) pass,
+	// once one ran: progress, pending rechecks and persisting mismatches.
+	StreamingVerify *verify.StreamStatus `json:"streamingVerify,omitempty"`
+	StartedAt       time.Time            `json:"startedAt"`
+	ElapsedSeconds  float64              `json:"elapsedSeconds"`
 	// StartupSeconds is how long the run took to get going: from its start
 	// to its first copied document, or to the start of replay when it
 	// copies nothing (connecting, the pre-copy checks, recording the
@@ -119,9 +123,10 @@ func (e *Engine) Status() Status {
 	if shards != nil {
 		replayStatus = aggregateReplay(shards)
 	}
+	streaming := e.StreamVerifyStatus()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Status{Contract: workerapi.ContractVersion, Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, Replay: replayStatus, Source: src, Shards: shards, StartedAt: e.started, TargetSharding: targetSharding}
+	s := Status{Contract: workerapi.ContractVersion, Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, Replay: replayStatus, Source: src, Shards: shards, StartedAt: e.started, TargetSharding: targetSharding, StreamingVerify: streaming}
 	s.OplogWindows = append([]OplogWindow(nil), e.windows...)
 	if e.err != nil {
 		s.Error = e.err.Error()

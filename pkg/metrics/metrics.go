@@ -7,6 +7,7 @@ package metrics
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 )
 
 // Phases lists every phase, so each gets a 0/1 series.
@@ -65,6 +67,16 @@ var (
 	planningDesc       = desc("startup_seconds", "Seconds from the task's start to its first copied document (or to replay, without a copy): connecting, recording the start position and planning.")
 	verifyOKDesc       = desc("verify_ok", "1 when the last verification matched, 0 when it found differences.")
 	verifyDiffDesc     = desc("verify_differing_namespaces", "Namespaces whose target differs from the source at the last verification.")
+
+	svRunningDesc    = desc("verify_streaming_running", "1 while a streaming verification pass runs.")
+	svPassesDesc     = desc("verify_streaming_passes_total", "Streaming verification passes finished.")
+	svDocsDesc       = desc("verify_streaming_documents", "Documents the current (or last) streaming verification pass compared.")
+	svPendingDesc    = desc("verify_streaming_pending_rechecks", "Mismatches waiting for replay to pass their source position before a recheck.")
+	svPendingBytes   = desc("verify_streaming_pending_bytes", "Bytes of the mismatches waiting for a recheck.")
+	svMaxPending     = desc("verify_streaming_max_pending_bytes", "Byte budget of the mismatches waiting for a recheck (verify.maxPendingBytes).")
+	svPersistingDesc = desc("verify_streaming_persisting", "Mismatches of the current (or last) pass that persisted through every recheck.")
+	svNotRechecked   = desc("verify_streaming_not_rechecked", "Mismatches of the current (or last) pass not rechecked: the recheck budget was full, or replay did not pass them before the pass ended.")
+	svOKDesc         = desc("verify_streaming_ok", "1 when the last finished streaming verification pass matched, 0 when it did not.")
 )
 
 // Collector turns a task's Status into metrics at scrape time.
@@ -84,7 +96,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		heldDesc, heldNowDesc, holdSecondsDesc, commitWaitsDesc, reopensDesc, newestReadsDesc, lateEntriesDesc, planningDesc,
 
 		shardPhaseDesc, shardLagDesc, shardAppliedTSDesc, shardReadTSDesc, shardRateDesc, shardAppliedDesc, shardSkippedDesc,
-		headroomDesc, spanDesc} {
+		headroomDesc, spanDesc,
+		svRunningDesc, svPassesDesc, svDocsDesc, svPendingDesc, svPendingBytes, svMaxPending, svPersistingDesc, svNotRechecked, svOKDesc} {
 		ch <- d
 	}
 }
@@ -186,6 +199,27 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(verifyOKDesc, ok)
 		gauge(verifyDiffDesc, float64(len(v.Differing)))
 	}
+	if v := s.StreamingVerify; v != nil {
+		running := 0.0
+		if v.Running {
+			running = 1
+		}
+		gauge(svRunningDesc, running)
+		counter(svPassesDesc, float64(v.Passes))
+		gauge(svDocsDesc, float64(v.Compared))
+		gauge(svPendingDesc, float64(v.PendingRechecks))
+		gauge(svPendingBytes, float64(v.PendingBytes))
+		gauge(svMaxPending, float64(v.MaxPendingBytes))
+		gauge(svPersistingDesc, float64(v.Persisting))
+		gauge(svNotRechecked, float64(v.NotRechecked+v.Unsettled))
+		if v.Passes > 0 && !v.Running {
+			ok := 0.0
+			if v.OK {
+				ok = 1
+			}
+			gauge(svOKDesc, ok)
+		}
+	}
 }
 
 // WriteLatency is the histogram of target write batch durations.
@@ -210,7 +244,32 @@ func NewRegistry(cs ...prometheus.Collector) *prometheus.Registry {
 // Handler serves /metrics, /status (the Status snapshot as JSON) and
 // /healthz.
 func Handler(reg *prometheus.Registry, status func() engine.Status) http.Handler {
+	return WorkerHandler(reg, status, nil)
+}
+
+// WorkerHandler is Handler plus POST /verify, which calls startVerify to
+// start a streaming verification pass (when startVerify is set): 202
+// Accepted when it started, 409 Conflict while a pass runs, 503 Service
+// Unavailable when the task is not streaming in this worker. Progress and
+// findings are then read from /status (streamingVerify).
+func WorkerHandler(reg *prometheus.Registry, status func() engine.Status, startVerify func() error) http.Handler {
 	mux := http.NewServeMux()
+	if startVerify != nil {
+		mux.HandleFunc("POST /verify", func(w http.ResponseWriter, _ *http.Request) {
+			code, msg := http.StatusAccepted, "started a streaming verification pass; follow it in /status (streamingVerify)"
+			switch err := startVerify(); {
+			case errors.Is(err, verify.ErrPassRunning):
+				code, msg = http.StatusConflict, err.Error()
+			case errors.Is(err, engine.ErrNotStreaming):
+				code, msg = http.StatusServiceUnavailable, err.Error()
+			case err != nil:
+				code, msg = http.StatusInternalServerError, err.Error()
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(code)
+			_ = json.NewEncoder(w).Encode(map[string]string{"message": msg})
+		})
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/status", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")

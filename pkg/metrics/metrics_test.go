@@ -1,6 +1,8 @@
 package metrics
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -9,6 +11,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 )
 
 // TestShardMetrics checks the per-shard series of a sharded source.
@@ -99,5 +102,65 @@ mongoferry_replay_writes_sent_total{kind="insert",task="t1"} 200
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want),
 		"mongoferry_replay_write_commands_total", "mongoferry_replay_writes_sent_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestStreamingVerifyMetrics: a finished pass that found one persisting
+// mismatch and could not recheck two.
+func TestStreamingVerifyMetrics(t *testing.T) {
+	status := engine.Status{Task: "t1", Phase: engine.PhaseStreaming, StreamingVerify: &verify.StreamStatus{
+		Passes: 3, Compared: 641, PendingRechecks: 0, PendingBytes: 0, MaxPendingBytes: 16 << 20, Persisting: 1, NotRechecked: 1, Unsettled: 1,
+		Findings: []verify.Finding{{Namespace: "shop.items", ID: `{"$numberInt":"500"}`, Kind: "changed"}}}}
+	c := NewCollector(func() engine.Status { return status })
+	want := `
+# HELP mongoferry_verify_streaming_documents Documents the current (or last) streaming verification pass compared.
+# TYPE mongoferry_verify_streaming_documents gauge
+mongoferry_verify_streaming_documents{task="t1"} 641
+# HELP mongoferry_verify_streaming_not_rechecked Mismatches of the current (or last) pass not rechecked: the recheck budget was full, or replay did not pass them before the pass ended.
+# TYPE mongoferry_verify_streaming_not_rechecked gauge
+mongoferry_verify_streaming_not_rechecked{task="t1"} 2
+# HELP mongoferry_verify_streaming_ok 1 when the last finished streaming verification pass matched, 0 when it did not.
+# TYPE mongoferry_verify_streaming_ok gauge
+mongoferry_verify_streaming_ok{task="t1"} 0
+# HELP mongoferry_verify_streaming_passes_total Streaming verification passes finished.
+# TYPE mongoferry_verify_streaming_passes_total counter
+mongoferry_verify_streaming_passes_total{task="t1"} 3
+# HELP mongoferry_verify_streaming_persisting Mismatches of the current (or last) pass that persisted through every recheck.
+# TYPE mongoferry_verify_streaming_persisting gauge
+mongoferry_verify_streaming_persisting{task="t1"} 1
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "mongoferry_verify_streaming_documents", "mongoferry_verify_streaming_not_rechecked",
+		"mongoferry_verify_streaming_ok", "mongoferry_verify_streaming_passes_total", "mongoferry_verify_streaming_persisting"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestVerifyEndpoint: POST /verify answers what the engine says of a new
+// pass; other methods are refused.
+func TestVerifyEndpoint(t *testing.T) {
+	cases := []struct {
+		name     string
+		method   string
+		startErr error
+		want     int
+	}{
+		{"started", http.MethodPost, nil, http.StatusAccepted},
+		{"a pass runs", http.MethodPost, verify.ErrPassRunning, http.StatusConflict},
+		{"not streaming", http.MethodPost, engine.ErrNotStreaming, http.StatusServiceUnavailable},
+		{"GET is not a start", http.MethodGet, nil, http.StatusMethodNotAllowed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			started := 0
+			h := WorkerHandler(NewRegistry(), func() engine.Status { return engine.Status{} }, func() error { started++; return tc.startErr })
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(tc.method, "/verify", nil))
+			if rec.Code != tc.want {
+				t.Errorf("%s /verify: %d %s, want %d", tc.method, rec.Code, rec.Body, tc.want)
+			}
+			if tc.method == http.MethodGet && started != 0 {
+				t.Error("GET started a pass")
+			}
+		})
 	}
 }

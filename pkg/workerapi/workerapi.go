@@ -106,6 +106,9 @@ type Status struct {
 	Shards    []Shard   `json:"shards,omitempty"`
 	Verify    *Verify   `json:"verify,omitempty"`
 	StartedAt time.Time `json:"startedAt"`
+	// StreamingVerify is the streaming verifier's last (or current) pass,
+	// once one ran (verify.continuous, or POST /verify on the worker).
+	StreamingVerify *StreamingVerify `json:"streamingVerify,omitempty"`
 	// TargetSharding is how the copy sharded a sharded target's
 	// collections, one entry per collection it created.
 	TargetSharding []TargetSharding `json:"targetSharding,omitempty"`
@@ -271,6 +274,60 @@ type Verify struct {
 	Total     int64    `json:"total,omitempty"`
 	OK        bool     `json:"ok"`
 	Differing []string `json:"differing,omitempty"`
+}
+
+// StreamingVerify is a streaming verification pass: documents compared
+// by _id while the source keeps changing, mismatches compared again once
+// replay has passed the source's position from when they were seen, and
+// only those that persist reported.
+type StreamingVerify struct {
+	// Running is true while a pass runs; Passes counts finished ones.
+	Running    bool      `json:"running"`
+	Passes     int64     `json:"passes"`
+	StartedAt  time.Time `json:"startedAt,omitzero"`
+	FinishedAt time.Time `json:"finishedAt,omitzero"`
+	// Namespaces is the collections compared, NamespacesDone those read
+	// through, CurrentNamespace the one being read.
+	Namespaces       int    `json:"namespaces"`
+	NamespacesDone   int    `json:"namespacesDone"`
+	CurrentNamespace string `json:"currentNamespace,omitempty"`
+	// Compared counts documents compared, Rechecked the rechecks made,
+	// Mismatches the mismatches first seen, Resolved those a recheck found
+	// equal (changes in flight).
+	Compared   int64 `json:"documentsCompared"`
+	Rechecked  int64 `json:"rechecked"`
+	Mismatches int64 `json:"mismatches"`
+	Resolved   int64 `json:"resolved"`
+	// PendingRechecks and PendingBytes are the mismatches waiting for
+	// replay, within MaxPendingBytes; PendingFull is set once the budget
+	// ran out, and NotRechecked counts the mismatches refused then.
+	PendingRechecks int   `json:"pendingRechecks"`
+	PendingBytes    int64 `json:"pendingBytes"`
+	MaxPendingBytes int64 `json:"maxPendingBytes"`
+	PendingFull     bool  `json:"pendingFull,omitempty"`
+	NotRechecked    int64 `json:"notRechecked,omitempty"`
+	// Unsettled counts mismatches replay had not passed when the pass
+	// ended.
+	Unsettled int64 `json:"unsettled,omitempty"`
+	// Persisting counts mismatches that survived every recheck; Findings
+	// lists the first of them.
+	Persisting int64           `json:"persisting"`
+	Findings   []VerifyFinding `json:"findings,omitempty"`
+	// OK is true after a pass that found nothing persisting and left
+	// nothing unchecked.
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+}
+
+// VerifyFinding is one document that differs between source and target.
+type VerifyFinding struct {
+	// Namespace is the source namespace (db.collection).
+	Namespace string `json:"namespace"`
+	// ID is the document's _id as canonical extended JSON.
+	ID string `json:"id"`
+	// Kind is missing (on the source only), extra (on the target only) or
+	// changed.
+	Kind string `json:"kind"`
 }
 
 // HeldWrites is the writes the worker's subtasks held after chunk

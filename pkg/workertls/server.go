@@ -47,7 +47,8 @@ func ServerConfig(f Files) (*tls.Config, error) {
 	}, nil
 }
 
-// StatusGuard serves /status only to a client that presented a
+// StatusGuard serves /status (and POST /verify, which starts a
+// streaming verification pass) only to a client that presented a
 // certificate the CA signed for the name client (the manager); others get
 // 403 Forbidden, and the first refusal is logged (once: a scraper
 // pointed at /status by mistake would fill the log otherwise). Every
@@ -55,7 +56,7 @@ func ServerConfig(f Files) (*tls.Config, error) {
 func StatusGuard(next http.Handler, client string, log *slog.Logger) http.Handler {
 	var once sync.Once
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/status" {
+		if r.URL.Path != "/status" && r.URL.Path != "/verify" {
 			next.ServeHTTP(w, r)
 			return
 		}

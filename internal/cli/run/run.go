@@ -219,7 +219,7 @@ func runTask(ctx context.Context, f runFlags) error {
 			s.Topology = watch.snapshot()
 			return s
 		}
-		stopServing, err := serve(f, metrics.Handler(reg, status), log)
+		stopServing, err := serve(f, metrics.WorkerHandler(reg, status, eng.StartVerifyStreaming), log)
 		if err != nil {
 			return err
 		}

@@ -28,6 +28,7 @@ type verifyFlags struct {
 	mode        string
 	sampleSize  int
 	maxExamples int
+	streaming   bool
 }
 
 // NewCommand returns `ferry verify`.
@@ -51,6 +52,14 @@ Documents are equal when their BSON bytes are: field order and value types
 count. Compare while the source is quiet (or the task is caught up), or
 changes in flight show up as differences. Views are skipped.
 
+With --streaming it compares while the task keeps the target in sync and
+the source keeps changing: documents by _id in batches, each mismatch
+compared again once the task's replay checkpoint has passed the source's
+position from when it was seen (verify.rechecks times), and only those
+that persist reported, with their namespace and _id. Progress goes to
+stderr every few seconds. The task must be running (ferry run, or a
+SyncTask's worker, which also starts a pass on POST /verify).
+
 Exit status: 0 when every namespace matches, 2 when differences were found,
 1 on errors.`,
 		Example: `  # Compare with the task's verify.mode (hash unless set)
@@ -60,7 +69,10 @@ Exit status: 0 when every namespace matches, 2 when differences were found,
   ferry verify -f task.yaml --mode count
 
   # Compare 5000 random documents per collection
-  ferry verify -f task.yaml --mode sample --sample-size 5000`,
+  ferry verify -f task.yaml --mode sample --sample-size 5000
+
+  # Compare while the task streams, reporting only lasting differences
+  ferry verify -f task.yaml --streaming`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runVerify(cmd, f)
@@ -71,6 +83,7 @@ Exit status: 0 when every namespace matches, 2 when differences were found,
 	fl.StringVar(&f.mode, "mode", "", "count, hash or sample (default: the task's verify.mode)")
 	fl.IntVar(&f.sampleSize, "sample-size", 0, "documents compared per collection in sample mode (default: the task's verify.sampleSize)")
 	fl.IntVar(&f.maxExamples, "max-examples", engineverify.DefaultMaxExamples, "example _ids listed per kind of difference and namespace")
+	fl.BoolVar(&f.streaming, "streaming", false, "compare while the source changes and the task replays: recheck mismatches after replay passed them, report only those that persist")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
@@ -126,6 +139,9 @@ func runVerify(cmd *cobra.Command, f verifyFlags) error {
 	colls, err := catalog.List(ctx, source, mapper)
 	if err != nil {
 		return redact(fmt.Errorf("source: %w", err), task)
+	}
+	if f.streaming {
+		return runStreaming(ctx, stdout, stderr, task, source, target, colls)
 	}
 	fmt.Fprintf(stderr, "verify: task %s, %s, mode %s: source %s, target %s\n",
 		task.Name, namespaces(len(colls)), mode, config.Redact(task.Source.URI), config.Redact(task.Target.URI))
