@@ -203,7 +203,7 @@ func (r *Replayer) bulkStretch(ctx context.Context, runs []run) error {
 		defer putCmdBuf(cmd)
 		defer bulkBufs.Put(buf)
 		var ok bool
-		if *cmd, ok = appendBulkWrite((*cmd)[:0], buf, runs, r.wc); !ok {
+		if *cmd, ok = appendBulkWrite((*cmd)[:0], buf, runs, r.o.WriteConcern); !ok {
 			cmd = nil
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -13,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 )
 
 // A bulkWrite command built from the writes' raw documents. The driver's
@@ -22,18 +22,8 @@ import (
 // assembled from those bytes (with the ops in the command body, which
 // the server accepts as it accepts document sequences). A batch the
 // builder does not cover (a model with options replay never sets, a
-// value that is not raw BSON, a command above maxRawBulkBytes) goes
+// value that is not raw BSON, a command above sink.MaxRawCommandBytes) goes
 // through the driver as before.
-
-// maxRawBulkBytes caps a raw bulkWrite command: a command body may hold
-// up to 16 MiB and 16 KiB (the server's maxBsonObjectSize plus room for
-// the command's own fields). Larger batches go through the driver, which
-// splits them into document sequences.
-const maxRawBulkBytes = 16 << 20
-
-// maxRawBulkWrites is the server's default maxWriteBatchSize: a command
-// with more writes goes through the driver, which splits it.
-const maxRawBulkWrites = 100_000
 
 // bulkBuf holds what building a command needs besides its bytes (the
 // nsInfo array and the namespaces' indexes) between commands.
@@ -65,7 +55,7 @@ func appendBulkWrite(dst []byte, b *bulkBuf, runs []run, wc *writeconcern.WriteC
 			at = int32(len(b.idx))
 			b.idx[rn.ns] = at
 			var e int32
-			e, nsArr = appendIndexedDocStart(nsArr, int(at))
+			e, nsArr = sink.AppendArrayDocumentStart(nsArr, int(at))
 			nsArr = bsoncore.AppendHeader(nsArr, bsoncore.TypeString, "ns")
 			nsArr = appendNamespaceString(nsArr, rn.ns)
 			nsArr, _ = bsoncore.AppendDocumentEnd(nsArr, e)
@@ -78,7 +68,7 @@ func appendBulkWrite(dst []byte, b *bulkBuf, runs []run, wc *writeconcern.WriteC
 				return dst[:start], false
 			}
 			n++
-			if len(dst)-start+len(nsArr) > maxRawBulkBytes || n > maxRawBulkWrites {
+			if len(dst)-start+len(nsArr) > sink.MaxRawCommandBytes || n > sink.MaxRawCommandWrites {
 				b.ns = nsArr
 				return dst[:start], false
 			}
@@ -90,7 +80,7 @@ func appendBulkWrite(dst []byte, b *bulkBuf, runs []run, wc *writeconcern.WriteC
 	dst = append(dst, nsArr...)
 	if wc != nil {
 		var ok bool
-		if dst, ok = appendWriteConcern(dst, wc); !ok {
+		if dst, ok = sink.AppendWriteConcern(dst, wc); !ok {
 			return dst[:start], false
 		}
 	}
@@ -105,41 +95,41 @@ func appendBulkOp(dst []byte, i int, at int32, m mongo.WriteModel) ([]byte, bool
 	var idx int32
 	switch m := m.(type) {
 	case *mongo.InsertOneModel:
-		doc, ok := rawDocument(m.Document)
+		doc, ok := sink.RawDocument(m.Document)
 		if !ok {
 			return dst, false
 		}
 		if _, err := bsoncore.Document(doc).LookupErr("_id"); err != nil {
 			return dst, false // the driver adds an _id; an oplog insert always has one
 		}
-		idx, dst = appendIndexedDocStart(dst, i)
+		idx, dst = sink.AppendArrayDocumentStart(dst, i)
 		dst = bsoncore.AppendInt32Element(dst, "insert", at)
 		dst = bsoncore.AppendDocumentElement(dst, "document", doc)
 	case *mongo.ReplaceOneModel:
-		f, ok1 := rawDocument(m.Filter)
-		u, ok2 := rawDocument(m.Replacement)
+		f, ok1 := sink.RawDocument(m.Filter)
+		u, ok2 := sink.RawDocument(m.Replacement)
 		if !ok1 || !ok2 || m.Collation != nil || m.Hint != nil || m.Sort != nil {
 			return dst, false
 		}
-		idx, dst = appendIndexedDocStart(dst, i)
+		idx, dst = sink.AppendArrayDocumentStart(dst, i)
 		dst = appendUpdateOp(dst, at, f, bsoncore.TypeEmbeddedDocument, u, m.Upsert)
 	case *mongo.UpdateOneModel:
-		f, ok := rawDocument(m.Filter)
+		f, ok := sink.RawDocument(m.Filter)
 		if !ok || m.ArrayFilters != nil || m.Collation != nil || m.Hint != nil || m.Sort != nil {
 			return dst, false
 		}
-		t, u, ok := rawUpdate(m.Update)
+		t, u, ok := sink.RawUpdate(m.Update)
 		if !ok {
 			return dst, false
 		}
-		idx, dst = appendIndexedDocStart(dst, i)
+		idx, dst = sink.AppendArrayDocumentStart(dst, i)
 		dst = appendUpdateOp(dst, at, f, t, u, m.Upsert)
 	case *mongo.DeleteOneModel:
-		f, ok := rawDocument(m.Filter)
+		f, ok := sink.RawDocument(m.Filter)
 		if !ok || m.Collation != nil || m.Hint != nil {
 			return dst, false
 		}
-		idx, dst = appendIndexedDocStart(dst, i)
+		idx, dst = sink.AppendArrayDocumentStart(dst, i)
 		dst = bsoncore.AppendInt32Element(dst, "delete", at)
 		dst = bsoncore.AppendDocumentElement(dst, "filter", f)
 		dst = bsoncore.AppendBooleanElement(dst, "multi", false)
@@ -163,14 +153,6 @@ func appendUpdateOp(dst []byte, at int32, filter []byte, t bsoncore.Type, update
 	return dst
 }
 
-// appendIndexedDocStart starts element i of an array, a document.
-func appendIndexedDocStart(dst []byte, i int) (int32, []byte) {
-	dst = append(dst, byte(bsoncore.TypeEmbeddedDocument))
-	dst = strconv.AppendInt(dst, int64(i), 10)
-	dst = append(dst, 0)
-	return bsoncore.AppendDocumentStart(dst)
-}
-
 // appendNamespaceString appends "db.coll" as a BSON string value.
 func appendNamespaceString(dst []byte, ns catalog.Namespace) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(ns.DB)+1+len(ns.Coll)+1))
@@ -178,68 +160,6 @@ func appendNamespaceString(dst []byte, ns catalog.Namespace) []byte {
 	dst = append(dst, '.')
 	dst = append(dst, ns.Coll...)
 	return append(dst, 0)
-}
-
-// appendWriteConcern appends wc as the command's writeConcern; false for
-// one it does not cover (an unacknowledged w: 0, or a w of another type).
-func appendWriteConcern(dst []byte, wc *writeconcern.WriteConcern) ([]byte, bool) {
-	if wc.W == nil && wc.Journal == nil {
-		return dst, true
-	}
-	idx, dst := bsoncore.AppendDocumentElementStart(dst, "writeConcern")
-	switch w := wc.W.(type) {
-	case nil:
-	case int:
-		if w <= 0 {
-			return dst, false
-		}
-		dst = bsoncore.AppendInt32Element(dst, "w", int32(w))
-	case string:
-		dst = bsoncore.AppendStringElement(dst, "w", w)
-	default:
-		return dst, false
-	}
-	if wc.Journal != nil {
-		dst = bsoncore.AppendBooleanElement(dst, "j", *wc.Journal)
-	}
-	dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
-	return dst, true
-}
-
-// rawDocument returns v's bytes when v is a whole BSON document.
-func rawDocument(v any) ([]byte, bool) {
-	var b []byte
-	switch v := v.(type) {
-	case bson.Raw:
-		b = v
-	case bsoncore.Document:
-		b = v
-	case []byte:
-		b = v
-	default:
-		return nil, false
-	}
-	if len(b) < 5 || int(binary.LittleEndian.Uint32(b)) != len(b) || b[len(b)-1] != 0 {
-		return nil, false
-	}
-	return b, true
-}
-
-// rawUpdate returns an update's type (a document of operators, or a
-// pipeline array) and bytes.
-func rawUpdate(v any) (bsoncore.Type, []byte, bool) {
-	if vm, ok := v.(bson.ValueMarshaler); ok {
-		t, b, err := vm.MarshalBSONValue()
-		if err != nil || bsoncore.Type(t) != bsoncore.TypeArray && bsoncore.Type(t) != bsoncore.TypeEmbeddedDocument {
-			return 0, nil, false
-		}
-		if _, ok := rawDocument(b); !ok {
-			return 0, nil, false
-		}
-		return bsoncore.Type(t), b, true
-	}
-	b, ok := rawDocument(v)
-	return bsoncore.TypeEmbeddedDocument, b, ok
 }
 
 // errBulkWrite is a bulkWrite command's reply naming a failed write.
@@ -261,7 +181,11 @@ func bulkWriteReply(reply bson.Raw, n int) (int, error) {
 	if nErrors == 0 {
 		return n, nil
 	}
-	vals, err := reply.Lookup("cursor", "firstBatch").Array().Values()
+	arr, ok := reply.Lookup("cursor", "firstBatch").ArrayOK()
+	if !ok {
+		return 0, fmt.Errorf("%w: %d errors, no first batch of results", errBulkWrite, nErrors)
+	}
+	vals, err := arr.Values()
 	if err != nil {
 		return 0, fmt.Errorf("%w: %d errors, results unreadable: %w", errBulkWrite, nErrors, err)
 	}

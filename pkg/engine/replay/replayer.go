@@ -158,10 +158,8 @@ type Replayer struct {
 	bulkWrite func(ctx context.Context, writes []mongo.ClientBulkWrite) error
 	// rawBulk sends a bulkWrite command built from the writes' raw
 	// documents (bulkcmd.go) and returns the server's reply; set with
-	// bulkWrite, which carries what the builder does not cover. wc is
-	// the target's write concern, which the command carries.
+	// bulkWrite, which carries what the builder does not cover.
 	rawBulk    func(ctx context.Context, cmd bson.Raw) (bson.Raw, error)
-	wc         *writeconcern.WriteConcern
 	commands   [numCmdKinds]atomic.Int64
 	writesSent [numCmdKinds]atomic.Int64
 	keyReads   atomic.Int64 // see routeWrites
@@ -246,7 +244,6 @@ func New(o Options) *Replayer {
 			return err
 		}
 		admin := o.Target.Database("admin")
-		r.wc = o.WriteConcern
 		r.rawBulk = func(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
 			return admin.RunCommand(ctx, cmd).Raw()
 		}
