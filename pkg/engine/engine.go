@@ -218,6 +218,23 @@ func (e *Engine) Close() {
 	}
 }
 
+// copyEndByClock is the copy's end position on a source where reading
+// the newest oplog entry reads the whole oplog (conn.Profile's
+// OplogQueriesScan; seconds on FerretDB with a busy oplog): the start of
+// the next second by the server's clock, above every entry written
+// before the call. The copy's end only bounds the copy/replay overlap
+// (replay.Options.OverlapUntil: how long a duplicate key on a unique
+// secondary index is tolerated), never where replay starts, so an upper
+// bound serves; it tolerates such a duplicate at most a second longer.
+// The start position stays the newest entry (see run).
+func copyEndByClock(ctx context.Context, c *mongo.Client) (bson.Timestamp, error) {
+	ts, err := source.ServerTime(ctx, c)
+	if err != nil {
+		return bson.Timestamp{}, err
+	}
+	return bson.Timestamp{T: ts.T + 1}, nil
+}
+
 // Source and Target return the connected clients.
 func (e *Engine) Source() *mongo.Client { return e.source }
 
@@ -365,6 +382,8 @@ func (e *Engine) run(ctx context.Context) error {
 			switch {
 			case withReplay && e.sharded:
 				endTS, err = e.recordShardCopyEnd(ctx)
+			case withReplay && useOplog && e.srcProfile.OplogQueriesScan:
+				endTS, err = copyEndByClock(ctx, e.source)
 			case withReplay:
 				endTS, _, err = startAt(ctx, e.source)
 			}
@@ -450,7 +469,7 @@ func (e *Engine) stream(ctx context.Context) error {
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
 		Mapper: e.mapper, Log: e.baseLog(), From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique,
-		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, IndexesOneByOne: e.dstProfile.IndexesOneByOne,
+		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(e.task.Target.URI), IndexesOneByOne: e.dstProfile.IndexesOneByOne,
 		ShardKeys: e.replayShardKeys(), TargetMajor: e.dstProfile.Major,
 		Translator: oplog.Translator{
 			WholeDocumentUpdates: e.srcProfile.UpdateShape == conn.UpdatesAsWholeDocument,

@@ -156,7 +156,7 @@ func Run(ctx context.Context, in *replaybench.Input, c Config) (Result, error) {
 	r := replay.New(replay.Options{
 		Task: "bench-wire", Spec: &spec, Reader: tailer, Source: sc, Target: tc,
 		Store: checkpoint.NewStore(tc, spec.Checkpoint.Database, "bench-wire"), Mapper: mapper, Log: c.Log, From: in.From,
-		MaxWriteBatch: dstProfile.MaxWriteBatch, BulkWrite: dstProfile.BulkWriteCommand,
+		MaxWriteBatch: dstProfile.MaxWriteBatch, BulkWrite: dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(dst.URI()),
 		Translator: oplog.Translator{
 			WholeDocumentUpdates: srcProfile.UpdateShape == conn.UpdatesAsWholeDocument,
 			PipelineUpdates:      dstProfile.PipelineUpdates,

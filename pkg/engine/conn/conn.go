@@ -16,6 +16,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 )
@@ -169,4 +170,11 @@ func tlsConfig(role string, t *config.TLS, o Options) (*tls.Config, error) {
 		tc.Certificates = []tls.Certificate{cert}
 	}
 	return tc, nil
+}
+
+// WriteConcern is the write concern a client opened on uri writes with
+// (its w and journal options); nil when the URI sets neither and
+// the server's default applies.
+func WriteConcern(uri string) *writeconcern.WriteConcern {
+	return options.Client().ApplyURI(uri).WriteConcern
 }

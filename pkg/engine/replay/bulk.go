@@ -3,8 +3,10 @@ package replay
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
@@ -183,25 +185,65 @@ func (r *Replayer) applyBulk(ctx context.Context, runs []run) error {
 	return nil
 }
 
-// bulkStretch sends runs (none a re-read) as one ordered bulkWrite.
+// bulkStretch sends runs (none a re-read) as one ordered bulkWrite:
+// built from the writes' raw documents where it can be (bulkcmd.go),
+// through the driver's models otherwise.
 func (r *Replayer) bulkStretch(ctx context.Context, runs []run) error {
 	if len(runs) == 1 {
 		return r.applyRun(ctx, runs[0])
 	}
-	var writes []mongo.ClientBulkWrite
-	for _, rn := range runs {
-		for _, it := range rn.items {
-			m, ok := clientModel(it.model)
-			if !ok {
-				return r.applyRuns(ctx, runs)
-			}
-			writes = append(writes, mongo.ClientBulkWrite{Database: rn.ns.DB, Collection: rn.ns.Coll, Model: m})
+	var (
+		cmd    *[]byte
+		buf    *bulkBuf
+		writes []mongo.ClientBulkWrite
+		n      int
+	)
+	if r.rawBulk != nil {
+		cmd, buf = getCmdBuf(), bulkBufs.Get().(*bulkBuf)
+		defer putCmdBuf(cmd)
+		defer bulkBufs.Put(buf)
+		var ok bool
+		if *cmd, ok = appendBulkWrite((*cmd)[:0], buf, runs, r.o.WriteConcern); !ok {
+			cmd = nil
 		}
 	}
-	r.sent(cmdBulkWrite, len(writes))
+	if cmd != nil {
+		for _, rn := range runs {
+			n += len(rn.items)
+		}
+	} else {
+		for _, rn := range runs {
+			for _, it := range rn.items {
+				m, ok := clientModel(it.model)
+				if !ok {
+					return r.applyRuns(ctx, runs)
+				}
+				writes = append(writes, mongo.ClientBulkWrite{Database: rn.ns.DB, Collection: rn.ns.Coll, Model: m})
+			}
+		}
+		n = len(writes)
+	}
+	r.sent(cmdBulkWrite, n)
 	started := time.Now()
 	actx, cancel := context.WithTimeout(ctx, r.writeTimeout())
-	err := r.bulkWrite(actx, writes)
+	var (
+		applied int
+		err     error
+	)
+	if cmd != nil {
+		var reply bson.Raw
+		if reply, err = r.rawBulk(actx, *cmd); err == nil {
+			applied, err = bulkWriteReply(reply, n)
+		}
+	} else {
+		err = r.bulkWrite(actx, writes)
+		var cbe mongo.ClientBulkWriteException
+		if errors.As(err, &cbe) && cbe.WriteError == nil && len(cbe.WriteConcernErrors) == 0 && len(cbe.WriteErrors) == 1 {
+			for k := range cbe.WriteErrors {
+				applied = min(max(k, 0), n)
+			}
+		}
+	}
 	cancel()
 	if r.o.ObserveWrite != nil {
 		r.o.ObserveWrite(cmdBulkWrite.String(), time.Since(started))
@@ -209,14 +251,7 @@ func (r *Replayer) bulkStretch(ctx context.Context, runs []run) error {
 	if err == nil {
 		return nil
 	}
-	applied := 0
-	var cbe mongo.ClientBulkWriteException
-	if errors.As(err, &cbe) && cbe.WriteError == nil && len(cbe.WriteConcernErrors) == 0 && len(cbe.WriteErrors) == 1 {
-		for k := range cbe.WriteErrors {
-			applied = min(max(k, 0), len(writes))
-		}
-	}
-	r.log.Debug("a bulkWrite failed; the rest of its writes go again command by command", "applied", applied, "of", len(writes), "err", err)
+	r.log.Debug("a bulkWrite failed; the rest of its writes go again command by command", "applied", applied, "of", n, "err", err)
 	for len(runs) > 0 && applied >= len(runs[0].items) {
 		applied -= len(runs[0].items)
 		runs = runs[1:]
@@ -230,6 +265,19 @@ func (r *Replayer) bulkStretch(ctx context.Context, runs []run) error {
 		return err
 	}
 	return r.applyRuns(ctx, runs[1:])
+}
+
+// cmdBufs hold raw commands between sends.
+var cmdBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+func getCmdBuf() *[]byte { return cmdBufs.Get().(*[]byte) }
+
+// putCmdBuf keeps b for the next command unless it grew past a command
+// of a few MiB, which is rare and not worth holding.
+func putCmdBuf(b *[]byte) {
+	if cap(*b) <= 4<<20 {
+		cmdBufs.Put(b)
+	}
 }
 
 // applyRuns applies runs one command each.

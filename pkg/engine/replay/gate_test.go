@@ -2,6 +2,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -146,10 +147,17 @@ func TestWritersCombineOverBulkWrite(t *testing.T) {
 		seed    uint64
 		writers int
 		delay   time.Duration
+		// raw: commands built from the raw documents (bulkcmd.go), read
+		// back into the models the fake target applies; otherwise the
+		// driver's models.
+		raw bool
 	}{
-		{"16 writers, 1ms per command", 11, 16, time.Millisecond},
-		{"4 writers, 200us per command", 12, 4, 200 * time.Microsecond},
-		{"1 writer", 13, 1, 200 * time.Microsecond},
+		{"16 writers, 1ms per command", 11, 16, time.Millisecond, false},
+		{"4 writers, 200us per command", 12, 4, 200 * time.Microsecond, false},
+		{"1 writer", 13, 1, 200 * time.Microsecond, false},
+		{"raw commands, 16 writers, 1ms per command", 11, 16, time.Millisecond, true},
+		{"raw commands, 4 writers, 200us per command", 12, 4, 200 * time.Microsecond, true},
+		{"raw commands, 1 writer", 13, 1, 200 * time.Microsecond, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -158,7 +166,7 @@ func TestWritersCombineOverBulkWrite(t *testing.T) {
 			r, reader, last := newTestReplayer(t, c.writers, f)
 			var mu sync.Mutex
 			last1 := map[string]int32{} // namespace/_id -> v of its last write
-			r.bulkWrite = func(ctx context.Context, writes []mongo.ClientBulkWrite) error {
+			apply := func(ctx context.Context, writes []mongo.ClientBulkWrite) error {
 				cp := r.Checkpoint()
 				mu.Lock()
 				for _, w := range writes {
@@ -178,6 +186,21 @@ func TestWritersCombineOverBulkWrite(t *testing.T) {
 				mu.Unlock()
 				time.Sleep(c.delay)
 				return f.bulkWrite(ctx, writes)
+			}
+			r.bulkWrite = apply
+			if c.raw {
+				r.bulkWrite = func(context.Context, []mongo.ClientBulkWrite) error {
+					t.Error("a batch the raw command builder should have covered went through the driver's models")
+					return errors.New("not covered")
+				}
+				r.rawBulk = func(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
+					writes, err := readBulkWrite(cmd)
+					if err != nil {
+						t.Error(err)
+						return nil, err
+					}
+					return bulkWriteResult(apply(ctx, writes))
+				}
 			}
 			runToEnd(t, r, reader, entries, last)
 			want := states[len(states)-1]

@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -77,6 +78,11 @@ type Options struct {
 	// BulkWriteCommand): a writer sends each batch, many namespaces and
 	// kinds, as one command. Ignored with Apply or ApplyAt.
 	BulkWrite bool
+	// WriteConcern is the write concern Target was opened with (its
+	// URI's w and journal; nil for the server's default). The bulkWrite
+	// commands built from raw documents (bulkcmd.go), which the driver
+	// does not complete, carry it.
+	WriteConcern *writeconcern.WriteConcern
 	// IndexesOneByOne builds indexes with one createIndexes each (conn.Profile's
 	// IndexesOneByOne: FerretDB v1 breaks its index registry when a
 	// multi-index build loses its client midway).
@@ -152,8 +158,12 @@ type Replayer struct {
 	// Writers (worker.go, bulk.go): apply sends one command; bulkWrite,
 	// set when the target has the command, one bulkWrite. Counted by
 	// command kind: commands sent and the writes they carried.
-	apply      func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) error
-	bulkWrite  func(ctx context.Context, writes []mongo.ClientBulkWrite) error
+	apply     func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) error
+	bulkWrite func(ctx context.Context, writes []mongo.ClientBulkWrite) error
+	// rawBulk sends a bulkWrite command built from the writes' raw
+	// documents (bulkcmd.go) and returns the server's reply; set with
+	// bulkWrite, which carries what the builder does not cover.
+	rawBulk    func(ctx context.Context, cmd bson.Raw) (bson.Raw, error)
 	commands   [numCmdKinds]atomic.Int64
 	writesSent [numCmdKinds]atomic.Int64
 	keyReads   atomic.Int64 // see routeWrites
@@ -239,6 +249,10 @@ func New(o Options) *Replayer {
 		r.bulkWrite = func(ctx context.Context, writes []mongo.ClientBulkWrite) error {
 			_, err := o.Target.BulkWrite(ctx, writes, options.ClientBulkWrite().SetOrdered(true).SetBypassDocumentValidation(true))
 			return err
+		}
+		admin := o.Target.Database("admin")
+		r.rawBulk = func(ctx context.Context, cmd bson.Raw) (bson.Raw, error) {
+			return admin.RunCommand(ctx, cmd).Raw()
 		}
 	}
 	if len(o.Recover.Entries) > 0 {

@@ -424,11 +424,43 @@ func (r *Replayer) applier() func(ctx context.Context, ns catalog.Namespace, cmd
 			return r.o.Apply(ctx, ns, models)
 		}
 	}
+	// Commands built from the raw documents (sink.AppendWriteCommand),
+	// except on a sharded target: a write there may change a document's
+	// shard-key value, which a cluster takes only as a retryable write
+	// (with a txnNumber, which only the driver's BulkWrite adds).
+	raw := r.o.ShardKeys == nil
 	return func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, _ []item) error {
+		if raw {
+			if sent, err := r.rawCommand(ctx, ns, cmd, models); sent {
+				return err
+			}
+		}
 		_, err := r.o.Target.Database(ns.DB).Collection(ns.Coll).BulkWrite(ctx, models,
 			options.BulkWrite().SetOrdered(cmd != cmdInsert).SetBypassDocumentValidation(true))
 		return err
 	}
+}
+
+// rawCommand sends models as one insert (unordered), update or delete
+// command built from their raw documents, and reports false (having sent
+// nothing) when the builder does not cover them. Its errors are those of
+// the driver's BulkWrite (write errors as a mongo.BulkWriteException).
+func (r *Replayer) rawCommand(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel) (bool, error) {
+	kind := sink.InsertCommand
+	switch cmd {
+	case cmdUpdate:
+		kind = sink.UpdateCommand
+	case cmdDelete:
+		kind = sink.DeleteCommand
+	}
+	buf := getCmdBuf()
+	defer putCmdBuf(buf)
+	b, ok := sink.AppendWriteCommand((*buf)[:0], ns.Coll, kind, models, cmd != cmdInsert, r.o.WriteConcern)
+	*buf = b
+	if !ok {
+		return false, nil
+	}
+	return true, sink.RunWriteCommand(ctx, r.o.Target.Database(ns.DB), b, models)
 }
 
 // errWriteTimeout marks a bulk write abandoned after WriteTimeout.

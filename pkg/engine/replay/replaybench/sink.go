@@ -14,17 +14,22 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 )
 
 // Sink is a replay.Options.Apply that writes nothing but does the work the
-// driver does before it sends a bulk write: it checks each insert's
-// document for an _id, marshals each other model's filter with the BSON
-// encoder, checks the update or replacement document, builds the
-// statement ({q, u, upsert} or {q, limit}) and copies the statements into
-// a command message. The replayer sends one command per Apply (one kind,
-// one namespace); a call that mixes kinds is counted as the commands a
-// BulkWrite would split it into. It counts what it saw and closes Done
-// once it has seen Want writes.
+// engine does before it sends a write command to a real target: it
+// builds each command from the models' raw documents with
+// sink.AppendWriteCommand, as the replayer does; for models that builder
+// leaves to the driver it does what the driver does (checks each
+// insert's document for an _id, marshals each other model's filter with
+// the BSON encoder, checks the update or replacement document, builds the
+// statement and copies the statements into a command message). What it
+// leaves out: the driver's copy of the command into the wire message,
+// the socket, and the server. The replayer sends one command per Apply
+// (one kind, one namespace); a call that mixes kinds is counted as the
+// commands a BulkWrite would split it into. It counts what it saw and
+// closes Done once it has seen Want writes.
 type Sink struct {
 	// Want is the number of writes after which Done is closed.
 	Want int64
@@ -110,38 +115,57 @@ func (s *Sink) Apply(_ context.Context, ns catalog.Namespace, models []mongo.Wri
 		docs = docs[:0]
 	}
 	var inserts, replaces, updates, deletes int64
-	for _, m := range models {
-		var (
-			doc  bsoncore.Document
-			kind commandKind
-			err  error
-		)
-		switch m := m.(type) {
-		case *mongo.InsertOneModel:
-			doc, err = insertStatement(m.Document)
-			kind = cmdInsert
-			inserts++
-		case *mongo.ReplaceOneModel:
-			doc, err = updateStatement(m.Filter, m.Replacement, m.Upsert, false)
-			replaces++
-		case *mongo.UpdateOneModel:
-			doc, err = updateStatement(m.Filter, m.Update, m.Upsert, true)
-			updates++
-		case *mongo.DeleteOneModel:
-			doc, err = deleteStatement(m.Filter)
-			kind = cmdDelete
-			deletes++
-		default:
-			err = fmt.Errorf("unexpected write model %T", m)
+	for start := 0; start < len(models); {
+		kind := kindOf(models[start])
+		end := start + 1
+		for end < len(models) && kindOf(models[end]) == kind {
+			end++
 		}
-		if err != nil {
-			return fmt.Errorf("encode a write to %s: %w", ns, err)
+		run := models[start:end]
+		for _, m := range run {
+			switch m.(type) {
+			case *mongo.InsertOneModel:
+				inserts++
+			case *mongo.ReplaceOneModel:
+				replaces++
+			case *mongo.UpdateOneModel:
+				updates++
+			case *mongo.DeleteOneModel:
+				deletes++
+			}
 		}
-		if len(docs) > 0 && kind != runKind {
-			flush()
+		start = end
+		before := len(msg)
+		var ok bool
+		if msg, ok = sink.AppendWriteCommand(msg, ns.Coll, rawKind(kind), run, kind != cmdInsert, nil); ok {
+			encoded += int64(len(msg) - before)
+			commands++
+			continue
 		}
 		runKind = kind
-		docs = append(docs, doc)
+		for _, m := range run {
+			var (
+				doc bsoncore.Document
+				err error
+			)
+			switch m := m.(type) {
+			case *mongo.InsertOneModel:
+				doc, err = insertStatement(m.Document)
+			case *mongo.ReplaceOneModel:
+				doc, err = updateStatement(m.Filter, m.Replacement, m.Upsert, false)
+			case *mongo.UpdateOneModel:
+				doc, err = updateStatement(m.Filter, m.Update, m.Upsert, true)
+			case *mongo.DeleteOneModel:
+				doc, err = deleteStatement(m.Filter)
+			default:
+				err = fmt.Errorf("unexpected write model %T", m)
+			}
+			if err != nil {
+				return fmt.Errorf("encode a write to %s: %w", ns, err)
+			}
+			docs = append(docs, doc)
+		}
+		flush()
 	}
 	flush()
 	*bp = msg
@@ -158,6 +182,28 @@ func (s *Sink) Apply(_ context.Context, ns catalog.Namespace, models []mongo.Wri
 		s.once.Do(func() { close(s.done) })
 	}
 	return nil
+}
+
+// kindOf is the command a model travels in.
+func kindOf(m mongo.WriteModel) commandKind {
+	switch m.(type) {
+	case *mongo.InsertOneModel:
+		return cmdInsert
+	case *mongo.DeleteOneModel, *mongo.DeleteManyModel:
+		return cmdDelete
+	}
+	return cmdUpdate
+}
+
+// rawKind is k as sink.AppendWriteCommand names it.
+func rawKind(k commandKind) sink.CommandKind {
+	switch k {
+	case cmdInsert:
+		return sink.InsertCommand
+	case cmdDelete:
+		return sink.DeleteCommand
+	}
+	return sink.UpdateCommand
 }
 
 // marshal encodes a filter as the driver does: through a bson.Encoder into
