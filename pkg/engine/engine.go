@@ -83,6 +83,10 @@ type Options struct {
 	TopologyInterval time.Duration
 	// ShardReader, when set, replaces each shard's oplog tailer (tests).
 	ShardReader func(shard string, from bson.Timestamp) source.OplogReader
+	// OnCutoverStep, when set, is told each cut-over step once it is
+	// recorded (tests stop their writes at Draining, as an application
+	// does).
+	OnCutoverStep func(step string)
 }
 
 // Engine runs one task.
@@ -126,8 +130,10 @@ type Engine struct {
 	err        error
 	verifyRes  *verify.Report
 	verifyProg verifyProgress
-	started    time.Time
-	finished   time.Time
+	// co is the cut-over's state (cutover.go); nil when none runs.
+	co       *checkpoint.CutoverRecord
+	started  time.Time
+	finished time.Time
 	// windows are the source oplogs' windows, read by watchWindows.
 	windows []OplogWindow
 	// streamAt is when replay started in this run.
@@ -227,10 +233,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	e.started = time.Now()
 	e.mu.Unlock()
-	wctx, stopWindows := context.WithCancel(ctx)
-	go e.watchWindows(wctx)
-	err := e.run(ctx)
-	stopWindows()
+	err := e.checkCutover()
+	if err == nil {
+		err = e.runLeased(ctx)
+	}
 	e.mu.Lock()
 	e.finished = time.Now()
 	if err != nil && ctx.Err() == nil {
@@ -241,6 +247,26 @@ func (e *Engine) Run(ctx context.Context) error {
 	// leaves the target untouched.
 	if err != nil && ctx.Err() == nil && e.recorded.Load() {
 		_ = e.store.SetPhase(context.Background(), string(PhaseFailed), false)
+	}
+	return err
+}
+
+// runLeased runs the task while holding its lease, so that a second run
+// of it (ferry run beside ferry cutover, two workers) stops at the start.
+func (e *Engine) runLeased(ctx context.Context) error {
+	lctx, lost := context.WithCancelCause(ctx)
+	defer lost(nil)
+	release, err := e.holdLease(lctx, lost)
+	if err != nil {
+		return err
+	}
+	defer release()
+	wctx, stopWindows := context.WithCancel(lctx)
+	go e.watchWindows(wctx)
+	err = e.run(lctx)
+	stopWindows()
+	if cause := context.Cause(lctx); err != nil && errors.Is(cause, ErrTaskRunning) {
+		return cause
 	}
 	return err
 }
@@ -334,8 +360,14 @@ func (e *Engine) run(ctx context.Context) error {
 		}
 		e.log.Info("recorded the replay start position", "ts", startTS, "emptyOplog", startEmpty)
 	}
+	e.loadCutover(rec)
 	next := PhaseFullSync
-	switch {
+	switch step := e.cutoverStep(); {
+	case step == workerapi.CutoverComplete:
+		e.log.Info("the cut-over is complete; nothing left to do", "sourceTS", rec.Cutover.SourceTS, "targetTS", rec.Cutover.TargetTS)
+		next = PhaseCompleted
+	case step == workerapi.CutoverVerifying, step == workerapi.CutoverFinalizing:
+		next = PhaseVerifying
 	case spec.Mode == config.ModeIncremental, rec.CopyDone && withReplay:
 		next = PhaseStreaming
 	case rec.CopyDone:
@@ -384,7 +416,11 @@ func (e *Engine) run(ctx context.Context) error {
 			}
 			next = PhaseVerifying
 		case PhaseVerifying:
-			if spec.Verify.Mode != config.VerifyNone && e.opts.Shard != "" {
+			if e.cutoverStep() != "" {
+				if err := e.finishCutover(ctx); err != nil {
+					return err
+				}
+			} else if spec.Verify.Mode != config.VerifyNone && e.opts.Shard != "" {
 				e.log.Info("verification skipped in a worker running one shard: other shards may still be replaying; run ferry verify once every worker caught up", "shard", e.opts.Shard)
 			} else if spec.Verify.Mode != config.VerifyNone {
 				if err := e.verify(ctx); err != nil {
@@ -458,7 +494,19 @@ func (e *Engine) stream(ctx context.Context) error {
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
 	caughtUp := make(chan struct{})
-	{
+	// With a cut-over, driveCutover decides when replay stops.
+	var cutoverDone chan error
+	if e.cutoverStep() != "" {
+		cutoverDone = make(chan error, 1)
+		go func() {
+			err := e.driveCutover(rctx, r)
+			if err == nil {
+				close(caughtUp)
+			}
+			stop()
+			cutoverDone <- err
+		}()
+	} else {
 		go func() {
 			streak := 0
 			for rctx.Err() == nil {
@@ -477,6 +525,15 @@ func (e *Engine) stream(ctx context.Context) error {
 		}()
 	}
 	err = r.Run(rctx)
+	stop()
+	if cutoverDone != nil {
+		if cerr := <-cutoverDone; cerr != nil && ctx.Err() == nil && !errors.Is(cerr, context.Canceled) {
+			if errors.Is(err, context.Canceled) {
+				err = nil
+			}
+			return errors.Join(cerr, err)
+		}
+	}
 	select {
 	case <-caughtUp:
 		e.log.Info("caught up with the source", "applied", r.Status().AppliedTS)
@@ -503,13 +560,26 @@ func (e *Engine) replayParams(ctx context.Context) (replayParams, error) {
 }
 
 func (e *Engine) verify(ctx context.Context) error {
-	spec := &e.task.Spec
-	colls, err := catalog.List(ctx, e.source, e.mapper)
+	rep, err := e.verifyWith(ctx, e.task.Verify.Mode)
 	if err != nil {
 		return err
 	}
+	if !rep.OK() {
+		return fmt.Errorf("%w: see the verification report", ErrVerificationFailed)
+	}
+	return nil
+}
+
+// verifyWith compares the target with the source in mode and keeps the
+// report for VerifyReport.
+func (e *Engine) verifyWith(ctx context.Context, mode config.VerifyMode) (*verify.Report, error) {
+	spec := &e.task.Spec
+	colls, err := catalog.List(ctx, e.source, e.mapper)
+	if err != nil {
+		return nil, err
+	}
 	rep, err := verify.Run(ctx, e.source, e.target, colls, verify.Options{
-		Mode: spec.Verify.Mode, SampleSize: spec.Verify.SampleSize,
+		Mode: mode, SampleSize: spec.Verify.SampleSize,
 		Progress: func(ns string, done, total int64) {
 			e.mu.Lock()
 			e.verifyProg = verifyProgress{NS: ns, Done: done, Total: total}
@@ -517,15 +587,12 @@ func (e *Engine) verify(ctx context.Context) error {
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("verify: %w", err)
+		return nil, fmt.Errorf("verify: %w", err)
 	}
 	e.mu.Lock()
 	e.verifyRes = rep
 	e.mu.Unlock()
-	if !rep.OK() {
-		return fmt.Errorf("%w: see the verification report", ErrVerificationFailed)
-	}
-	return nil
+	return rep, nil
 }
 
 func (e *Engine) setPhase(p Phase) {
