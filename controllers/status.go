@@ -55,7 +55,9 @@ type observed struct {
 	generation int64
 	mode       config.Mode
 	verifyMode config.VerifyMode
-	suspended  bool
+	// cutover is spec.cutover.
+	cutover   config.Cutover
+	suspended bool
 	// blocked stops the task before any worker starts (a missing Secret,
 	// a spec the engine refuses).
 	blocked *blockedError
@@ -197,6 +199,7 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 	st.Progress = copyProgress(old.Progress, o, st.Phase, st.Shards, reports)
 	st.CheckpointTime = lowWatermark(st.Shards, old.CheckpointTime)
 	st.LastVerification = verification(old.LastVerification, reports, verifyExits, o)
+	st.Cutover = cutoverStatus(old.Cutover, o)
 
 	if st.Phase == syncv1alpha1.PhaseFailed && old.Phase != syncv1alpha1.PhaseFailed {
 		f := shardFailure{ReasonFailed, "a worker failed"}
@@ -510,6 +513,7 @@ func setConditions(st *syncv1alpha1.SyncTaskStatus, o observed, failure *shardFa
 	if c, ok := targetShardingCondition(o); ok {
 		set(syncv1alpha1.ConditionTargetSharding, c.ok, c.reason, c.message)
 	}
+	cutoverConditions(st, o, set)
 }
 
 // maxConditionMessage bounds a condition message built from lists (the

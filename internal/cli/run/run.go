@@ -28,6 +28,10 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/workertls"
 )
 
+// cutoverLinger is how long a worker serves /status after its cut-over
+// completed: the manager polls every 5 seconds.
+const cutoverLinger = 12 * time.Second
+
 // Flags are the flags of `ferry run`, which `ferry cutover` shares.
 type Flags struct {
 	file             string
@@ -217,6 +221,16 @@ func Run(ctx context.Context, f Flags) error {
 	s := eng.Status()
 	if s.Cutover != nil {
 		writeCutoverSummary(os.Stdout, s)
+		if err == nil && f.listen != "" && f.taskEnv != "" {
+			// An operator's worker (its task comes from the environment):
+			// the manager reads the completed cut-over (its positions and
+			// verification) from /status, so serve it a while before
+			// exiting.
+			select {
+			case <-ctx.Done():
+			case <-time.After(cutoverLinger):
+			}
+		}
 	}
 	switch {
 	case errors.Is(err, source.ErrOplogWindowLost):
