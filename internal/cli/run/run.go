@@ -79,7 +79,12 @@ shard addresses when config.shards' are not reachable from here.
 worker per shard does (an operator's worker finds its shard by its pod
 ordinal in MONGOFERRY_SHARD_MAP): the worker of the shard whose name sorts first
 records the start positions and runs the full copy, the others wait for it,
-and verification is left to 'ferry verify' once every worker caught up.`,
+and verification is left to 'ferry verify' once every worker caught up.
+
+With cutover.requested: true in the task file, run does what 'ferry
+cutover' does (see its help). One run of a task at a time: a second one,
+here or elsewhere, stops at the start while the first holds the task's
+lease in the checkpoint database.`,
 		Example: `  # copy everything from one deployment to another, then verify
   ferry run -f task.yaml
 
