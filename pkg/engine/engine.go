@@ -251,26 +251,6 @@ func (e *Engine) Run(ctx context.Context) error {
 	return err
 }
 
-// runLeased runs the task while holding its lease, so that a second run
-// of it (ferry run beside ferry cutover, two workers) stops at the start.
-func (e *Engine) runLeased(ctx context.Context) error {
-	lctx, lost := context.WithCancelCause(ctx)
-	defer lost(nil)
-	release, err := e.holdLease(lctx, lost)
-	if err != nil {
-		return err
-	}
-	defer release()
-	wctx, stopWindows := context.WithCancel(lctx)
-	go e.watchWindows(wctx)
-	err = e.run(lctx)
-	stopWindows()
-	if cause := context.Cause(lctx); err != nil && errors.Is(cause, ErrTaskRunning) {
-		return cause
-	}
-	return err
-}
-
 func (e *Engine) run(ctx context.Context) error {
 	spec := &e.task.Spec
 	withReplay := spec.Mode != config.ModeFull

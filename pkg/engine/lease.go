@@ -71,3 +71,23 @@ func processGone(h checkpoint.Holder) bool {
 	err := syscall.Kill(h.PID, 0)
 	return errors.Is(err, syscall.ESRCH)
 }
+
+// runLeased runs the task while holding its lease, so that a second run
+// of it (ferry run beside ferry cutover, two workers) stops at the start.
+func (e *Engine) runLeased(ctx context.Context) error {
+	lctx, lost := context.WithCancelCause(ctx)
+	defer lost(nil)
+	release, err := e.holdLease(lctx, lost)
+	if err != nil {
+		return err
+	}
+	defer release()
+	wctx, stopWindows := context.WithCancel(lctx)
+	go e.watchWindows(wctx)
+	err = e.run(lctx)
+	stopWindows()
+	if cause := context.Cause(lctx); err != nil && errors.Is(cause, ErrTaskRunning) {
+		return cause
+	}
+	return err
+}
