@@ -80,6 +80,10 @@ func (e *Engine) loadCutover(rec checkpoint.TaskRecord) {
 	e.finishAsked.CompareAndSwap(0, time.Now().UnixNano())
 }
 
+// SetCutoverHook sets Options.OnCutoverStep on an opened engine, before
+// Run (tests that stop the run from the hook need the engine first).
+func (e *Engine) SetCutoverHook(f func(step string)) { e.opts.OnCutoverStep = f }
+
 // cutoverStep returns the cut-over's current step, "" when none runs.
 func (e *Engine) cutoverStep() string {
 	e.mu.Lock()
@@ -207,8 +211,10 @@ func (e *Engine) finishCutover(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if c := e.cutoverRecord(); c.SourceTS.IsZero() || rec.AppliedTS.Compare(c.SourceTS) < 0 {
-			return fmt.Errorf("cut-over: the checkpoint %d,%d is below the drain position %d,%d", rec.AppliedTS.T, rec.AppliedTS.I, c.SourceTS.T, c.SourceTS.I)
+		// Replay saved its last checkpoint when it stopped; one that had
+		// nothing to apply resumes from its start position.
+		if c, at := e.cutoverRecord(), rec.ResumeTS(); c.SourceTS.IsZero() || at.Compare(c.SourceTS) < 0 {
+			return fmt.Errorf("cut-over: the checkpoint %d,%d is below the drain position %d,%d", at.T, at.I, c.SourceTS.T, c.SourceTS.I)
 		}
 		if err := e.advanceCutover(ctx, func(c *checkpoint.CutoverRecord) { c.Step, c.Message = workerapi.CutoverVerifying, "" }); err != nil {
 			return err

@@ -257,3 +257,67 @@ verify: {mode: none}
 	}
 	assertSameDocs(t, sc, "shop.orders", dc, "shop.orders")
 }
+
+// TestCutoverResumesAtItsStep: a run stopped just after it recorded a
+// cut-over step (the drain position, the start of verification, of
+// finalization) leaves that step in the checkpoint database; the next run
+// goes on from it, not from CatchingUp, and completes with the target
+// equal to the source. (A stop by context here; TestCutoverCLIKilledAndResumed
+// kills the process.)
+func TestCutoverResumesAtItsStep(t *testing.T) {
+	tests := []struct {
+		name   string
+		stopAt string
+		nth    int // stop at the nth time the step is recorded
+	}{
+		{"draining, drain position recorded", workerapi.CutoverDraining, 2},
+		{"verifying", workerapi.CutoverVerifying, 1},
+		{"finalizing", workerapi.CutoverFinalizing, 1},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src, dst := testserver.Start(t), testserver.Start(t)
+			sc, dc := src.MustClient(t), dst.MustClient(t)
+			insertDocs(t, sc, "app", "c", mixedIDDocs(400))
+			name := fmt.Sprintf("resume-%d", i)
+			task := newTask(t, name, src, dst, func(t *config.Task) {
+				t.Mode = config.ModeFullAndIncremental
+				t.Verify.Mode = config.VerifyNone
+				t.Cutover = config.Cutover{Requested: true, Verify: config.VerifyHash, MaxLagSeconds: 5}
+			})
+			e, err := engine.Open(context.Background(), task, engineOpts())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, stop := context.WithCancel(context.Background())
+			seen := 0
+			e.SetCutoverHook(func(step string) {
+				if step == tc.stopAt {
+					if seen++; seen == tc.nth {
+						stop()
+					}
+				}
+			})
+			err = e.Run(ctx)
+			e.Close()
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("first run: %v, want it stopped", err)
+			}
+			if rec := cutoverRecord(t, dc, name); rec == nil || rec.Step != tc.stopAt {
+				t.Fatalf("recorded %+v, want step %s", rec, tc.stopAt)
+			}
+			// The source changes no more: the drain position stays right.
+			var steps []string
+			opts := engineOpts()
+			opts.OnCutoverStep = func(step string) { steps = append(steps, step) }
+			st, err := runEngine(t, task, opts)
+			if err != nil || st.Cutover == nil || st.Cutover.Step != workerapi.CutoverComplete {
+				t.Fatalf("second run: %v, cut-over %+v", err, st.Cutover)
+			}
+			if len(steps) == 0 || steps[0] == workerapi.CutoverCatchingUp {
+				t.Errorf("second run recorded %v: it started over", steps)
+			}
+			assertSameDocs(t, sc, "app.c", dc, "app.c")
+		})
+	}
+}
