@@ -83,7 +83,7 @@ func cutoverConditions(st *syncv1alpha1.SyncTaskStatus, o observed, set func(t s
 	}
 	switch {
 	case c.Step == workerapi.CutoverFailed:
-		set(syncv1alpha1.ConditionCutoverReady, c.CaughtUp, ReasonCutoverFailed, c.Message)
+		set(syncv1alpha1.ConditionCutoverReady, false, failedStep(c.Message), c.Message)
 	case c.CaughtUp:
 		set(syncv1alpha1.ConditionCutoverReady, true, ReasonCaughtUp, fmt.Sprintf("the lag was at most %ds: the cut-over goes on", o.cutover.MaxLagSeconds))
 	default:
@@ -129,4 +129,18 @@ func (r *SyncTaskReconciler) cutoverEvents(old, cur *syncv1alpha1.SyncTask) {
 	default:
 		r.event(cur, corev1.EventTypeNormal, "Cutover"+c.Step, "Cutover", "cut-over step %s", c.Step)
 	}
+}
+
+// failedStep is the step a failed cut-over's message names first (the
+// worker writes "Step: why"), or CutoverFailed.
+func failedStep(msg string) string {
+	step, _, ok := strings.Cut(msg, ":")
+	switch {
+	case !ok:
+		return ReasonCutoverFailed
+	case step == workerapi.CutoverCatchingUp, step == workerapi.CutoverBlockingWrites, step == workerapi.CutoverDraining,
+		step == workerapi.CutoverVerifying, step == workerapi.CutoverFinalizing:
+		return step
+	}
+	return ReasonCutoverFailed
 }

@@ -41,7 +41,7 @@ func TestCutoverStatus(t *testing.T) {
 		{name: "complete", report: report(workerapi.PhaseCompleted, complete),
 			wantStep: workerapi.CutoverComplete, wantReady: "True/CaughtUp", wantComplete: "True/CutoverComplete"},
 		{name: "failed", report: report(workerapi.PhaseFailed, &workerapi.Cutover{Step: workerapi.CutoverFailed, CaughtUp: true, Message: "BlockingWrites: no setUserWriteBlockMode"}),
-			wantStep: workerapi.CutoverFailed, wantReady: "True/CutoverFailed", wantComplete: "False/CutoverFailed"},
+			wantStep: workerapi.CutoverFailed, wantReady: "False/BlockingWrites", wantComplete: "False/CutoverFailed"},
 		{name: "kept without a report", old: &syncv1alpha1.CutoverStatus{Step: workerapi.CutoverComplete, CaughtUp: true, SourcePosition: "10:2"},
 			wantStep: workerapi.CutoverComplete, wantReady: "True/CaughtUp", wantComplete: "True/CutoverComplete"},
 	}
