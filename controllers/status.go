@@ -55,7 +55,9 @@ type observed struct {
 	generation int64
 	mode       config.Mode
 	verifyMode config.VerifyMode
-	suspended  bool
+	// cutover is spec.cutover.
+	cutover   config.Cutover
+	suspended bool
 	// blocked stops the task before any worker starts (a missing Secret,
 	// a spec the engine refuses).
 	blocked *blockedError
@@ -198,6 +200,7 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 	st.CheckpointTime = lowWatermark(st.Shards, old.CheckpointTime)
 	st.LastVerification = verification(old.LastVerification, reports, verifyExits, o)
 	st.StreamingVerification = streamingVerification(old.StreamingVerification, reports)
+	st.Cutover = cutoverStatus(old.Cutover, o)
 
 	if st.Phase == syncv1alpha1.PhaseFailed && old.Phase != syncv1alpha1.PhaseFailed {
 		f := shardFailure{ReasonFailed, "a worker failed"}
@@ -511,6 +514,7 @@ func setConditions(st *syncv1alpha1.SyncTaskStatus, o observed, failure *shardFa
 	if c, ok := targetShardingCondition(o); ok {
 		set(syncv1alpha1.ConditionTargetSharding, c.ok, c.reason, c.message)
 	}
+	cutoverConditions(st, o, set)
 }
 
 // maxConditionMessage bounds a condition message built from lists (the

@@ -114,7 +114,7 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	orig := task.DeepCopy()
 
 	o := observed{generation: task.Generation, mode: task.Spec.Mode, verifyMode: task.Spec.Verify.Mode,
-		suspended: task.Spec.Suspend, now: time.Now()}
+		cutover: task.Spec.Cutover, suspended: task.Spec.Suspend, now: time.Now()}
 	rnd, err := r.render(ctx, &task)
 	if !errors.As(err, &o.blocked) && err != nil {
 		return ctrl.Result{}, err
@@ -184,6 +184,7 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 
 	task.Status = settle(&orig.Status, computeStatus(&orig.Status, o), o.now)
 	r.statusEvents(orig, &task)
+	r.cutoverEvents(orig, &task)
 	if !equality.Semantic.DeepEqual(orig.Status, task.Status) {
 		if err := r.Client.Status().Patch(ctx, &task, client.MergeFrom(orig)); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)

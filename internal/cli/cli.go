@@ -1,6 +1,6 @@
 // Package cli is the ferry command line: the root command and its
-// subcommands, one package each under internal/cli (run, verify, load,
-// demo, bench, version), with the pieces they share in exit, flags,
+// subcommands, one package each under internal/cli (run, cutover, verify,
+// load, demo, bench, version), with the pieces they share in exit, flags,
 // progress and servers.
 package cli
 
@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/mongoferry/mongoferry/internal/cli/bench"
+	"github.com/mongoferry/mongoferry/internal/cli/cutover"
 	"github.com/mongoferry/mongoferry/internal/cli/demo"
 	"github.com/mongoferry/mongoferry/internal/cli/exit"
 	"github.com/mongoferry/mongoferry/internal/cli/load"
@@ -32,7 +33,7 @@ how hard to push; the same fields make up a SyncTask's spec in Kubernetes.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(bench.NewCommand(), demo.NewCommand(), load.NewCommand(), run.NewCommand(), verify.NewCommand(), version.NewCommand())
+	root.AddCommand(bench.NewCommand(), cutover.NewCommand(), demo.NewCommand(), load.NewCommand(), run.NewCommand(), verify.NewCommand(), version.NewCommand())
 	return root
 }
 

@@ -115,6 +115,10 @@ func (s *Spec) Validate() error {
 	oneOf(add, "fullSync.split", string(s.FullSync.Split), SplitAuto, SplitAlways, SplitNever)
 	oneOf(add, "incremental.method", string(s.Incremental.Method), MethodOplog, MethodChangeStream)
 	oneOf(add, "verify.mode", string(s.Verify.Mode), VerifyNone, VerifyCount, VerifyHash, VerifySample)
+	oneOf(add, "cutover.verify", string(s.Cutover.Verify), VerifyNone, VerifyCount, VerifyHash, VerifySample)
+	if s.Cutover.MaxLagSeconds < 1 || s.Cutover.MaxLagSeconds > 3600 {
+		add("cutover.maxLagSeconds", "must be between 1 and 3600, got %d", s.Cutover.MaxLagSeconds)
+	}
 	if s.Verify.SampleSize < 1 {
 		add("verify.sampleSize", "must be at least 1, got %d", s.Verify.SampleSize)
 	}

@@ -83,6 +83,10 @@ type Options struct {
 	TopologyInterval time.Duration
 	// ShardReader, when set, replaces each shard's oplog tailer (tests).
 	ShardReader func(shard string, from bson.Timestamp) source.OplogReader
+	// OnCutoverStep, when set, is told each cut-over step once it is
+	// recorded (tests stop their writes at Draining, as an application
+	// does).
+	OnCutoverStep func(step string)
 }
 
 // Engine runs one task.
@@ -128,8 +132,10 @@ type Engine struct {
 	verifyProg verifyProgress
 	// sv is the streaming verifier (made on first use), svCtx the
 	// context of the replay it may run under (nil while not streaming).
-	sv       *verify.Streamer
-	svCtx    context.Context //nolint:containedctx // the running replay's, for passes started over HTTP
+	sv    *verify.Streamer
+	svCtx context.Context //nolint:containedctx // the running replay's, for passes started over HTTP
+	// co is the cut-over's state (cutover.go); nil when none runs.
+	co       *checkpoint.CutoverRecord
 	started  time.Time
 	finished time.Time
 	// windows are the source oplogs' windows, read by watchWindows.
@@ -248,10 +254,10 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	e.started = time.Now()
 	e.mu.Unlock()
-	wctx, stopWindows := context.WithCancel(ctx)
-	go e.watchWindows(wctx)
-	err := e.run(ctx)
-	stopWindows()
+	err := e.checkCutover()
+	if err == nil {
+		err = e.runLeased(ctx)
+	}
 	e.mu.Lock()
 	e.finished = time.Now()
 	if err != nil && ctx.Err() == nil {
@@ -355,8 +361,14 @@ func (e *Engine) run(ctx context.Context) error {
 		}
 		e.log.Info("recorded the replay start position", "ts", startTS, "emptyOplog", startEmpty)
 	}
+	e.loadCutover(rec)
 	next := PhaseFullSync
-	switch {
+	switch step := e.cutoverStep(); {
+	case step == workerapi.CutoverComplete:
+		e.log.Info("the cut-over is complete; nothing left to do", "sourceTS", rec.Cutover.SourceTS, "targetTS", rec.Cutover.TargetTS)
+		next = PhaseCompleted
+	case step == workerapi.CutoverVerifying, step == workerapi.CutoverFinalizing:
+		next = PhaseVerifying
 	case spec.Mode == config.ModeIncremental, rec.CopyDone && withReplay:
 		next = PhaseStreaming
 	case rec.CopyDone:
@@ -407,7 +419,11 @@ func (e *Engine) run(ctx context.Context) error {
 			}
 			next = PhaseVerifying
 		case PhaseVerifying:
-			if spec.Verify.Mode != config.VerifyNone && e.opts.Shard != "" {
+			if e.cutoverStep() != "" {
+				if err := e.finishCutover(ctx); err != nil {
+					return err
+				}
+			} else if spec.Verify.Mode != config.VerifyNone && e.opts.Shard != "" {
 				e.log.Info("verification skipped in a worker running one shard: other shards may still be replaying; run ferry verify once every worker caught up", "shard", e.opts.Shard)
 			} else if spec.Verify.Mode != config.VerifyNone {
 				if err := e.verify(ctx); err != nil {
@@ -487,7 +503,19 @@ func (e *Engine) stream(ctx context.Context) error {
 	defer stop()
 	go e.verifyWhileStreaming(rctx)
 	caughtUp := make(chan struct{})
-	{
+	// With a cut-over, driveCutover decides when replay stops.
+	var cutoverDone chan error
+	if e.cutoverStep() != "" {
+		cutoverDone = make(chan error, 1)
+		go func() {
+			err := e.driveCutover(rctx, r)
+			if err == nil {
+				close(caughtUp)
+			}
+			stop()
+			cutoverDone <- err
+		}()
+	} else {
 		go func() {
 			streak := 0
 			for rctx.Err() == nil {
@@ -506,6 +534,15 @@ func (e *Engine) stream(ctx context.Context) error {
 		}()
 	}
 	err = r.Run(rctx)
+	stop()
+	if cutoverDone != nil {
+		if cerr := <-cutoverDone; cerr != nil && ctx.Err() == nil && !errors.Is(cerr, context.Canceled) {
+			if errors.Is(err, context.Canceled) {
+				err = nil
+			}
+			return errors.Join(cerr, err)
+		}
+	}
 	select {
 	case <-caughtUp:
 		e.log.Info("caught up with the source", "applied", r.Status().AppliedTS)
@@ -532,13 +569,26 @@ func (e *Engine) replayParams(ctx context.Context) (replayParams, error) {
 }
 
 func (e *Engine) verify(ctx context.Context) error {
-	spec := &e.task.Spec
-	colls, err := catalog.List(ctx, e.source, e.mapper)
+	rep, err := e.verifyWith(ctx, e.task.Verify.Mode)
 	if err != nil {
 		return err
 	}
+	if !rep.OK() {
+		return fmt.Errorf("%w: see the verification report", ErrVerificationFailed)
+	}
+	return nil
+}
+
+// verifyWith compares the target with the source in mode and keeps the
+// report for VerifyReport.
+func (e *Engine) verifyWith(ctx context.Context, mode config.VerifyMode) (*verify.Report, error) {
+	spec := &e.task.Spec
+	colls, err := catalog.List(ctx, e.source, e.mapper)
+	if err != nil {
+		return nil, err
+	}
 	rep, err := verify.Run(ctx, e.source, e.target, colls, verify.Options{
-		Mode: spec.Verify.Mode, SampleSize: spec.Verify.SampleSize,
+		Mode: mode, SampleSize: spec.Verify.SampleSize,
 		Progress: func(ns string, done, total int64) {
 			e.mu.Lock()
 			e.verifyProg = verifyProgress{NS: ns, Done: done, Total: total}
@@ -546,15 +596,12 @@ func (e *Engine) verify(ctx context.Context) error {
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("verify: %w", err)
+		return nil, fmt.Errorf("verify: %w", err)
 	}
 	e.mu.Lock()
 	e.verifyRes = rep
 	e.mu.Unlock()
-	if !rep.OK() {
-		return fmt.Errorf("%w: see the verification report", ErrVerificationFailed)
-	}
-	return nil
+	return rep, nil
 }
 
 func (e *Engine) setPhase(p Phase) {

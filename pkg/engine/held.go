@@ -16,6 +16,14 @@ func (e *Engine) restoreHeld(ctx context.Context) error {
 	if e.opts.Shard != "" {
 		return nil
 	}
+	return e.finalizeTarget(ctx)
+}
+
+// finalizeTarget restores on the target what the sync held back so that
+// the target's data would not change under replay (package finalize). The
+// cut-over runs it once the target is drained and verified, and again
+// after a restart in the Finalizing step: finalize.Restore is idempotent.
+func (e *Engine) finalizeTarget(ctx context.Context) error {
 	rep, err := finalize.Restore(ctx, e.target, e.task.Checkpoint.Database, e.task.Name)
 	if err != nil {
 		return err

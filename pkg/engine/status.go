@@ -132,6 +132,7 @@ func (e *Engine) Status() Status {
 		s.Error = e.err.Error()
 	}
 	s.StartupSeconds, s.Starting = e.startup(copyStatus)
+	s.Cutover = e.cutoverStatus()
 	if !e.started.IsZero() {
 		end := e.finished
 		if end.IsZero() {
@@ -139,9 +140,13 @@ func (e *Engine) Status() Status {
 		}
 		s.ElapsedSeconds = end.Sub(e.started).Seconds()
 	}
+	verifyMode := string(e.task.Verify.Mode)
+	if e.co != nil {
+		verifyMode = string(e.task.Cutover.Verify)
+	}
 	switch {
 	case e.verifyRes != nil:
-		v := &VerifyStatus{Mode: string(e.task.Verify.Mode), OK: e.verifyRes.OK()}
+		v := &VerifyStatus{Mode: verifyMode, OK: e.verifyRes.OK()}
 		for _, n := range e.verifyRes.Namespaces {
 			if !n.OK {
 				v.Differing = append(v.Differing, n.Source.String())
@@ -149,7 +154,7 @@ func (e *Engine) Status() Status {
 		}
 		s.Verify = v
 	case e.phase == PhaseVerifying:
-		s.Verify = &VerifyStatus{Mode: string(e.task.Verify.Mode), Running: true,
+		s.Verify = &VerifyStatus{Mode: verifyMode, Running: true,
 			CurrentNS: e.verifyProg.NS, Done: e.verifyProg.Done, Total: e.verifyProg.Total}
 	}
 	return s

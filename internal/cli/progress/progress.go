@@ -135,6 +135,9 @@ func barLine(s engine.Status) string {
 			detail += fmt.Sprintf("  (%d copying; %s %.0f%% ETA %s)", len(active), last.NS, last.Percent, etaText(last.ETASeconds))
 		}
 	}
+	if co := s.Cutover; co != nil {
+		detail = "cut-over " + co.Step + "  " + detail
+	}
 	filled := int(pct / 100 * width)
 	filled = max(0, min(width, filled))
 	bar := strings.Repeat("=", filled) + strings.Repeat(" ", width-filled)
@@ -147,6 +150,9 @@ func barLine(s engine.Status) string {
 
 func logProgress(log *slog.Logger, s engine.Status) {
 	c := s.Copy
+	if co := s.Cutover; co != nil {
+		log.Info("cut-over progress", "step", co.Step, "caughtUp", co.CaughtUp, "writesBlocked", co.WritesBlocked, "message", co.Message)
+	}
 	switch {
 	case s.Phase == engine.PhaseStreaming && s.Replay != nil:
 		r := s.Replay

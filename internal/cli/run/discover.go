@@ -161,7 +161,7 @@ func (w *watcher) start(ctx context.Context) {
 // (Phase Pending, the topology, AwaitingShardMap) and discovers again
 // until ctx ends, when the controller restarts it with the mapping. A
 // first discovery that fails returns its error.
-func awaitShardMap(ctx context.Context, task *config.Task, w *watcher, f runFlags, log *slog.Logger) (bool, error) {
+func awaitShardMap(ctx context.Context, task *config.Task, w *watcher, f Flags, log *slog.Logger) (bool, error) {
 	t, err := w.once(ctx)
 	if err != nil {
 		return false, fmt.Errorf("discover the source: %w", err)

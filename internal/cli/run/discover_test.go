@@ -108,7 +108,7 @@ func TestAwaitShardMap(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &script{answers: tt.answers}
 			w := newWatcher(s.discover, 10*time.Millisecond, slog.New(slog.DiscardHandler))
-			f := runFlags{listen: testutil.FreeAddr(t)}
+			f := Flags{listen: testutil.FreeAddr(t)}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			type result struct {
@@ -216,12 +216,12 @@ func TestRunAwaitsShardMap(t *testing.T) {
 			if err := os.WriteFile(file, raw, 0o600); err != nil {
 				t.Fatal(err)
 			}
-			f := runFlags{file: file, listen: testutil.FreeAddr(t), progress: "none", logFormat: "text", logLevel: "warn",
+			f := Flags{file: file, listen: testutil.FreeAddr(t), progress: "none", logFormat: "text", logLevel: "warn",
 				awaitShardMap: true, discoverEvery: 50 * time.Millisecond}
 			ctx, cancel := context.WithCancel(t.Context())
 			defer cancel()
 			done := make(chan error, 1)
-			go func() { done <- runTask(ctx, f) }()
+			go func() { done <- Run(ctx, f) }()
 			target := dst.MustClient(t)
 			if !tt.waits {
 				select {

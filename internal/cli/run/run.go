@@ -29,8 +29,12 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/workertls"
 )
 
-// runFlags are the flags of `ferry run`.
-type runFlags struct {
+// cutoverLinger is how long a worker serves /status after its cut-over
+// completed: the manager polls every 5 seconds.
+const cutoverLinger = 12 * time.Second
+
+// Flags are the flags of `ferry run`, which `ferry cutover` shares.
+type Flags struct {
 	file             string
 	taskEnv          string
 	listen           string
@@ -44,11 +48,14 @@ type runFlags struct {
 	statusClient     string
 	discoverEvery    time.Duration
 	awaitShardMap    bool
+	// Edit, when set, changes the task once it is loaded (ferry cutover
+	// requests the cut-over with it).
+	Edit func(*config.Task) error
 }
 
 // NewCommand returns `ferry run`.
 func NewCommand() *cobra.Command {
-	var f runFlags
+	var f Flags
 	cmd := &cobra.Command{
 		Use:   "run (-f task.yaml | --task-env VAR)",
 		Short: "Run a sync task: copy, then verify",
@@ -82,7 +89,12 @@ config.shards) at start and at that interval and report it in /status: the
 operator learns a source's shards from its workers. --await-shard-map (the
 operator's first worker, before the shards are known) copies and replays
 nothing on a sharded source: it reports the shards and waits to be
-restarted with one; on a replica set it runs the task as usual.`,
+restarted with one; on a replica set it runs the task as usual.
+
+With cutover.requested: true in the task file, run does what 'ferry
+cutover' does (see its help). One run of a task at a time: a second one,
+here or elsewhere, stops at the start while the first holds the task's
+lease in the checkpoint database.`,
 		Example: `  # copy everything from one deployment to another, then verify
   ferry run -f task.yaml
 
@@ -102,8 +114,19 @@ restarted with one; on a replica set it runs the task as usual.`,
   target: {uri: "mongodb://10.0.0.2:27017/"}
   namespaces: {include: ["shop\\..*"], rename: [{from: shop, to: shop_v2}]}`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runTask(cmd.Context(), f) },
+		RunE: func(cmd *cobra.Command, _ []string) error { return Run(cmd.Context(), f) },
 	}
+	AddFlags(cmd, &f)
+	cmd.Flags().BoolVar(&f.untilCaughtUp, "until-caught-up", false, "with replay: stop once everything the source wrote is applied, then verify (for a cut-over); without it replay runs until interrupted")
+	cmd.Flags().StringVar(&f.shard, "shard", os.Getenv(workerapi.EnvShard), "sharded source: run only this shard's replay subtask (its name in config.shards); default $MONGOFERRY_SHARD, empty runs every shard")
+	cmd.MarkFlagsOneRequired("file", "task-env")
+	cmd.MarkFlagsMutuallyExclusive("file", "task-env")
+	return cmd
+}
+
+// AddFlags adds the flags `ferry run` shares with `ferry cutover`: the
+// task's source, the status server, progress and logs.
+func AddFlags(cmd *cobra.Command, f *Flags) {
 	cmd.Flags().StringVarP(&f.file, "file", "f", "", "task file (YAML)")
 	cmd.Flags().StringVar(&f.taskEnv, "task-env", "", "read the task (YAML) from this environment variable instead of a file (how the operator's workers get it)")
 	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:9750", "address for /metrics, /status and /healthz; empty to disable")
@@ -111,8 +134,6 @@ restarted with one; on a replica set it runs the task as usual.`,
 	cmd.Flags().DurationVar(&f.progressInterval, "progress-interval", 10*time.Second, "interval between progress log lines")
 	cmd.Flags().StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	cmd.Flags().BoolVar(&f.untilCaughtUp, "until-caught-up", false, "with replay: stop once everything the source wrote is applied, then verify (for a cut-over); without it replay runs until interrupted")
-	cmd.Flags().StringVar(&f.shard, "shard", os.Getenv(workerapi.EnvShard), "sharded source: run only this shard's replay subtask (its name in config.shards); default $MONGOFERRY_SHARD, empty runs every shard")
 	cmd.Flags().StringVar(&f.tls.Cert, "tls-cert-file", "", "serve --listen over HTTPS with this certificate (PEM); /status then answers only a client certificate for --status-client signed by --tls-client-ca-file")
 	cmd.Flags().StringVar(&f.tls.Key, "tls-key-file", "", "the private key (PEM) of --tls-cert-file")
 	cmd.Flags().StringVar(&f.tls.ClientCA, "tls-client-ca-file", "", "CA (PEM) whose client certificates are accepted; /metrics and /healthz need no client certificate")
@@ -122,9 +143,6 @@ restarted with one; on a replica set it runs the task as usual.`,
 	cmd.Flags().BoolVar(&f.awaitShardMap, strings.TrimPrefix(workerapi.FlagAwaitShardMap, "--"), false,
 		"with no shard given (--shard, $MONGOFERRY_SHARD_MAP): on a sharded source copy and replay nothing, report the shards in /status and wait to be restarted with a shard (the operator's first worker); on a replica set run as usual")
 	cmd.MarkFlagsRequiredTogether("tls-cert-file", "tls-key-file", "tls-client-ca-file")
-	cmd.MarkFlagsOneRequired("file", "task-env")
-	cmd.MarkFlagsMutuallyExclusive("file", "task-env")
-	return cmd
 }
 
 func newLogger(format, level string) (*slog.Logger, error) {
@@ -158,7 +176,8 @@ func limitMemory(spec *config.Spec, log *slog.Logger) {
 	log.Debug("memory limit", "bytes", limit)
 }
 
-func runTask(ctx context.Context, f runFlags) error {
+// Run runs the task of f until it completes, fails or ctx ends.
+func Run(ctx context.Context, f Flags) error {
 	log, err := newLogger(f.logFormat, f.logLevel)
 	if err != nil {
 		return err
@@ -178,6 +197,11 @@ func runTask(ctx context.Context, f runFlags) error {
 		}
 	} else if task, err = config.Load(f.file); err != nil {
 		return err
+	}
+	if f.Edit != nil {
+		if err := f.Edit(task); err != nil {
+			return err
+		}
 	}
 	limitMemory(&task.Spec, log)
 	slot, err := workerShard(f.shard, os.Getenv, osHostname)
@@ -233,6 +257,19 @@ func runTask(ctx context.Context, f runFlags) error {
 		_ = rep.WriteTable(os.Stdout)
 	}
 	s := eng.Status()
+	if s.Cutover != nil {
+		writeCutoverSummary(os.Stdout, s)
+		if err == nil && f.listen != "" && f.taskEnv != "" {
+			// An operator's worker (its task comes from the environment):
+			// the manager reads the completed cut-over (its positions and
+			// verification) from /status, so serve it a while before
+			// exiting.
+			select {
+			case <-ctx.Done():
+			case <-time.After(cutoverLinger):
+			}
+		}
+	}
 	switch {
 	case errors.Is(err, source.ErrOplogWindowLost):
 		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
@@ -254,7 +291,7 @@ func runTask(ctx context.Context, f runFlags) error {
 // serve serves h on --listen, over HTTPS with /status for the
 // --status-client only when --tls-cert-file is set, and returns the
 // function that stops it.
-func serve(f runFlags, h http.Handler, log *slog.Logger) (func(), error) {
+func serve(f Flags, h http.Handler, log *slog.Logger) (func(), error) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	if f.tls.Cert != "" {
 		cfg, err := workertls.ServerConfig(f.tls)

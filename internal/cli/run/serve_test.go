@@ -48,7 +48,7 @@ func TestServeTLS(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	status := func() engine.Status { return engine.Status{Task: "orders", Phase: engine.PhaseStreaming} }
 	addr := testutil.FreeAddr(t)
-	stop, err := serve(runFlags{listen: addr, tls: files, statusClient: workertls.ManagerName}, metrics.Handler(metrics.NewRegistry(), status), log)
+	stop, err := serve(Flags{listen: addr, tls: files, statusClient: workertls.ManagerName}, metrics.Handler(metrics.NewRegistry(), status), log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,7 +72,7 @@ func workerShard(flag string, getenv func(string) string, hostname func() (strin
 // ends: the worker of a shard that left the cluster and whose oplog is
 // applied to its end has nothing left to do, but its pod stays while
 // shards with higher ordinals run.
-func idleRetired(ctx context.Context, task *config.Task, shard string, f runFlags, watch *watcher, log *slog.Logger) error {
+func idleRetired(ctx context.Context, task *config.Task, shard string, f Flags, watch *watcher, log *slog.Logger) error {
 	status := func() engine.Status {
 		return engine.Status{Task: task.Name, Mode: string(task.Mode), Phase: engine.PhaseStreaming,
 			Shards: []engine.ShardStatus{{Shard: shard, Phase: engine.SubtaskRetired}}, Topology: watch.snapshot()}

@@ -52,6 +52,8 @@ type TaskRecord struct {
 	CopyEndTS bson.Timestamp `bson:"copyEndTS,omitempty"`
 	// CheckpointAt is when AppliedTS was last saved.
 	CheckpointAt time.Time `bson:"checkpointAt,omitempty"`
+	// Cutover is how far a requested cut-over got (nil before one).
+	Cutover *CutoverRecord `bson:"cutover,omitempty"`
 }
 
 // HasStart reports whether a replay start position was recorded.
@@ -297,7 +299,7 @@ var ErrNotFound = errors.New("progress record not found")
 
 // Drop removes everything the task keeps.
 func (s *Store) Drop(ctx context.Context) error {
-	for _, c := range []string{RangesCollection, PlansCollection, ShardsCollection, HeldCollection} {
+	for _, c := range []string{RangesCollection, PlansCollection, ShardsCollection, HeldCollection, LeasesCollection} {
 		if _, err := s.db.Collection(c).DeleteMany(ctx, bson.D{{Key: "task", Value: s.task}}); err != nil {
 			return fmt.Errorf("checkpoint: drop %s: %w", c, err)
 		}

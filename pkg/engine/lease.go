@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
+)
+
+// leaseTTL is how long a killed run's lease keeps a new run of the same
+// task from another host waiting; the holder renews it every third of it.
+const leaseTTL = 10 * time.Second
+
+// ErrTaskRunning is returned when another run of the task (ferry run,
+// ferry cutover or a worker) holds it.
+var ErrTaskRunning = checkpoint.ErrTaskRunning
+
+// holdLease takes the task's lease (the shard's, for a worker running one
+// shard) and keeps it renewed until the returned func is called; a run
+// that loses it to another has ctx's cause set and stops.
+func (e *Engine) holdLease(ctx context.Context, cancel context.CancelCauseFunc) (func(), error) {
+	name := os.Getenv(workerapi.EnvPodName)
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	l, err := e.store.AcquireLease(ctx, checkpoint.LeaseOptions{Key: e.opts.Shard, TTL: leaseTTL,
+		Holder: checkpoint.Holder{Name: name, PID: os.Getpid()}, Dead: processGone})
+	if err != nil {
+		return nil, err
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		t := time.NewTicker(leaseTTL / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := l.Renew(ctx); errors.Is(err, checkpoint.ErrTaskRunning) {
+					cancel(err)
+					return
+				} else if err != nil {
+					e.log.Warn("lease not renewed; retrying", "err", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+		_ = l.Release(context.WithoutCancel(ctx))
+	}, nil
+}
+
+// processGone reports whether a holder with this host's name no longer
+// runs here: a killed run, or the previous container of a restarted pod
+// (whose process id this one may reuse).
+func processGone(h checkpoint.Holder) bool {
+	if h.PID == os.Getpid() || h.PID <= 0 {
+		return true
+	}
+	err := syscall.Kill(h.PID, 0)
+	return errors.Is(err, syscall.ESRCH)
+}
+
+// runLeased runs the task while holding its lease, so that a second run
+// of it (ferry run beside ferry cutover, two workers) stops at the start.
+func (e *Engine) runLeased(ctx context.Context) error {
+	lctx, lost := context.WithCancelCause(ctx)
+	defer lost(nil)
+	release, err := e.holdLease(lctx, lost)
+	if err != nil {
+		return err
+	}
+	defer release()
+	wctx, stopWindows := context.WithCancel(lctx)
+	go e.watchWindows(wctx)
+	err = e.run(lctx)
+	stopWindows()
+	if cause := context.Cause(lctx); err != nil && errors.Is(cause, ErrTaskRunning) {
+		return cause
+	}
+	return err
+}

@@ -1,0 +1,117 @@
+package e2e
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/yaml"
+
+	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
+	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/envtestutil"
+	"github.com/mongoferry/mongoferry/internal/podrunner"
+	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
+	"github.com/mongoferry/mongoferry/pkg/workload"
+)
+
+// TestOperatorCutover: a streaming SyncTask under live load; the
+// application stops writing (FerretDB cannot block writes, so
+// blockSourceWrites is false and the test stops its load) and
+// spec.cutover.requested is set. The worker, restarted with the new task
+// file, resumes from its checkpoint, drains, verifies and completes: the
+// CutoverComplete condition turns True (what `kubectl wait
+// --for=condition=CutoverComplete` waits for), status.cutover holds both
+// positions and the verification, the phase is Completed with the worker
+// stopped, and the target equals the source.
+func TestOperatorCutover(t *testing.T) {
+	ferry := ferryBinary(t)
+	env := envtestutil.Start(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	const name = "moving"
+	src, dst := testserver.Start(t), testserver.Start(t)
+	sc, dc := src.MustClient(t), dst.MustClient(t)
+	base := workload.Options{Database: "shop", Collection: "orders", RecordCount: 1500, FieldCount: 4, FieldLength: 30, Seed: 21}
+	if _, err := workload.Load(ctx, sc, base); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, env)
+	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}, FirstIP: netip.MustParseAddr("127.0.18.1")})
+	task := &syncv1alpha1.SyncTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: syncv1alpha1.SyncTaskSpec{
+			Mode:   config.ModeFullAndIncremental,
+			Source: syncv1alpha1.Source{URI: src.URI},
+			Target: syncv1alpha1.Target{URI: dst.URI},
+			Verify: config.Verify{Mode: config.VerifyNone},
+		},
+	}
+	if err := env.Client.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	stopLoad := startLoad(sc, base, 20)
+	defer stopLoad()
+	get := func() *syncv1alpha1.SyncTask {
+		var st syncv1alpha1.SyncTask
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st); err != nil {
+			t.Fatal(err)
+		}
+		return &st
+	}
+	waitFor(t, "Streaming under load", 3*time.Minute, func() bool {
+		st := get().Status
+		return st.Phase == syncv1alpha1.PhaseStreaming && st.OpsPerSecond > 0
+	})
+
+	// The application stops writing; the cut-over is requested.
+	stopLoad()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := get()
+		cur.Spec.Cutover = config.Cutover{Requested: true, Verify: config.VerifyHash, MaxLagSeconds: 5}
+		return env.Client.Update(ctx, cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kubectl wait --for=condition=CutoverComplete
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		st := get()
+		c := meta.FindStatusCondition(st.Status.Conditions, syncv1alpha1.ConditionCutoverComplete)
+		if c != nil && c.Status == metav1.ConditionTrue && st.Status.Phase == syncv1alpha1.PhaseCompleted && len(workerPods(t, env.Client, ns, name)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			y, _ := yaml.Marshal(st.Status)
+			t.Fatalf("timed out waiting for CutoverComplete, phase Completed and the worker stopped; status:\n%s", y)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	st := get()
+	if y, err := yaml.Marshal(map[string]any{"cutover": st.Status.Cutover, "conditions": st.Status.Conditions}); err == nil {
+		t.Logf("kubectl get synctask %s -o yaml (status, after the cut-over):\n%s", name, y)
+	}
+	co := st.Status.Cutover
+	if co == nil || co.Step != workerapi.CutoverComplete || !co.CaughtUp || co.SourcePosition == "" || co.TargetPosition == "" || co.FinishedAt == nil ||
+		co.Verification == nil || co.Verification.Result != syncv1alpha1.VerificationPassed {
+		t.Errorf("status.cutover %+v, want Complete with both positions and a passed verification", co)
+	}
+	if c := meta.FindStatusCondition(st.Status.Conditions, syncv1alpha1.ConditionCutoverReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != controllers.ReasonCaughtUp {
+		t.Errorf("CutoverReady = %+v, want True/CaughtUp", c)
+	}
+	if !hasReason(taskEvents(t, env.Client, ns, name), controllers.ReasonCutoverComplete) {
+		t.Error("no CutoverComplete event")
+	}
+	if rec := taskRecord(t, dc, name); rec.Cutover == nil || rec.Cutover.Step != workerapi.CutoverComplete {
+		t.Errorf("checkpoint record's cut-over %+v", rec.Cutover)
+	}
+	assertSameDocs(t, sc, "shop.orders", dc, "shop.orders")
+}

@@ -1,0 +1,323 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/internal/testutil"
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
+	"github.com/mongoferry/mongoferry/pkg/workload"
+)
+
+// startLoad runs a mixed insert/update/delete load on the source until
+// the returned stop is called (and has waited for it): the application.
+func startLoad(sc *mongo.Client, base workload.Options, rate float64) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		run := base
+		run.Workload, run.Threads, run.Rate, run.Distribution = workload.WorkloadMixed, 2, rate, workload.Uniform
+		run.InsertProportion, run.UpdateProportion, run.DeleteProportion = 0.4, 0.4, 0.2
+		_, _ = workload.Run(ctx, sc, run)
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			wg.Wait()
+			// A write whose context ended may still reach the server: the
+			// application has stopped once the oplog stays unchanged.
+			var last bson.Timestamp
+			for range 50 {
+				time.Sleep(300 * time.Millisecond)
+				ts, err := source.NewestTS(context.Background(), sc)
+				if err == nil && ts == last {
+					return
+				}
+				last = ts
+			}
+		})
+	}
+}
+
+// cutoverRecord reads the cut-over recorded in the target's checkpoint
+// database.
+func cutoverRecord(t *testing.T, dc *mongo.Client, task string) *checkpoint.CutoverRecord {
+	t.Helper()
+	var rec checkpoint.TaskRecord
+	if err := dc.Database("mongoferry").Collection(checkpoint.TasksCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: task}}).Decode(&rec); err != nil {
+		t.Fatalf("read the task record: %v", err)
+	}
+	return rec.Cutover
+}
+
+// TestCutoverUnderLiveLoad: a task with cutover.requested copies and
+// replays while the source takes inserts, updates and deletes; the
+// application's writes stop when the cut-over reaches Draining (FerretDB
+// cannot block writes, so blockSourceWrites is false and the test stands
+// in for the application stopping). The run ends Completed with the
+// cut-over Complete, both positions recorded, verification OK, and the
+// target equal to the source.
+func TestCutoverUnderLiveLoad(t *testing.T) {
+	src, dst := testserver.Start(t), testserver.Start(t)
+	sc, dc := src.MustClient(t), dst.MustClient(t)
+	base := workload.Options{Database: "shop", Collection: "orders", RecordCount: 2000, FieldCount: 4, FieldLength: 30, Seed: 11}
+	if _, err := workload.Load(context.Background(), sc, base); err != nil {
+		t.Fatal(err)
+	}
+	task := newTask(t, "cut", src, dst, func(t *config.Task) {
+		t.Mode = config.ModeFullAndIncremental
+		t.Verify.Mode = config.VerifyNone
+		t.Cutover = config.Cutover{Requested: true, Verify: config.VerifyHash, MaxLagSeconds: 5}
+	})
+	stopLoad := startLoad(sc, base, 30)
+	defer stopLoad()
+	var steps []string
+	opts := engineOpts()
+	opts.OnCutoverStep = func(step string) {
+		steps = append(steps, step)
+		if step == workerapi.CutoverDraining {
+			// Writes keep coming until here: catching up ran under load.
+			stopLoad()
+		}
+	}
+	st, err := runEngine(t, task, opts)
+	if err != nil {
+		t.Fatalf("run: %v (status %+v)", err, st.Cutover)
+	}
+	if st.Phase != engine.PhaseCompleted {
+		t.Errorf("phase %s, want Completed", st.Phase)
+	}
+	co := st.Cutover
+	if co == nil || co.Step != workerapi.CutoverComplete || !co.CaughtUp || co.SourcePosition == nil || co.TargetPosition == nil ||
+		co.Verify == nil || !co.Verify.OK || co.FinishedAt == nil {
+		t.Fatalf("cut-over status %+v, want Complete with both positions and a verification that passed", co)
+	}
+	want := []string{workerapi.CutoverCatchingUp, workerapi.CutoverDraining, workerapi.CutoverDraining, workerapi.CutoverVerifying,
+		workerapi.CutoverVerifying, workerapi.CutoverFinalizing, workerapi.CutoverComplete}
+	if strings.Join(steps, " ") != strings.Join(want, " ") {
+		t.Errorf("steps recorded %v, want %v", steps, want)
+	}
+	if rec := cutoverRecord(t, dc, "cut"); rec == nil || rec.Step != workerapi.CutoverComplete || rec.SourceTS.IsZero() || rec.TargetTS.IsZero() {
+		t.Errorf("recorded cut-over %+v, want Complete with both positions", rec)
+	}
+	newest, err := source.NewestTS(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := (bson.Timestamp{T: co.SourcePosition.T, I: co.SourcePosition.I}); got != newest {
+		t.Errorf("drained to %v, the source's newest entry is %v", got, newest)
+	}
+	assertSameDocs(t, sc, "shop.orders", dc, "shop.orders")
+}
+
+// TestCutoverBlockSourceWritesUnsupported: FerretDB has no
+// setUserWriteBlockMode, so a cut-over with blockSourceWrites stops with an
+// error that names the problem and the fix, and records the step as
+// Failed; the writes the source takes after that are not lost: the same
+// task with blockSourceWrites false completes and the target equals the
+// source.
+func TestCutoverBlockSourceWritesUnsupported(t *testing.T) {
+	src, dst := testserver.Start(t), testserver.Start(t)
+	sc, dc := src.MustClient(t), dst.MustClient(t)
+	insertDocs(t, sc, "app", "c", mixedIDDocs(300))
+	task := newTask(t, "blocked", src, dst, func(t *config.Task) {
+		t.Mode = config.ModeFullAndIncremental
+		t.Verify.Mode = config.VerifyNone
+		t.Cutover = config.Cutover{Requested: true, BlockSourceWrites: true, Verify: config.VerifyCount, MaxLagSeconds: 5}
+	})
+	st, err := runEngine(t, task, engineOpts())
+	if !errors.Is(err, source.ErrWriteBlockUnavailable) {
+		t.Fatalf("run: %v, want ErrWriteBlockUnavailable", err)
+	}
+	for _, part := range []string{"setUserWriteBlockMode", "blockSourceWrites: false", "stop the application's writes"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("error %q does not say %q", err, part)
+		}
+	}
+	if st.Cutover == nil || st.Cutover.Step != workerapi.CutoverFailed || st.Cutover.WritesBlocked {
+		t.Errorf("cut-over status %+v, want Failed with writes not blocked", st.Cutover)
+	}
+	if rec := cutoverRecord(t, dc, "blocked"); rec == nil || rec.Step != workerapi.CutoverFailed || !strings.Contains(rec.Message, "setUserWriteBlockMode") {
+		t.Errorf("recorded cut-over %+v, want Failed with the reason", rec)
+	}
+	// The application goes on writing, then stops; the user turns
+	// blockSourceWrites off.
+	if _, err := sc.Database("app").Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: "after-failure"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sc.Database("app").Collection("c").DeleteOne(context.Background(), bson.D{}); err != nil {
+		t.Fatal(err)
+	}
+	task.Cutover.BlockSourceWrites = false
+	if st, err = runEngine(t, task, engineOpts()); err != nil || st.Cutover == nil || st.Cutover.Step != workerapi.CutoverComplete {
+		t.Fatalf("second run: %v, cut-over %+v", err, st.Cutover)
+	}
+	assertSameDocs(t, sc, "app.c", dc, "app.c")
+}
+
+// TestCutoverCLIKilledAndResumed: `ferry run` streams under live load;
+// `ferry cutover` of the same task refuses to run beside it; once the
+// application stopped and `ferry run` was interrupted, `ferry cutover` is
+// killed (SIGKILL) in the middle of its Draining or Verifying step, and
+// run again: it goes on from the recorded step, prints the summary and
+// exits 0, and the target equals the source.
+func TestCutoverCLIKilledAndResumed(t *testing.T) {
+	src, dst := testserver.Start(t), testserver.Start(t)
+	sc, dc := src.MustClient(t), dst.MustClient(t)
+	base := workload.Options{Database: "shop", Collection: "orders", RecordCount: 5000, FieldCount: 2, FieldLength: 20, Seed: 5}
+	if _, err := workload.Load(context.Background(), sc, base); err != nil {
+		t.Fatal(err)
+	}
+	yaml := writeFile(t, fmt.Sprintf(`name: cli-cut
+mode: fullAndIncremental
+source: {uri: %q}
+target: {uri: %q}
+verify: {mode: none}
+`, src.URI, dst.URI))
+	bin := ferryBinary(t)
+	addr := testutil.FreeAddr(t)
+	status := func() engine.Status { s, _ := getStatus(addr); return s }
+
+	stopLoad := startLoad(sc, base, 30)
+	defer stopLoad()
+	run := exec.Command(bin, "run", "-f", yaml, "--progress", "none", "--listen", addr)
+	run.Stdout, run.Stderr = io.Discard, os.Stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = run.Process.Kill() }()
+	waitFor(t, "replay to run", 3*time.Minute, func() bool { return status().Phase == engine.PhaseStreaming })
+	time.Sleep(2 * time.Second) // replay under load
+
+	// One run of a task at a time.
+	out, err := exec.Command(bin, "cutover", "-f", yaml, "--progress", "none", "--listen", "").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "stop it first") {
+		t.Fatalf("ferry cutover beside ferry run: %v\n%s", err, out)
+	}
+
+	// The application stops, then the sync is stopped for the cut-over.
+	stopLoad()
+	_ = run.Process.Signal(syscall.SIGINT)
+	_ = run.Wait()
+
+	cut := exec.Command(bin, "cutover", "-f", yaml, "--verify", "hash", "--max-lag", "5s", "--progress", "log", "--listen", addr)
+	cut.Stdout, cut.Stderr = io.Discard, os.Stderr
+	if err := cut.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var killedAt string
+	waitFor(t, "the cut-over to drain or verify", 3*time.Minute, func() bool {
+		if co := status().Cutover; co != nil && (co.Step == workerapi.CutoverDraining || co.Step == workerapi.CutoverVerifying) {
+			killedAt = co.Step
+			return true
+		}
+		return false
+	})
+	_ = cut.Process.Signal(syscall.SIGKILL)
+	_ = cut.Wait()
+	if rec := cutoverRecord(t, dc, "cli-cut"); rec == nil || rec.Step == workerapi.CutoverComplete {
+		t.Fatalf("killed during %s, the record says %+v", killedAt, rec)
+	}
+
+	var stdout bytes.Buffer
+	again := exec.Command(bin, "cutover", "-f", yaml, "--verify", "hash", "--progress", "none", "--listen", "")
+	again.Stdout, again.Stderr = &stdout, os.Stderr
+	if err := again.Run(); err != nil {
+		t.Fatalf("cut-over after the kill during %s: %v\n%s", killedAt, err, stdout.String())
+	}
+	t.Logf("killed during %s; the resumed cut-over printed:\n%s", killedAt, stdout.String())
+	for _, line := range []string{"cut-over:         Complete", "verification      hash: the target equals the source", "source drained to "} {
+		if !strings.Contains(stdout.String(), line) {
+			t.Errorf("summary lacks %q", line)
+		}
+	}
+	if rec := cutoverRecord(t, dc, "cli-cut"); rec == nil || rec.Step != workerapi.CutoverComplete || rec.SourceTS.IsZero() || rec.TargetTS.IsZero() {
+		t.Errorf("recorded cut-over %+v, want Complete with both positions", rec)
+	}
+	assertSameDocs(t, sc, "shop.orders", dc, "shop.orders")
+}
+
+// TestCutoverResumesAtItsStep: a run stopped just after it recorded a
+// cut-over step (the drain position, the start of verification, of
+// finalization) leaves that step in the checkpoint database; the next run
+// goes on from it, not from CatchingUp, and completes with the target
+// equal to the source. (A stop by context here; TestCutoverCLIKilledAndResumed
+// kills the process.)
+func TestCutoverResumesAtItsStep(t *testing.T) {
+	tests := []struct {
+		name   string
+		stopAt string
+		nth    int // stop at the nth time the step is recorded
+	}{
+		{"draining, drain position recorded", workerapi.CutoverDraining, 2},
+		{"verifying", workerapi.CutoverVerifying, 1},
+		{"finalizing", workerapi.CutoverFinalizing, 1},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			src, dst := testserver.Start(t), testserver.Start(t)
+			sc, dc := src.MustClient(t), dst.MustClient(t)
+			insertDocs(t, sc, "app", "c", mixedIDDocs(400))
+			name := fmt.Sprintf("resume-%d", i)
+			task := newTask(t, name, src, dst, func(t *config.Task) {
+				t.Mode = config.ModeFullAndIncremental
+				t.Verify.Mode = config.VerifyNone
+				t.Cutover = config.Cutover{Requested: true, Verify: config.VerifyHash, MaxLagSeconds: 5}
+			})
+			e, err := engine.Open(context.Background(), task, engineOpts())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, stop := context.WithCancel(context.Background())
+			seen := 0
+			e.SetCutoverHook(func(step string) {
+				if step == tc.stopAt {
+					if seen++; seen == tc.nth {
+						stop()
+					}
+				}
+			})
+			err = e.Run(ctx)
+			e.Close()
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("first run: %v, want it stopped", err)
+			}
+			if rec := cutoverRecord(t, dc, name); rec == nil || rec.Step != tc.stopAt {
+				t.Fatalf("recorded %+v, want step %s", rec, tc.stopAt)
+			}
+			// The source changes no more: the drain position stays right.
+			var steps []string
+			opts := engineOpts()
+			opts.OnCutoverStep = func(step string) { steps = append(steps, step) }
+			st, err := runEngine(t, task, opts)
+			if err != nil || st.Cutover == nil || st.Cutover.Step != workerapi.CutoverComplete {
+				t.Fatalf("second run: %v, cut-over %+v", err, st.Cutover)
+			}
+			if len(steps) == 0 || steps[0] == workerapi.CutoverCatchingUp {
+				t.Errorf("second run recorded %v: it started over", steps)
+			}
+			assertSameDocs(t, sc, "app.c", dc, "app.c")
+		})
+	}
+}
