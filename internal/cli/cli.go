@@ -1,5 +1,5 @@
 // Package cli is the ferry command line: the root command and its
-// subcommands, one package each under internal/cli (run, verify, load,
+// subcommands, one package each under internal/cli (run, reverse, verify, load,
 // demo, bench, version), with the pieces they share in exit, flags,
 // progress and servers.
 package cli
@@ -15,6 +15,7 @@ import (
 	"github.com/mongoferry/mongoferry/internal/cli/demo"
 	"github.com/mongoferry/mongoferry/internal/cli/exit"
 	"github.com/mongoferry/mongoferry/internal/cli/load"
+	"github.com/mongoferry/mongoferry/internal/cli/reverse"
 	"github.com/mongoferry/mongoferry/internal/cli/run"
 	"github.com/mongoferry/mongoferry/internal/cli/verify"
 	"github.com/mongoferry/mongoferry/internal/cli/version"
@@ -32,7 +33,7 @@ how hard to push; the same fields make up a SyncTask's spec in Kubernetes.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(bench.NewCommand(), demo.NewCommand(), load.NewCommand(), run.NewCommand(), verify.NewCommand(), version.NewCommand())
+	root.AddCommand(bench.NewCommand(), demo.NewCommand(), load.NewCommand(), reverse.NewCommand(), run.NewCommand(), verify.NewCommand(), version.NewCommand())
 	return root
 }
 

@@ -110,6 +110,13 @@ func (s *Spec) Validate() error {
 	}
 	oneOf(add, "fullSync.split", string(s.FullSync.Split), SplitAuto, SplitAlways, SplitNever)
 	oneOf(add, "incremental.method", string(s.Incremental.Method), MethodOplog, MethodChangeStream)
+	if s.Incremental.StartAt != "" {
+		if _, err := ParseStartAt(s.Incremental.StartAt); err != nil {
+			add("incremental.startAt", "%v", err)
+		} else if s.Mode != ModeIncremental {
+			add("incremental.startAt", "only a task in mode incremental starts at a given position (mode %s starts replay where its copy starts): set mode to incremental, or remove startAt", s.Mode)
+		}
+	}
 	oneOf(add, "verify.mode", string(s.Verify.Mode), VerifyNone, VerifyCount, VerifyHash, VerifySample)
 	if s.Verify.SampleSize < 1 {
 		add("verify.sampleSize", "must be at least 1, got %d", s.Verify.SampleSize)
