@@ -492,6 +492,27 @@ type SyncTaskStatus struct {
 	// ReverseTask names the SyncTask created for spec.reverse.
 	// +optional
 	ReverseTask string `json:"reverseTask,omitempty"`
+	// VerifyRequest is the last on-demand verification asked for with the
+	// sync.mongoferry.io/verify annotation, and what the workers answered;
+	// the verification's report goes to lastVerification.
+	// +optional
+	VerifyRequest *VerifyRequest `json:"verifyRequest,omitempty"`
+}
+
+// VerifyRequest is an on-demand verification the controller passed on to
+// the workers (POST /verify on each).
+type VerifyRequest struct {
+	// Value is the value of the sync.mongoferry.io/verify annotation acted
+	// on: a new value asks again.
+	Value string `json:"value"`
+	// Time is when the workers were asked.
+	Time metav1.Time `json:"time"`
+	// Accepted is true when every worker took the request.
+	// +optional
+	Accepted bool `json:"accepted,omitempty"`
+	// Message says what the workers answered, or why nothing was asked.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // CutoverStatus is how far a cut-over is.
@@ -549,6 +570,12 @@ const RetryAnnotation = "sync.mongoferry.io/retry"
 // workers for one verification pass while they stream; the report goes to
 // status.lastVerification.
 const VerifyAnnotation = "sync.mongoferry.io/verify"
+
+// ReverseOfLabel is set on a SyncTask created for spec.reverse: its value
+// names the task it reverses. The reverse task is linked by this label
+// rather than owned, so that deleting the finished forward task leaves
+// the way back running.
+const ReverseOfLabel = "sync.mongoferry.io/reverse-of"
 
 // SyncTask copies a MongoDB deployment (replica set or sharded cluster) to
 // another and keeps it in sync.
