@@ -21,15 +21,6 @@ import (
 // name in status.reverseTask and tells it in an event. Nothing else ties
 // the two: the reverse task is a SyncTask like any other.
 
-// ReverseTaskName is the name of the SyncTask created for task's
-// spec.reverse.
-func ReverseTaskName(task *syncv1alpha1.SyncTask) string {
-	if task.Spec.Reverse != nil && task.Spec.Reverse.TaskName != "" {
-		return task.Spec.Reverse.TaskName
-	}
-	return task.Name + config.ReverseSuffix
-}
-
 // ensureReverse creates task's reverse SyncTask when its cut-over is
 // complete and spec.reverse.enabled, and returns the name to record in
 // status.reverseTask ("" while there is none). It never creates a second
@@ -42,7 +33,7 @@ func (r *SyncTaskReconciler) ensureReverse(ctx context.Context, task *syncv1alph
 		!meta.IsStatusConditionTrue(task.Status.Conditions, syncv1alpha1.ConditionCutoverComplete) {
 		return "", nil
 	}
-	name := ReverseTaskName(task)
+	name := task.ReverseTaskName()
 	rev, err := reverseTask(task, name)
 	if err != nil {
 		r.event(task, corev1.EventTypeWarning, "ReverseNotCreated", "Reverse", "the reverse SyncTask %s was not created: %v", name, err)

@@ -571,6 +571,10 @@ const RetryAnnotation = "sync.mongoferry.io/retry"
 // status.lastVerification.
 const VerifyAnnotation = "sync.mongoferry.io/verify"
 
+// TaskLabel is on a task's worker pods (and the other objects made for
+// it): its value names the SyncTask.
+const TaskLabel = "sync.mongoferry.io/task"
+
 // ReverseOfLabel is set on a SyncTask created for spec.reverse: its value
 // names the task it reverses. The reverse task is linked by this label
 // rather than owned, so that deleting the finished forward task leaves
@@ -600,6 +604,15 @@ type SyncTask struct {
 	// Status is what the operator and the workers report.
 	// +optional
 	Status SyncTaskStatus `json:"status,omitempty"`
+}
+
+// ReverseTaskName is the name of the SyncTask created for spec.reverse:
+// spec.reverse.taskName, else the task's name with the suffix -reverse.
+func (t *SyncTask) ReverseTaskName() string {
+	if t.Spec.Reverse != nil && t.Spec.Reverse.TaskName != "" {
+		return t.Spec.Reverse.TaskName
+	}
+	return t.Name + config.ReverseSuffix
 }
 
 // SyncTaskList is a list of SyncTasks.
