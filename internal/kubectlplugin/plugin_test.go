@@ -12,9 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
@@ -41,21 +38,10 @@ func TestMain(m *testing.M) {
 			panic(err)
 		}
 		kubeconfig = filepath.Join(dir, "kubeconfig")
-		if err := WriteKubeconfig(e.Config, kubeconfig); err != nil {
+		if err := e.WriteKubeconfig(kubeconfig); err != nil {
 			panic(err)
 		}
 	}))
-}
-
-// WriteKubeconfig writes a kubeconfig file that reaches the API server of
-// cfg as cfg does.
-func WriteKubeconfig(cfg *rest.Config, path string) error {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
-	kc.CurrentContext = "envtest"
-	return clientcmd.WriteToFile(*kc, path)
 }
 
 // fixedNow is the clock of status outputs compared with golden files.
