@@ -23,7 +23,15 @@ import (
 func cutoverModel(t *testing.T, ns, name, last string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for !getTask(t, ns, name).Spec.Cutover.Requested {
+	for {
+		task, err := readTask(ns, name)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		if task.Spec.Cutover.Requested {
+			break
+		}
 		if time.Now().After(deadline) {
 			t.Error("spec.cutover.requested was never set")
 			return
@@ -51,7 +59,6 @@ func cutoverModel(t *testing.T, ns, name, last string) {
 			}
 			meta.SetStatusCondition(&st.Conditions, complete)
 		})
-		time.Sleep(150 * time.Millisecond) // the plugin polls every 50 ms
 	}
 }
 
@@ -125,7 +132,8 @@ func TestVerifyWait(t *testing.T) {
 			go func() {
 				deadline := time.Now().Add(30 * time.Second)
 				for time.Now().Before(deadline) {
-					if v := getTask(t, ns, "orders").Annotations[syncv1alpha1.VerifyAnnotation]; v != "" {
+					if task, err := readTask(ns, "orders"); err == nil && task.Annotations[syncv1alpha1.VerifyAnnotation] != "" {
+						v := task.Annotations[syncv1alpha1.VerifyAnnotation]
 						editStatus(t, ns, "orders", func(st *syncv1alpha1.SyncTaskStatus) { c.answer(v, st) })
 						return
 					}

@@ -14,8 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -33,9 +35,6 @@ type Options struct {
 	Streams genericiooptions.IOStreams
 	// Logs opens worker logs; the API server's pod log endpoint when nil.
 	Logs LogOpener
-	// Poll is how often waiting commands read the task again; 1 s when
-	// zero.
-	Poll time.Duration
 	// Now is the clock of the status output; time.Now when nil.
 	Now func() time.Time
 }
@@ -44,15 +43,12 @@ type Options struct {
 type plugin struct {
 	opts  Options
 	flags *genericclioptions.ConfigFlags
-	c     client.Client
+	c     client.WithWatch
 	ns    string
 }
 
 // NewCommand returns the kubectl-mongoferry command with every subcommand.
 func NewCommand(opts Options) *cobra.Command {
-	if opts.Poll == 0 {
-		opts.Poll = time.Second
-	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -98,7 +94,7 @@ func (p *plugin) connect() error {
 	if err := syncv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
 	}
@@ -132,28 +128,57 @@ func (p *plugin) patch(ctx context.Context, task *syncv1alpha1.SyncTask, patch m
 	return nil
 }
 
-// waitFor reads the task every Poll until done says it is finished (an
-// error stops the wait with it) or timeout passes.
+// waitFor follows the task (a watch, so that no status change is missed,
+// however short) until done says it is finished (an error stops the wait
+// with it) or timeout passes.
 func (p *plugin) waitFor(ctx context.Context, name string, timeout time.Duration, what string,
 	done func(*syncv1alpha1.SyncTask) (bool, error)) (*syncv1alpha1.SyncTask, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	tick := time.NewTicker(p.opts.Poll)
-	defer tick.Stop()
+	timedOut := func(task *syncv1alpha1.SyncTask) (*syncv1alpha1.SyncTask, error) {
+		return task, fmt.Errorf("timed out after %s waiting for %s; the request stays in place: look again with kubectl mongoferry status %s", timeout, what, name)
+	}
 	for {
 		task, err := p.get(ctx, name)
-		if err != nil && ctx.Err() == nil {
+		if err != nil {
+			if ctx.Err() != nil {
+				return timedOut(nil)
+			}
 			return nil, err
 		}
-		if task != nil {
-			if ok, err := done(task); ok || err != nil {
-				return task, err
+		if ok, err := done(task); ok || err != nil {
+			return task, err
+		}
+		w, err := p.c.Watch(ctx, &syncv1alpha1.SyncTaskList{}, client.InNamespace(p.ns),
+			client.MatchingFields{"metadata.name": name}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: task.ResourceVersion}})
+		if err != nil {
+			if ctx.Err() != nil {
+				return timedOut(task)
+			}
+			return task, fmt.Errorf("watch SyncTask %s: %w", name, err)
+		}
+		for ev := range w.ResultChan() {
+			switch ev.Type {
+			case watch.Deleted:
+				w.Stop()
+				return nil, fmt.Errorf("SyncTask %s was deleted while waiting for %s", name, what)
+			case watch.Added, watch.Modified:
+				t, ok := ev.Object.(*syncv1alpha1.SyncTask)
+				if !ok {
+					continue
+				}
+				task = t
+				if ok, err := done(task); ok || err != nil {
+					w.Stop()
+					return task, err
+				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return task, fmt.Errorf("timed out after %s waiting for %s; the request stays in place: look again with kubectl mongoferry status %s", timeout, what, name)
-		case <-tick.C:
+		w.Stop()
+		if ctx.Err() != nil {
+			return timedOut(task)
 		}
+		// The watch ended (a server timeout, an expired version): read the
+		// task again and watch from there.
 	}
 }

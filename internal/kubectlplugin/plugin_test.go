@@ -51,8 +51,7 @@ var fixedNow = time.Date(2026, 11, 25, 5, 0, 0, 0, time.UTC)
 func run(t *testing.T, ns string, args ...string) (string, error) {
 	t.Helper()
 	var out bytes.Buffer
-	cmd := NewCommand(Options{Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out},
-		Poll: 50 * time.Millisecond, Now: func() time.Time { return fixedNow }})
+	cmd := NewCommand(Options{Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out}, Now: func() time.Time { return fixedNow }})
 	cmd.SetArgs(append(args, "--kubeconfig", kubeconfig, "-n", ns))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -86,25 +85,36 @@ func createTask(t *testing.T, task *syncv1alpha1.SyncTask) {
 
 func getTask(t *testing.T, ns, name string) *syncv1alpha1.SyncTask {
 	t.Helper()
-	var task syncv1alpha1.SyncTask
-	if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &task); err != nil {
+	task, err := readTask(ns, name)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return &task
+	return task
+}
+
+func readTask(ns, name string) (*syncv1alpha1.SyncTask, error) {
+	var task syncv1alpha1.SyncTask
+	err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, &task)
+	return &task, err
 }
 
 // editStatus changes a task's status as the controller would, retrying
-// on conflicts.
+// on conflicts. It reports failures with t.Error, so that goroutines
+// standing in for the controller may call it.
 func editStatus(t *testing.T, ns, name string, edit func(*syncv1alpha1.SyncTaskStatus)) {
 	t.Helper()
 	for range 20 {
-		task := getTask(t, ns, name)
+		task, err := readTask(ns, name)
+		if err != nil {
+			t.Error(err)
+			return
+		}
 		edit(&task.Status)
 		if err := env.Client.Status().Update(context.Background(), task); err == nil {
 			return
 		}
 	}
-	t.Fatal("status update: conflicts")
+	t.Error("status update: conflicts")
 }
 
 func ts(min int) metav1.Time { return metav1.NewTime(fixedNow.Add(-time.Duration(min) * time.Minute)) }

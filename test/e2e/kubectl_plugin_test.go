@@ -93,7 +93,7 @@ func TestKubectlPlugin(t *testing.T) {
 	plugin := func(args ...string) (string, error) {
 		var out bytes.Buffer
 		cmd := kubectlplugin.NewCommand(kubectlplugin.Options{Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out},
-			Logs: podrunnerLogs(logDir), Poll: 200 * time.Millisecond})
+			Logs: podrunnerLogs(logDir)})
 		cmd.SetArgs(append(args, "--kubeconfig", kubeconfig, "-n", ns))
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
