@@ -499,22 +499,6 @@ type SyncTaskStatus struct {
 	VerifyRequest *VerifyRequest `json:"verifyRequest,omitempty"`
 }
 
-// VerifyRequest is an on-demand verification the controller passed on to
-// the workers (POST /verify on each).
-type VerifyRequest struct {
-	// Value is the value of the sync.mongoferry.io/verify annotation acted
-	// on: a new value asks again.
-	Value string `json:"value"`
-	// Time is when the workers were asked.
-	Time metav1.Time `json:"time"`
-	// Accepted is true when every worker took the request.
-	// +optional
-	Accepted bool `json:"accepted,omitempty"`
-	// Message says what the workers answered, or why nothing was asked.
-	// +optional
-	Message string `json:"message,omitempty"`
-}
-
 // CutoverStatus is how far a cut-over is.
 type CutoverStatus struct {
 	// Step is the step the cut-over is at: CatchingUp, BlockingWrites,
@@ -571,16 +555,6 @@ const RetryAnnotation = "sync.mongoferry.io/retry"
 // status.lastVerification.
 const VerifyAnnotation = "sync.mongoferry.io/verify"
 
-// TaskLabel is on a task's worker pods (and the other objects made for
-// it): its value names the SyncTask.
-const TaskLabel = "sync.mongoferry.io/task"
-
-// ReverseOfLabel is set on a SyncTask created for spec.reverse: its value
-// names the task it reverses. The reverse task is linked by this label
-// rather than owned, so that deleting the finished forward task leaves
-// the way back running.
-const ReverseOfLabel = "sync.mongoferry.io/reverse-of"
-
 // SyncTask copies a MongoDB deployment (replica set or sharded cluster) to
 // another and keeps it in sync.
 //
@@ -604,15 +578,6 @@ type SyncTask struct {
 	// Status is what the operator and the workers report.
 	// +optional
 	Status SyncTaskStatus `json:"status,omitempty"`
-}
-
-// ReverseTaskName is the name of the SyncTask created for spec.reverse:
-// spec.reverse.taskName, else the task's name with the suffix -reverse.
-func (t *SyncTask) ReverseTaskName() string {
-	if t.Spec.Reverse != nil && t.Spec.Reverse.TaskName != "" {
-		return t.Spec.Reverse.TaskName
-	}
-	return t.Name + config.ReverseSuffix
 }
 
 // SyncTaskList is a list of SyncTasks.
