@@ -31,6 +31,22 @@ help: ## Show the targets.
 build: ferry ## Build the ferry CLI and the operator's manager into bin/.
 	$(GO) build -o $(BIN)/manager ./cmd/manager
 
+.PHONY: kubectl-plugin
+kubectl-plugin: ## Build the kubectl plugin (kubectl mongoferry) into bin/; put bin/ on the PATH, or go install ./cmd/kubectl-mongoferry.
+	$(GO) build -o $(BIN)/kubectl-mongoferry ./cmd/kubectl-mongoferry
+
+# The krew archives of the plugin (plugins/mongoferry.yaml), one per platform.
+KREW_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+.PHONY: kubectl-plugin-archives
+kubectl-plugin-archives: ## Build the plugin's krew archives into bin/krew/ and print their sha256 for plugins/mongoferry.yaml.
+	mkdir -p $(BIN)/krew
+	for p in $(KREW_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; exe=kubectl-mongoferry; [ $$os = windows ] && exe=$$exe.exe; \
+	  dir=$$(mktemp -d); CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -o $$dir/$$exe ./cmd/kubectl-mongoferry || exit 1; \
+	  cp LICENSE $$dir/; tar -C $$dir -czf $(BIN)/krew/kubectl-mongoferry_$${os}_$${arch}.tar.gz $$exe LICENSE; rm -rf $$dir; \
+	done
+	cd $(BIN)/krew && sha256sum *.tar.gz
+
 .PHONY: ferry
 ferry: ## Build only the ferry CLI into bin/ (what the demo and the benchmarks run).
 	$(GO) build -o $(BIN)/ferry ./cmd/ferry

@@ -57,6 +57,7 @@ const maxStatusBytes = 1 << 20
 // workerObservation is one worker pod as one reconcile sees it.
 type workerObservation struct {
 	pod     string
+	ip      string
 	ordinal int
 	// shard is the ShardStatus name: the name of the shard the pod's
 	// ordinal replays for a sharded source, else the pod's name.
@@ -90,6 +91,7 @@ func (r *SyncTaskReconciler) observeWorkers(ctx context.Context, task *syncv1alp
 		p := &pods.Items[i]
 		o := &obs[i]
 		o.pod = p.Name
+		o.ip = p.Status.PodIP
 		o.ordinal = podOrdinal(p.Name)
 		o.shard = p.Name
 		o.running = p.DeletionTimestamp == nil && p.Status.PodIP != "" && p.Status.Phase == corev1.PodRunning
@@ -151,15 +153,7 @@ func podOrdinal(name string) int {
 
 // pollStatus reads a worker's /status and the writes it holds.
 func (r *SyncTaskReconciler) pollStatus(ctx context.Context, task *syncv1alpha1.SyncTask, pod, ip string, port int32) (*workerapi.Status, int64, error) {
-	hc := r.StatusClient
-	switch {
-	case hc != nil:
-	case r.WorkerTLS != nil:
-		r.tlsClientOnce.Do(func() { r.tlsClient = r.WorkerTLS.HTTPClient(statusTimeout) })
-		hc = r.tlsClient
-	default:
-		hc = defaultStatusClient
-	}
+	hc := r.workerClient()
 	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
 	ctx, url := r.statusURL(ctx, task, pod, ip, port)
@@ -184,6 +178,19 @@ func (r *SyncTaskReconciler) pollStatus(ctx context.Context, task *syncv1alpha1.
 		return nil, 0, fmt.Errorf("GET %s: %w", url, err)
 	}
 	return &s, s.HeldWrites(), nil
+}
+
+// workerClient is the HTTP client for the workers' status servers: the
+// StatusClient, else one with the worker TLS, else plain HTTP.
+func (r *SyncTaskReconciler) workerClient() *http.Client {
+	switch {
+	case r.StatusClient != nil:
+		return r.StatusClient
+	case r.WorkerTLS != nil:
+		r.tlsClientOnce.Do(func() { r.tlsClient = r.WorkerTLS.HTTPClient(statusTimeout) })
+		return r.tlsClient
+	}
+	return defaultStatusClient
 }
 
 var defaultStatusClient = &http.Client{Timeout: statusTimeout}

@@ -88,7 +88,7 @@ type SyncTaskReconciler struct {
 	tlsClient     *http.Client
 }
 
-// +kubebuilder:rbac:groups=sync.mongoferry.io,resources=synctasks,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=sync.mongoferry.io,resources=synctasks,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups=sync.mongoferry.io,resources=synctasks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=sync.mongoferry.io,resources=synctasks/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=secrets;services,verbs=get;list;watch;create;update;patch
@@ -183,6 +183,10 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	}
 
 	task.Status = settle(&orig.Status, computeStatus(&orig.Status, o), o.now)
+	task.Status.VerifyRequest = r.requestVerification(ctx, &task, orig.Status.VerifyRequest, o.workers)
+	if task.Status.ReverseTask, err = r.ensureReverse(ctx, &task); err != nil {
+		return ctrl.Result{}, err
+	}
 	r.statusEvents(orig, &task)
 	r.cutoverEvents(orig, &task)
 	if !equality.Semantic.DeepEqual(orig.Status, task.Status) {

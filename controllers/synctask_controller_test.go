@@ -661,19 +661,7 @@ func TestStatusFromWorker(t *testing.T) {
 	ns := setup(t, "orders", func(st *syncv1alpha1.SyncTask) { st.Spec.MetricsPort = int32(port) })
 	r, rec := newReconciler()
 	reconcile(t, r, ns, "orders")
-	// The pod the StatefulSet controller and kubelet would make.
-	sts := get(t, ns, "orders-worker", &appsv1.StatefulSet{})
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders-worker-0", Labels: sts.Spec.Template.Labels},
-		Spec: sts.Spec.Template.Spec}
-	if err := env.Client.Create(testCtx(t), pod); err != nil {
-		t.Fatal(err)
-	}
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1",
-		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
-		ContainerStatuses: []corev1.ContainerStatus{{Name: WorkerContainer, Ready: true, State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
-	if err := env.Client.Status().Update(testCtx(t), pod); err != nil {
-		t.Fatal(err)
-	}
+	runWorkerPod(t, ns, "orders")
 	reconcile(t, r, ns, "orders")
 	if hits == 0 {
 		t.Fatal("the worker's /status was not read")

@@ -27,7 +27,7 @@ import (
 // Labels on everything the controller creates.
 const (
 	// TaskLabel names the SyncTask a worker object belongs to.
-	TaskLabel = "sync.mongoferry.io/task"
+	TaskLabel = syncv1alpha1.TaskLabel
 	// ManagedByLabel is app.kubernetes.io/managed-by.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	// ManagedBy is the value of ManagedByLabel.

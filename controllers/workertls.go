@@ -182,11 +182,17 @@ func podMonitorTLS(task *syncv1alpha1.SyncTask, endpoint map[string]any) {
 // statusURL is the URL of a worker's /status, and the context its request
 // is made in.
 func (r *SyncTaskReconciler) statusURL(ctx context.Context, task *syncv1alpha1.SyncTask, pod, ip string, port int32) (context.Context, string) {
+	return r.workerURL(ctx, task, pod, ip, port, "/status")
+}
+
+// workerURL is the URL of path on a worker's status server, and the
+// context its request is made in.
+func (r *SyncTaskReconciler) workerURL(ctx context.Context, task *syncv1alpha1.SyncTask, pod, ip string, port int32, path string) (context.Context, string) {
 	p := strconv.Itoa(int(port))
 	if r.WorkerTLS == nil {
-		return ctx, "http://" + net.JoinHostPort(ip, p) + "/status"
+		return ctx, "http://" + net.JoinHostPort(ip, p) + path
 	}
-	return context.WithValue(ctx, podIPKey{}, ip), "https://" + net.JoinHostPort(podDNSName(task, pod), p) + "/status"
+	return context.WithValue(ctx, podIPKey{}, ip), "https://" + net.JoinHostPort(podDNSName(task, pod), p) + path
 }
 
 // EnsureWorkerCA loads the workers' CA from the Secret namespace/name,

@@ -552,6 +552,11 @@ type SyncTaskStatus struct {
 	// ReverseTask names the SyncTask created for spec.reverse.
 	// +optional
 	ReverseTask string `json:"reverseTask,omitempty"`
+	// VerifyRequest is the last on-demand verification asked for with the
+	// sync.mongoferry.io/verify annotation, and what the workers answered;
+	// the verification's report goes to lastVerification.
+	// +optional
+	VerifyRequest *VerifyRequest `json:"verifyRequest,omitempty"`
 }
 
 // CutoverStatus is how far a cut-over is.

@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -195,6 +197,17 @@ func RunTests(m *testing.M, use func(*Env), opts ...Options) int {
 		fmt.Fprintln(os.Stderr, "stop envtest control plane:", err)
 	}
 	return code
+}
+
+// WriteKubeconfig writes a kubeconfig file that reaches the API server as
+// Config does, for commands run as a user runs them (kubectl plugins).
+func (e *Env) WriteKubeconfig(path string) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: e.Config.Host, CertificateAuthorityData: e.Config.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: e.Config.CertData, ClientKeyData: e.Config.KeyData, Token: e.Config.BearerToken}
+	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	kc.CurrentContext = "envtest"
+	return clientcmd.WriteToFile(*kc, path)
 }
 
 // Stop stops the control plane.

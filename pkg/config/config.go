@@ -362,6 +362,16 @@ type Incremental struct {
 	// +kubebuilder:default=oplog
 	// +optional
 	Method IncrementalMethod `json:"method,omitempty"`
+	// StartAt is where a task in mode incremental with no checkpoint yet
+	// starts replaying: an oplog position written "seconds,increment"
+	// (entries after it are replayed) or an RFC 3339 time (entries from
+	// that second on). Empty starts at the source's newest entry. A reverse
+	// sync starts at the position recorded at cut-over. Once the task has
+	// a checkpoint it resumes from there and StartAt is not read again. It
+	// must still be in the source's oplog (else OplogWindowLost).
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	StartAt string `json:"startAt,omitempty"`
 }
 
 // Verify configures the comparison of source and target.

@@ -103,6 +103,8 @@ func TestParseAccepts(t *testing.T) {
 		"credentials outside URI": endpointsYAML(`uri: "mongodb://10.0.0.1/", username: ferry, passwordEnv: SRC_PASSWORD`, `uri: "mongodb://10.0.0.2/", username: ferry, passwordFile: /run/secrets/pw`, ""),
 		"credentials in URI":      endpointsYAML(`uri: "mongodb://ferry:pw@10.0.0.1/"`, `uri: "mongodb://10.0.0.2/"`, ""),
 		"same host, other port":   endpointsYAML(`uri: "mongodb://localhost:27017/"`, `uri: "mongodb://localhost:27018/"`, ""),
+		"startAt position":        taskYAML("mode: incremental\nincremental: {startAt: '1764045600,3'}"),
+		"startAt time":            taskYAML("mode: incremental\nincremental: {startAt: '2026-11-25T05:00:00Z'}"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := Parse([]byte(y)); err != nil {
@@ -257,6 +259,13 @@ func TestParseErrors(t *testing.T) {
 			"target.uri: names the same deployment as source.uri (127.0.0.1)" + sameAs},
 		{"IPv6 loopback", endpointsYAML(`uri: "mongodb://[::1]:27018/"`, `uri: "mongodb://localhost:27018/"`, ""),
 			"target.uri: names the same deployment as source.uri ([::1]:27018)" + sameAs},
+		// Start positions.
+		{"startAt not a position", taskYAML("mode: incremental\nincremental: {startAt: 'yesterday'}"),
+			`incremental.startAt: "yesterday" is neither an oplog position (seconds,increment, such as 1764045600,3) nor an RFC 3339 time (such as 2026-11-25T05:00:00Z)`},
+		{"startAt bad increment", taskYAML("mode: incremental\nincremental: {startAt: '1764045600,x'}"),
+			`incremental.startAt: "1764045600,x" is not an oplog position: write it as seconds,increment (such as 1764045600,3), both whole numbers and seconds above 0`},
+		{"startAt with a copy", taskYAML("incremental: {startAt: '1764045600,3'}"),
+			"incremental.startAt: only a task in mode incremental starts at a given position (mode fullAndIncremental starts replay where its copy starts): set mode to incremental, or remove startAt"},
 		{"replica set members in another order", endpointsYAML(`uri: "mongodb://a:1,b:2/?replicaSet=rs"`, `uri: "mongodb://b:2,a:1/?replicaSet=rs"`, ""),
 			"target.uri: names the same deployment as source.uri (a:1,b:2)" + sameAs},
 	}
@@ -466,5 +475,32 @@ func TestSamplesParse(t *testing.T) {
 		if _, err := Load(p); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
+	}
+}
+
+func TestParseStartAt(t *testing.T) {
+	cases := []struct {
+		in   string
+		t, i uint32
+	}{
+		{"1764045600,3", 1764045600, 3},
+		{"1764045600:3", 1764045600, 3},
+		{" 1764045600, 0 ", 1764045600, 0},
+		{"2026-11-25T05:00:00Z", 1795582800, 0},
+		{"2026-11-25T06:00:00.750+01:00", 1795582800, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.in, func(t *testing.T) {
+			ts, err := ParseStartAt(c.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ts.T != c.t || ts.I != c.i {
+				t.Errorf("ParseStartAt(%q) = %d,%d, want %d,%d", c.in, ts.T, ts.I, c.t, c.i)
+			}
+			if back, _ := ParseStartAt(FormatPosition(ts)); back != ts {
+				t.Errorf("FormatPosition(%v) = %q does not read back", ts, FormatPosition(ts))
+			}
+		})
 	}
 }

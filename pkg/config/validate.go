@@ -114,6 +114,13 @@ func (s *Spec) Validate() error {
 	}
 	oneOf(add, "fullSync.split", string(s.FullSync.Split), SplitAuto, SplitAlways, SplitNever)
 	oneOf(add, "incremental.method", string(s.Incremental.Method), MethodOplog, MethodChangeStream)
+	if s.Incremental.StartAt != "" {
+		if _, err := ParseStartAt(s.Incremental.StartAt); err != nil {
+			add("incremental.startAt", "%v", err)
+		} else if s.Mode != ModeIncremental {
+			add("incremental.startAt", "only a task in mode incremental starts at a given position (mode %s starts replay where its copy starts): set mode to incremental, or remove startAt", s.Mode)
+		}
+	}
 	oneOf(add, "verify.mode", string(s.Verify.Mode), VerifyNone, VerifyCount, VerifyHash, VerifySample)
 	oneOf(add, "cutover.verify", string(s.Cutover.Verify), VerifyNone, VerifyCount, VerifyHash, VerifySample)
 	if s.Cutover.MaxLagSeconds < 1 || s.Cutover.MaxLagSeconds > 3600 {

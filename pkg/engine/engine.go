@@ -335,7 +335,11 @@ func (e *Engine) run(ctx context.Context) error {
 		shardStarts map[string]bson.Timestamp
 	)
 	if withReplay && (!exists || !prev.HasStart()) {
-		if e.sharded {
+		if spec.Incremental.StartAt != "" {
+			if startTS, shardStarts, err = e.givenStart(ctx, useOplog); err != nil {
+				return err
+			}
+		} else if e.sharded {
 			// Every shard's newest position, before anything is copied.
 			shardStarts, err = e.shardPositions(ctx)
 		} else {

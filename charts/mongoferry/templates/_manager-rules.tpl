@@ -55,6 +55,7 @@ rules:
   resources:
   - synctasks
   verbs:
+  - create
   - get
   - list
   - patch

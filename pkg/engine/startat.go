@@ -1,0 +1,42 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
+)
+
+// givenStart is the replay start of a task with incremental.startAt and no
+// checkpoint yet: the given position, for the replica set or for every
+// shard. Read from the oplog, it must still be there: a position older
+// than the source's (or a shard's) oldest entry fails with
+// ErrOplogWindowLost before anything is recorded or written, since the
+// changes between it and the oldest entry are gone.
+func (e *Engine) givenStart(ctx context.Context, useOplog bool) (bson.Timestamp, map[string]bson.Timestamp, error) {
+	ts, err := config.ParseStartAt(e.task.Incremental.StartAt)
+	if err != nil {
+		return ts, nil, fmt.Errorf("incremental.startAt: %w", err)
+	}
+	if !e.sharded {
+		if useOplog && e.opts.Reader == nil {
+			if err := source.CheckWindow(ctx, e.source, ts, false); err != nil {
+				return ts, nil, fmt.Errorf("incremental.startAt %s: %w", e.task.Incremental.StartAt, err)
+			}
+		}
+		return ts, nil, nil
+	}
+	starts := map[string]bson.Timestamp{}
+	for _, st := range e.subtaskList() {
+		if useOplog {
+			if err := source.CheckWindow(ctx, st.client, ts, false); err != nil {
+				return ts, nil, fmt.Errorf("incremental.startAt %s: shard %s: %w", e.task.Incremental.StartAt, st.shard.Name, err)
+			}
+		}
+		starts[st.shard.Name] = ts
+	}
+	return ts, starts, nil
+}

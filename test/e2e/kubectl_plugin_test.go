@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
+	"github.com/mongoferry/mongoferry/internal/envtestutil"
+	"github.com/mongoferry/mongoferry/internal/kubectlplugin"
+	"github.com/mongoferry/mongoferry/internal/podrunner"
+	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/workload"
+)
+
+// podrunnerLogs opens a pod's log from the pod runner's log directory
+// (<pod>_<container>_<n>.log, the container's latest run): envtest has no
+// kubelet, so the API server's pods/log endpoint, which the plugin uses
+// in a cluster, cannot answer here.
+func podrunnerLogs(dir string) kubectlplugin.LogOpener {
+	return func(_ context.Context, _, pod, container string, _ bool) (io.ReadCloser, error) {
+		files, _ := filepath.Glob(filepath.Join(dir, pod+"_"+container+"_*.log"))
+		if len(files) == 0 {
+			return nil, fmt.Errorf("no log file for %s/%s in %s", pod, container, dir)
+		}
+		sort.Strings(files)
+		return os.Open(files[len(files)-1])
+	}
+}
+
+// TestKubectlPlugin runs `kubectl mongoferry` against a SyncTask that the
+// operator runs for real (envtest's API server, the controller in this
+// process, the pod runner's `ferry run` worker, two FerretDB servers, a
+// live load of about 10 operations per second), as
+// a user would: status while streaming (the output shown in the README),
+// logs with each line prefixed by its pod, verify (the worker has no
+// /verify endpoint yet, so the request is refused with the operator's
+// message), reverse before any cut-over (refused), suspend and resume
+// (the worker goes and comes back), and cutover (spec.cutover set from
+// the flags).
+func TestKubectlPlugin(t *testing.T) {
+	ferry := ferryBinary(t)
+	env := envtestutil.Start(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := env.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	src, dst := testserver.Start(t), testserver.Start(t)
+	sc := src.MustClient(t)
+	base := workload.Options{Database: "shop", Collection: "orders", RecordCount: 2000, FieldCount: 5, FieldLength: 40, Seed: 16}
+	if _, err := workload.Load(ctx, sc, base); err != nil {
+		t.Fatal(err)
+	}
+	startOperator(t, env)
+	logDir := t.TempDir()
+	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry},
+		FirstIP: netip.MustParseAddr("127.0.20.1"), LogDir: logDir})
+	const name = "orders"
+	task := &syncv1alpha1.SyncTask{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: syncv1alpha1.SyncTaskSpec{
+			Mode:   config.ModeFullAndIncremental,
+			Source: syncv1alpha1.Source{URI: src.URI},
+			Target: syncv1alpha1.Target{URI: dst.URI},
+		},
+	}
+	if err := env.Client.Create(ctx, task); err != nil {
+		t.Fatal(err)
+	}
+	get := func() *syncv1alpha1.SyncTask {
+		var st syncv1alpha1.SyncTask
+		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st); err != nil {
+			t.Fatal(err)
+		}
+		return &st
+	}
+	plugin := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		cmd := kubectlplugin.NewCommand(kubectlplugin.Options{Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out},
+			Logs: podrunnerLogs(logDir)})
+		cmd.SetArgs(append(args, "--kubeconfig", kubeconfig, "-n", ns))
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		err := cmd.ExecuteContext(cctx)
+		return out.String(), err
+	}
+
+	// A live load of about 10 operations per second while streaming.
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		run := base
+		run.Workload, run.Threads, run.Rate, run.Distribution = workload.WorkloadMixed, 1, 10, workload.Uniform
+		run.InsertProportion, run.UpdateProportion, run.DeleteProportion = 0.4, 0.4, 0.2
+		_, _ = workload.Run(loadCtx, sc, run)
+	})
+	defer func() { stopLoad(); wg.Wait() }()
+	waitFor(t, "phase Streaming with changes applied", 3*time.Minute, func() bool {
+		st := get().Status
+		return st.Phase == syncv1alpha1.PhaseStreaming && st.CheckpointTime != nil && st.OpsPerSecond > 0
+	})
+	out, err := plugin("status", name)
+	if err != nil {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	t.Logf("kubectl mongoferry status %s:\n%s", name, out)
+	for _, want := range []string{"Phase:      Streaming (mode fullAndIncremental)", "[##############################] 100%",
+		"orders-worker-0", "Ready", "Cut-over:\n  not requested (kubectl mongoferry cutover orders)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q", want)
+		}
+	}
+
+	stopLoad()
+	wg.Wait()
+	out, err = plugin("logs", name)
+	if err != nil || !strings.Contains(out, "[orders-worker-0] ") || !strings.Contains(out, "phase=Streaming") {
+		t.Errorf("logs: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(line, "[orders-worker-0] ") {
+			t.Errorf("log line without its pod: %q", line)
+			break
+		}
+	}
+
+	out, err = plugin("verify", name, "--wait", "--timeout", "1m")
+	if err == nil || !strings.Contains(err.Error(), "the workers did not take the request: the workers' image has no /verify endpoint (orders-worker-0 answered 404 Not Found)") {
+		t.Errorf("verify on a worker without /verify: %v\n%s", err, out)
+	}
+	if vr := get().Status.VerifyRequest; vr == nil || vr.Accepted || get().Status.Phase != syncv1alpha1.PhaseStreaming {
+		t.Errorf("status.verifyRequest %+v, phase %s: want a refused request and the task still streaming", vr, get().Status.Phase)
+	}
+
+	if _, err := plugin("reverse", name); err == nil || !strings.Contains(err.Error(), "its cut-over has not been requested") {
+		t.Errorf("reverse before the cut-over: %v", err)
+	}
+
+	if out, err := plugin("suspend", name); err != nil || out != "synctask orders suspended\n" {
+		t.Fatalf("suspend: %q, %v", out, err)
+	}
+	waitFor(t, "phase Paused with no worker", 2*time.Minute, func() bool {
+		return get().Status.Phase == syncv1alpha1.PhasePaused && len(workerPods(t, env.Client, ns, name)) == 0
+	})
+	if _, err := plugin("cutover", name); err == nil || !strings.Contains(err.Error(), "SyncTask orders is suspended: a cut-over starts from a streaming task") {
+		t.Errorf("cutover while suspended: %v", err)
+	}
+	if out, err := plugin("resume", name); err != nil || out != "synctask orders resumed\n" {
+		t.Fatalf("resume: %q, %v", out, err)
+	}
+	waitFor(t, "the resumed worker to stream", 3*time.Minute, func() bool {
+		return get().Status.Phase == syncv1alpha1.PhaseStreaming && len(workerPods(t, env.Client, ns, name)) == 1
+	})
+
+	if out, err := plugin("cutover", name, "--max-lag", "10"); err != nil || !strings.Contains(out, "cut-over requested") {
+		t.Fatalf("cutover: %q, %v", out, err)
+	}
+	if c := get().Spec.Cutover; !c.Requested || c.MaxLagSeconds != 10 || c.Verify != config.VerifyHash || c.BlockSourceWrites {
+		t.Errorf("spec.cutover %+v", c)
+	}
+}
