@@ -612,7 +612,7 @@ const RetryAnnotation = "sync.mongoferry.io/retry"
 
 // VerifyAnnotation is the annotation that, set to a new value, asks the
 // workers for one verification pass while they stream; the report goes to
-// status.lastVerification.
+// status.streamingVerification.
 const VerifyAnnotation = "sync.mongoferry.io/verify"
 
 // SyncTask copies a MongoDB deployment (replica set or sharded cluster) to

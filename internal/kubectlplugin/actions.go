@@ -170,9 +170,9 @@ func (p *plugin) verifyCommand() *cobra.Command {
 		Short: "Verify a streaming SyncTask's target against its source now (the sync.mongoferry.io/verify annotation)",
 		Long: `verify sets the sync.mongoferry.io/verify annotation to a new value; the
 operator asks the task's workers for one verification pass while they stream.
-With --wait it waits for a verification newer than the request in
-status.lastVerification and prints it (exit 1 when it found differences, or
-when the workers did not take the request).`,
+With --wait it waits for a streaming pass that finished after the request
+(status.streamingVerification) and prints it with the documents that still
+differ (exit 1 when some do, or when the workers did not take the request).`,
 		Example: `  kubectl mongoferry verify orders --wait`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -202,23 +202,37 @@ func (p *plugin) verify(cmd *cobra.Command, name string, f verifyFlags) error {
 	if !f.wait {
 		return nil
 	}
-	previous := task.Status.LastVerification
+	previous := task.Status.StreamingVerification
 	task, err = p.waitFor(ctx, name, f.timeout, "the verification's report", func(t *syncv1alpha1.SyncTask) (bool, error) {
 		if r := t.Status.VerifyRequest; r != nil && r.Value == value && !r.Accepted {
 			return true, fmt.Errorf("the workers did not take the request: %s", r.Message)
 		}
-		v := t.Status.LastVerification
-		return v != nil && (previous == nil || v.Time.After(previous.Time.Time)) && !v.Time.Time.Before(asked.Truncate(time.Second)), nil
+		return newerPass(t.Status.StreamingVerification, previous, asked), nil
 	})
 	if err != nil {
 		return err
 	}
-	v := task.Status.LastVerification
-	fmt.Fprintf(cmd.OutOrStdout(), "verification: %s\n", verificationLine(v, p.opts.Now()))
+	v := task.Status.StreamingVerification
+	fmt.Fprintf(cmd.OutOrStdout(), "verification: %s\n", streamingLine(v, p.opts.Now()))
+	for _, fd := range v.Findings {
+		fmt.Fprintf(cmd.OutOrStdout(), "  %s  %s _id %s\n", fd.Kind, fd.Namespace, fd.ID)
+	}
 	if v.Result != syncv1alpha1.VerificationPassed {
 		return errors.New("the target differs from the source")
 	}
 	return nil
+}
+
+// newerPass reports whether v is a finished streaming pass that ended
+// after the request made at asked, and after the pass seen before it.
+func newerPass(v, previous *syncv1alpha1.StreamingVerification, asked time.Time) bool {
+	if v == nil || v.Running || v.FinishedAt == nil || v.Result == "" {
+		return false
+	}
+	if previous != nil && v.Passes <= previous.Passes {
+		return false
+	}
+	return !v.FinishedAt.Time.Before(asked.Truncate(time.Second))
 }
 
 type reverseFlags struct {

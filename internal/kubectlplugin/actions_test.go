@@ -102,9 +102,11 @@ func TestCutoverWait(t *testing.T) {
 }
 
 // TestVerifyWait: verify sets the annotation to a new value and prints the
-// verification newer than the request; a request the workers did not
+// streaming pass that finished after the request, with the documents that
+// still differ; a request the workers did not
 // take (a worker without the endpoint) is an error with its message.
 func TestVerifyWait(t *testing.T) {
+	finished := metav1.NewTime(fixedNow.Add(time.Second))
 	cases := []struct {
 		name    string
 		answer  func(value string, st *syncv1alpha1.SyncTaskStatus)
@@ -113,12 +115,14 @@ func TestVerifyWait(t *testing.T) {
 	}{
 		{"passed", func(value string, st *syncv1alpha1.SyncTaskStatus) {
 			st.VerifyRequest = &syncv1alpha1.VerifyRequest{Value: value, Time: metav1.Now(), Accepted: true, Message: "1 worker(s) verify"}
-			st.LastVerification = &syncv1alpha1.Verification{Mode: config.VerifyHash, Result: syncv1alpha1.VerificationPassed, Time: metav1.NewTime(fixedNow.Add(time.Second)), Namespaces: 4}
-		}, "verification: hash Passed at 2026-11-25T05:00:01Z (0s ago), 4 namespace(s)", ""},
+			st.StreamingVerification = &syncv1alpha1.StreamingVerification{Passes: 1, Result: syncv1alpha1.VerificationPassed, FinishedAt: &finished,
+				Namespaces: 4, NamespacesDone: 4, DocumentsCompared: 1200}
+		}, "verification: pass 1 Passed at 2026-11-25T05:00:01Z (0s ago), 1200 document(s) compared, 0 persisting", ""},
 		{"differs", func(value string, st *syncv1alpha1.SyncTaskStatus) {
-			st.LastVerification = &syncv1alpha1.Verification{Mode: config.VerifyHash, Result: syncv1alpha1.VerificationFailed, Time: metav1.NewTime(fixedNow.Add(time.Second)),
-				Namespaces: 4, DifferingNamespaces: []string{"shop.orders"}}
-		}, "differing: shop.orders", "the target differs from the source"},
+			st.StreamingVerification = &syncv1alpha1.StreamingVerification{Passes: 1, Result: syncv1alpha1.VerificationFailed, FinishedAt: &finished,
+				Namespaces: 4, NamespacesDone: 4, DocumentsCompared: 1200, Persisting: 1,
+				Findings: []syncv1alpha1.VerificationFinding{{Namespace: "shop.orders", ID: `{"$numberInt":"500"}`, Kind: "changed"}}}
+		}, `changed  shop.orders _id {"$numberInt":"500"}`, "the target differs from the source"},
 		{"unsupported", func(value string, st *syncv1alpha1.SyncTaskStatus) {
 			st.VerifyRequest = &syncv1alpha1.VerifyRequest{Value: value, Time: metav1.Now(), Message: "the workers' image has no /verify endpoint"}
 		}, "verification requested", "the workers did not take the request: the workers' image has no /verify endpoint"},
@@ -162,10 +166,7 @@ func TestReverseCreatesTask(t *testing.T) {
 	task.Status.Cutover = &syncv1alpha1.CutoverStatus{Step: "Complete", TargetPosition: "1795582801,2"}
 	task.Status.Conditions = append(task.Status.Conditions, condition(syncv1alpha1.ConditionCutoverComplete, "True", "CutoverComplete", "done", 1))
 	createTask(t, task)
-	r := &controllers.SyncTaskReconciler{Client: env.Client, Scheme: env.Scheme, WorkerImage: "example.org/ferry:test",
-		DiscoverShards: func(context.Context, config.Endpoint, controllers.SourceSecrets) (bool, []string, error) {
-			return false, nil, nil
-		}}
+	r := &controllers.SyncTaskReconciler{Client: env.Client, Scheme: env.Scheme, WorkerImage: "example.org/ferry:test"}
 	stop := make(chan struct{})
 	reconciled := make(chan struct{})
 	go func() {

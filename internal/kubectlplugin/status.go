@@ -87,6 +87,9 @@ func WriteStatus(w io.Writer, task *syncv1alpha1.SyncTask, now time.Time) error 
 
 	b.WriteString("\nVerification:\n")
 	fmt.Fprintf(b, "  Last:       %s\n", verificationLine(st.LastVerification, now))
+	if st.StreamingVerification != nil {
+		fmt.Fprintf(b, "  Streaming:  %s\n", streamingLine(st.StreamingVerification, now))
+	}
 	if r := st.VerifyRequest; r != nil {
 		state := "not taken"
 		if r.Accepted {
@@ -133,6 +136,20 @@ func verificationLine(v *syncv1alpha1.Verification, now time.Time) string {
 	if len(v.DifferingNamespaces) > 0 {
 		s += ", differing: " + strings.Join(v.DifferingNamespaces, ", ")
 	}
+	if v.Message != "" {
+		s += ": " + v.Message
+	}
+	return s
+}
+
+// streamingLine is a streaming verification pass in one line.
+func streamingLine(v *syncv1alpha1.StreamingVerification, now time.Time) string {
+	if v.Running || v.FinishedAt == nil {
+		return fmt.Sprintf("pass %d running, %d/%d namespace(s), %d document(s) compared, %d recheck(s) pending",
+			v.Passes+1, v.NamespacesDone, v.Namespaces, v.DocumentsCompared, v.PendingRechecks)
+	}
+	s := fmt.Sprintf("pass %d %s at %s (%s ago), %d document(s) compared, %d persisting", v.Passes, v.Result,
+		v.FinishedAt.UTC().Format(time.RFC3339), age(v.FinishedAt.Time, now), v.DocumentsCompared, v.Persisting)
 	if v.Message != "" {
 		s += ": " + v.Message
 	}
