@@ -115,6 +115,9 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 		}
 		sh.OpsPerSecond = 0
 		sh.Ordinal = int32(max(w.ordinal, 0))
+		if staleExit(old, w.lastExit) {
+			w.lastExit = nil
+		}
 		exitPhase, f := exitOutcome(w)
 		if f != nil && failure == nil {
 			failure = f
@@ -229,6 +232,11 @@ func restarted(old *syncv1alpha1.SyncTaskStatus, retry string) *syncv1alpha1.Syn
 	if v := st.LastVerification; v != nil && v.Result == syncv1alpha1.VerificationFailed {
 		st.LastVerification = nil
 	}
+	// A failed cut-over is requested again: the workers start it over and
+	// report its steps afresh.
+	if c := st.Cutover; c != nil && c.Step == workerapi.CutoverFailed {
+		st.Cutover = nil
+	}
 	if retry != "" {
 		st.LastRetry = retry
 	}
@@ -256,6 +264,16 @@ type shardFailure struct {
 	reason, message string
 }
 
+// staleExit reports whether a worker's last exit is the one the task
+// failed on before it was started again (a new generation or the retry
+// annotation): a pod not yet replaced still shows it, and it must not fail
+// the restarted task again. Status times have whole seconds, so an exit
+// in the second the failure was recorded counts as that failure.
+func staleExit(old *syncv1alpha1.SyncTaskStatus, e *corev1.ContainerStateTerminated) bool {
+	f := old.LastFailure
+	return e != nil && f != nil && old.Phase != syncv1alpha1.PhaseFailed && !e.FinishedAt.After(f.Time.Time)
+}
+
 // exitOutcome reads a worker's last exit: the phase it implies (Completed
 // after exit 0, Failed after the exit codes that will not go away by
 // restarting) and the failure to report.
@@ -276,6 +294,8 @@ func exitOutcome(w workerObservation) (syncv1alpha1.Phase, *shardFailure) {
 			w.pod, exitText(e))}
 	case workerapi.ExitVerificationFailed:
 		return syncv1alpha1.PhaseFailed, &shardFailure{ReasonVerificationFailed, fmt.Sprintf("%s: %s", w.pod, exitText(e))}
+	case workerapi.ExitCutoverFailed:
+		return syncv1alpha1.PhaseFailed, &shardFailure{ReasonCutoverFailed, fmt.Sprintf("%s: %s", w.pod, exitText(e))}
 	}
 	if w.waiting != nil && slices.Contains(waitingProblems, w.waiting.Reason) {
 		return "", &shardFailure{ReasonWorkerFailing, fmt.Sprintf("%s: %s, restarted %d times: %s", w.pod, w.waiting.Reason, w.restarts, exitText(e))}
@@ -290,6 +310,9 @@ func reportedFailure(pod string, r *workerapi.Status) *shardFailure {
 	if v := r.Verify; v != nil && !v.Running && !v.OK {
 		return &shardFailure{ReasonVerificationFailed, fmt.Sprintf("%s: verification found %d namespaces that differ between source and target (%s)",
 			pod, len(v.Differing), strings.Join(v.Differing, ", "))}
+	}
+	if c := r.Cutover; c != nil && c.Step == workerapi.CutoverFailed {
+		return &shardFailure{ReasonCutoverFailed, fmt.Sprintf("%s: %s", pod, c.Message)}
 	}
 	return &shardFailure{reason: ReasonFailed, message: fmt.Sprintf("%s: %s", pod, r.Error)}
 }

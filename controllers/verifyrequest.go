@@ -20,7 +20,7 @@ import (
 // POST /verify (the client and TLS of /status), once; the value, the time
 // and what the workers answered go to status.verifyRequest, and an event
 // tells it. The report itself comes back through /status into
-// status.lastVerification.
+// status.streamingVerification.
 
 // verifyPath is the workers' endpoint that starts one verification pass.
 const verifyPath = "/verify"
@@ -77,7 +77,7 @@ func (r *SyncTaskReconciler) requestVerification(ctx context.Context, task *sync
 		r.event(task, corev1.EventTypeWarning, "VerificationRequestFailed", "Verify", "%s=%s: %s", syncv1alpha1.VerifyAnnotation, value, req.Message)
 	default:
 		req.Accepted = true
-		req.Message = fmt.Sprintf("%d worker(s) verify while streaming; the report goes to status.lastVerification", len(running))
+		req.Message = fmt.Sprintf("%d worker(s) verify while streaming; the report goes to status.streamingVerification", len(running))
 		r.event(task, corev1.EventTypeNormal, "VerificationRequested", "Verify", "%s=%s: %s", syncv1alpha1.VerifyAnnotation, value, req.Message)
 	}
 	return req

@@ -70,7 +70,7 @@ func TestVerifyAnnotation(t *testing.T) {
 		inMessage  string
 		eventClass string
 	}{
-		{"accepted", http.StatusAccepted, true, "VerificationRequested", "the report goes to status.lastVerification", corev1.EventTypeNormal},
+		{"accepted", http.StatusAccepted, true, "VerificationRequested", "the report goes to status.streamingVerification", corev1.EventTypeNormal},
 		{"no-endpoint", 0, false, "VerificationUnsupported", "has no /verify endpoint", corev1.EventTypeWarning},
 		{"refused", http.StatusConflict, false, "VerificationRequestFailed", "409 Conflict", corev1.EventTypeWarning},
 	}

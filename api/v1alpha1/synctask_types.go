@@ -263,7 +263,7 @@ const (
 	// ConditionDegraded is True when something needs a person, with the
 	// first of these that holds as its reason: the task is blocked
 	// (SecretNotFound, SecretInvalid, InvalidSpec); it failed (OplogWindowLost,
-	// VerificationFailed, Failed); a worker keeps failing before it
+	// VerificationFailed, CutoverFailed, Failed); a worker keeps failing before it
 	// reports (WorkerFailing) or restarted within the last 10 minutes
 	// (WorkerRestarted); a worker reports an error it retries
 	// (WorkerError); a worker's /status cannot be read
@@ -596,7 +596,7 @@ type CutoverStatus struct {
 // Failure is why and when a task failed.
 type Failure struct {
 	// Reason is the Degraded reason of the failure (VerificationFailed,
-	// OplogWindowLost, Failed).
+	// OplogWindowLost, CutoverFailed, Failed).
 	Reason string `json:"reason"`
 	// Message says what failed and what to do.
 	// +optional

@@ -87,7 +87,22 @@ func (p *plugin) cutover(cmd *cobra.Command, name string, f cutoverFlags) error 
 	if err != nil {
 		return err
 	}
-	if !task.Spec.Cutover.Requested {
+	retry, oldGen := "", int64(0)
+	switch {
+	case task.Spec.Cutover.Requested && cutoverFailed(task):
+		// Requested again, perhaps with other flags: the new spec and a
+		// new retry value make the operator run the failed task again.
+		retry = p.opts.Now().UTC().Format(time.RFC3339Nano)
+		oldGen = task.Generation
+		err := p.patch(ctx, task, map[string]any{
+			"metadata": map[string]any{"annotations": map[string]any{syncv1alpha1.RetryAnnotation: retry}},
+			"spec": map[string]any{"cutover": map[string]any{
+				"requested": true, "blockSourceWrites": f.blockSourceWrites, "verify": f.verify, "maxLagSeconds": f.maxLag}}})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "synctask %s: the last cut-over failed; requested again (blockSourceWrites %v, verify %s, maxLagSeconds %d)\n", name, f.blockSourceWrites, f.verify, f.maxLag)
+	case !task.Spec.Cutover.Requested:
 		if task.Status.Phase != syncv1alpha1.PhaseStreaming || task.Spec.Suspend {
 			return fmt.Errorf("SyncTask %s is %s: a cut-over starts from a streaming task (the copy done, changes replaying); wait until kubectl mongoferry status %s shows phase Streaming%s",
 				name, phaseWords(task), name, resumeHint(task))
@@ -98,14 +113,25 @@ func (p *plugin) cutover(cmd *cobra.Command, name string, f cutoverFlags) error 
 			return err
 		}
 		fmt.Fprintf(cmd.OutOrStdout(), "synctask %s: cut-over requested (blockSourceWrites %v, verify %s, maxLagSeconds %d)\n", name, f.blockSourceWrites, f.verify, f.maxLag)
-	} else {
+	default:
 		fmt.Fprintf(cmd.OutOrStdout(), "synctask %s: a cut-over is already requested\n", name)
 	}
 	if !f.wait {
 		return nil
 	}
+	newGen := task.Generation
 	last := ""
 	task, err = p.waitFor(ctx, name, f.timeout, "the cut-over to complete", func(t *syncv1alpha1.SyncTask) (bool, error) {
+		if retry != "" {
+			// The failed attempt's status stays until the operator has
+			// acted on the new spec (or, for the same spec, the retry) and
+			// the new attempt shows.
+			acted := t.Status.ObservedGeneration >= newGen && (newGen != oldGen || t.Status.LastRetry == retry)
+			if !acted || cutoverFailed(t) || t.Status.Phase == syncv1alpha1.PhaseFailed {
+				return false, nil
+			}
+			retry = ""
+		}
 		if st := t.Status.Cutover; st != nil {
 			line := st.Step
 			if st.Message != "" {
@@ -118,6 +144,9 @@ func (p *plugin) cutover(cmd *cobra.Command, name string, f cutoverFlags) error 
 			if st.Step == "Failed" {
 				return true, fmt.Errorf("the cut-over failed at %s: %s", t.Status.Cutover.Step, st.Message)
 			}
+		}
+		if f := t.Status.LastFailure; t.Status.Phase == syncv1alpha1.PhaseFailed && f != nil && f.Reason == "CutoverFailed" {
+			return true, fmt.Errorf("the cut-over failed: %s", f.Message)
 		}
 		c := meta.FindStatusCondition(t.Status.Conditions, syncv1alpha1.ConditionCutoverComplete)
 		switch {
@@ -139,6 +168,18 @@ func (p *plugin) cutover(cmd *cobra.Command, name string, f cutoverFlags) error 
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), msg)
 	return nil
+}
+
+// cutoverFailed reports whether the task's last cut-over failed.
+func cutoverFailed(task *syncv1alpha1.SyncTask) bool {
+	if st := task.Status.Cutover; st != nil && st.Step == "Failed" {
+		return true
+	}
+	if f := task.Status.LastFailure; task.Status.Phase == syncv1alpha1.PhaseFailed && f != nil && f.Reason == "CutoverFailed" {
+		return true
+	}
+	c := meta.FindStatusCondition(task.Status.Conditions, syncv1alpha1.ConditionCutoverComplete)
+	return c != nil && c.Reason == "CutoverFailed"
 }
 
 func phaseWords(task *syncv1alpha1.SyncTask) string {

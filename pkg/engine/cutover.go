@@ -35,6 +35,11 @@ import (
 // run.
 var ErrCutoverNotSupported = errors.New("cut-over not supported")
 
+// ErrCutoverFailed wraps the error a cut-over step failed on, once the
+// failure is recorded: running the same request again fails again until
+// something changes (the request's options, the deployment).
+var ErrCutoverFailed = errors.New("cut-over failed")
+
 // cutoverPoll is how often the cut-over looks at replay's progress.
 const cutoverPoll = 500 * time.Millisecond
 
@@ -118,13 +123,18 @@ func (e *Engine) advanceCutover(ctx context.Context, set func(*checkpoint.Cutove
 }
 
 // failCutover records that the cut-over failed at its step, with why; the
-// next run starts it over.
-func (e *Engine) failCutover(err error) error {
+// next run starts it over. A step cut short because the run is stopping
+// (ctx ended: a signal, a lost lease) is not a failure: it stays recorded
+// as it is, and the next run goes on from it.
+func (e *Engine) failCutover(ctx context.Context, err error) error {
 	step := e.cutoverStep()
+	if ctx.Err() != nil {
+		return fmt.Errorf("cut-over, step %s: %w", step, err)
+	}
 	_ = e.advanceCutover(context.Background(), func(c *checkpoint.CutoverRecord) {
 		c.Step, c.Message = workerapi.CutoverFailed, fmt.Sprintf("%s: %v", step, err)
 	})
-	return fmt.Errorf("cut-over, step %s: %w", step, err)
+	return fmt.Errorf("%w, step %s: %w", ErrCutoverFailed, step, err)
 }
 
 // driveCutover runs the cut-over's steps that need replay running:
@@ -158,7 +168,7 @@ func (e *Engine) driveCutover(ctx context.Context, r Replayer) error {
 			e.setCutoverMessage(fmt.Sprintf("lag %.0fs; the cut-over goes on once it is at most %ds", s.LagSeconds, e.task.Cutover.MaxLagSeconds))
 		case workerapi.CutoverBlockingWrites:
 			if err := source.SetUserWriteBlock(ctx, e.source, true); err != nil {
-				return e.failCutover(err)
+				return e.failCutover(ctx, err)
 			}
 			if err := e.advanceCutover(ctx, func(c *checkpoint.CutoverRecord) { c.WritesBlocked, c.Step = true, workerapi.CutoverDraining }); err != nil {
 				return err
@@ -237,7 +247,7 @@ func (e *Engine) finishCutover(ctx context.Context) error {
 				return err
 			}
 			if !v.OK {
-				return e.failCutover(fmt.Errorf("%w: %v differ; the source stays as it is: fix or re-copy them, then request the cut-over again", ErrVerificationFailed, v.Differing))
+				return e.failCutover(ctx, fmt.Errorf("%w: %v differ; the source stays as it is: fix or re-copy them, then request the cut-over again", ErrVerificationFailed, v.Differing))
 			}
 		}
 		if err := e.advanceCutover(ctx, func(c *checkpoint.CutoverRecord) { c.Step = workerapi.CutoverFinalizing }); err != nil {
@@ -246,7 +256,7 @@ func (e *Engine) finishCutover(ctx context.Context) error {
 	}
 	if e.cutoverStep() == workerapi.CutoverFinalizing {
 		if err := e.finalizeTarget(ctx); err != nil {
-			return e.failCutover(fmt.Errorf("finalize the target: %w", err))
+			return e.failCutover(ctx, fmt.Errorf("finalize the target: %w", err))
 		}
 		targetTS, err := e.targetPosition(ctx)
 		if err != nil {

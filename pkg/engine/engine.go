@@ -256,6 +256,9 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Unlock()
 	err := e.checkCutover()
 	if err == nil {
+		err = e.checkGivenStart(ctx)
+	}
+	if err == nil {
 		err = e.runLeased(ctx)
 	}
 	e.mu.Lock()

@@ -10,6 +10,23 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
+// checkGivenStart refuses, before the run takes its lease (the first
+// write to the target's checkpoint database), a new task whose
+// incremental.startAt is no longer in the source's oplog: nothing is
+// written for a task that cannot start. A task with a checkpoint resumes
+// from it and ignores startAt.
+func (e *Engine) checkGivenStart(ctx context.Context) error {
+	spec := &e.task.Spec
+	if spec.Incremental.StartAt == "" || spec.Mode == config.ModeFull || (e.sharded && !e.copyLeader()) {
+		return nil
+	}
+	if prev, err := e.store.Task(ctx); err == nil && prev.HasStart() {
+		return nil
+	}
+	_, _, err := e.givenStart(ctx, spec.Incremental.Method != config.MethodChangeStream)
+	return err
+}
+
 // givenStart is the replay start of a task with incremental.startAt and no
 // checkpoint yet: the given position, for the replica set or for every
 // shard. Read from the oplog, it must still be there: a position older

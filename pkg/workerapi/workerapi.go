@@ -56,6 +56,10 @@ const (
 	// ExitOplogWindowLost: the checkpoint is older than the source's
 	// oldest oplog entry; only a new full copy helps.
 	ExitOplogWindowLost = 3
+	// ExitCutoverFailed: a cut-over step failed, or the task cannot cut
+	// over (the message says which step and what to do); restarting
+	// fails again until the request or the deployment changes.
+	ExitCutoverFailed = 4
 	// ExitInterrupted: stopped by a signal (SIGINT or SIGTERM).
 	ExitInterrupted = 130
 )

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -47,11 +48,13 @@ func podrunnerLogs(dir string) kubectlplugin.LogOpener {
 // process, the pod runner's `ferry run` worker, two FerretDB servers, a
 // live load of about 10 operations per second), as
 // a user would: status while streaming (the output shown in the README),
-// logs with each line prefixed by its pod, verify (the worker has no
-// /verify endpoint yet, so the request is refused with the operator's
-// message), reverse before any cut-over (refused), suspend and resume
-// (the worker goes and comes back), and cutover (spec.cutover set from
-// the flags).
+// logs with each line prefixed by its pod, verify (one streaming pass on
+// demand), reverse before any cut-over (refused), suspend and resume
+// (the worker goes and comes back), and the cut-over under live load:
+// refused with the fix when it asks FerretDB to block writes, requested
+// again without, caught up, drained, verified, complete, the target equal
+// to the source; then reverse, which carries a later write on the new
+// deployment back to the old one.
 func TestKubectlPlugin(t *testing.T) {
 	ferry := ferryBinary(t)
 	env := envtestutil.Start(t)
@@ -140,12 +143,13 @@ func TestKubectlPlugin(t *testing.T) {
 		}
 	}
 
-	out, err = plugin("verify", name, "--wait", "--timeout", "1m")
-	if err == nil || !strings.Contains(err.Error(), "the workers did not take the request: the workers' image has no /verify endpoint (orders-worker-0 answered 404 Not Found)") {
-		t.Errorf("verify on a worker without /verify: %v\n%s", err, out)
+	// Verification on demand: the worker runs one streaming pass.
+	out, err = plugin("verify", name, "--wait", "--timeout", "100s")
+	if err != nil || !strings.Contains(out, "verification: pass 1 Passed") {
+		t.Errorf("verify: %v\n%s", err, out)
 	}
-	if vr := get().Status.VerifyRequest; vr == nil || vr.Accepted || get().Status.Phase != syncv1alpha1.PhaseStreaming {
-		t.Errorf("status.verifyRequest %+v, phase %s: want a refused request and the task still streaming", vr, get().Status.Phase)
+	if vr := get().Status.VerifyRequest; vr == nil || !vr.Accepted {
+		t.Errorf("status.verifyRequest %+v: want the request taken", vr)
 	}
 
 	if _, err := plugin("reverse", name); err == nil || !strings.Contains(err.Error(), "its cut-over has not been requested") {
@@ -168,10 +172,56 @@ func TestKubectlPlugin(t *testing.T) {
 		return get().Status.Phase == syncv1alpha1.PhaseStreaming && len(workerPods(t, env.Client, ns, name)) == 1
 	})
 
-	if out, err := plugin("cutover", name, "--max-lag", "10"); err != nil || !strings.Contains(out, "cut-over requested") {
-		t.Fatalf("cutover: %q, %v", out, err)
+	// The cut-over under live load. FerretDB has no setUserWriteBlockMode:
+	// blocking source writes fails with the fix in the message, and the
+	// cut-over requested again without it goes through once the
+	// application (the load here) stops writing.
+	loadCtx, stopLoad = context.WithCancel(ctx)
+	wg.Go(func() {
+		run := base
+		run.Workload, run.Threads, run.Rate, run.Distribution = workload.WorkloadMixed, 1, 10, workload.Uniform
+		run.InsertProportion, run.UpdateProportion, run.DeleteProportion = 0.4, 0.4, 0.2
+		_, _ = workload.Run(loadCtx, sc, run)
+	})
+	out, err = plugin("cutover", name, "--block-source-writes", "--max-lag", "10", "--wait", "--timeout", "100s")
+	if err == nil || !strings.Contains(err.Error(), "blockSourceWrites: false") {
+		t.Fatalf("cutover with blocked writes on FerretDB: %v, want the fix named\n%s", err, out)
 	}
-	if c := get().Spec.Cutover; !c.Requested || c.MaxLagSeconds != 10 || c.Verify != config.VerifyHash || c.BlockSourceWrites {
-		t.Errorf("spec.cutover %+v", c)
+	caughtUp := make(chan struct{})
+	go func() {
+		defer close(caughtUp)
+		waitFor(t, "the cut-over to catch up", 2*time.Minute, func() bool {
+			c := get().Status.Cutover
+			return c != nil && c.CaughtUp
+		})
+		stopLoad() // the application stops writing to the source
+	}()
+	out, err = plugin("cutover", name, "--max-lag", "10", "--wait", "--timeout", "110s")
+	<-caughtUp
+	stopLoad()
+	wg.Wait()
+	t.Logf("kubectl mongoferry cutover %s --wait:\n%s", name, out)
+	if err != nil || !strings.Contains(out, "cut-over complete") {
+		t.Fatalf("cutover: %v\n%s", err, out)
 	}
+	done := get()
+	if c := done.Status.Cutover; done.Status.Phase != syncv1alpha1.PhaseCompleted || c == nil || c.TargetPosition == "" ||
+		c.Verification == nil || c.Verification.Result != syncv1alpha1.VerificationPassed {
+		t.Errorf("after the cut-over: phase %s, status.cutover %+v", done.Status.Phase, c)
+	}
+	verifySame(t, sc, dst.MustClient(t))
+
+	// Reverse sync: a write on the new deployment reaches the old one.
+	out, err = plugin("reverse", name, "--wait", "--timeout", "100s")
+	if err != nil || !strings.Contains(out, "orders-reverse") {
+		t.Fatalf("reverse: %v\n%s", err, out)
+	}
+	dc := dst.MustClient(t)
+	if _, err := dc.Database("shop").Collection("orders").InsertOne(ctx, bson.D{{Key: "_id", Value: "after-cutover"}, {Key: "v", Value: int32(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the write on the new deployment to reach the old one", 3*time.Minute, func() bool {
+		n, err := sc.Database("shop").Collection("orders").CountDocuments(ctx, bson.D{{Key: "_id", Value: "after-cutover"}})
+		return err == nil && n == 1
+	})
 }

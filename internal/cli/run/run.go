@@ -67,8 +67,8 @@ stopped, without copying finished ranges again.
 
 While it runs, --listen serves /metrics (Prometheus), /status (JSON) and
 /healthz. Exit codes: 0 done, 1 failed, 2 verification found differences,
-3 the source's oplog no longer holds the checkpoint (OplogWindowLost), 130
-interrupted.
+3 the source's oplog no longer holds the checkpoint (OplogWindowLost), 4 the
+cut-over failed or cannot run (the message says why), 130 interrupted.
 
 With mode incremental or fullAndIncremental, replay follows the copy and
 runs until interrupted; --until-caught-up ends it once the target has
@@ -263,7 +263,8 @@ func Run(ctx context.Context, f Flags) error {
 			// An operator's worker (its task comes from the environment):
 			// the manager reads the completed cut-over (its positions and
 			// verification) from /status, so serve it a while before
-			// exiting.
+			// exiting. A failed one exits at once: its exit code (4) and
+			// message reach the manager through the pod.
 			select {
 			case <-ctx.Done():
 			case <-time.After(cutoverLinger):
@@ -277,6 +278,9 @@ func Run(ctx context.Context, f Flags) error {
 	case errors.Is(err, engine.ErrVerificationFailed):
 		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
 		return exit.Error{Code: workerapi.ExitVerificationFailed}
+	case errors.Is(err, engine.ErrCutoverFailed), errors.Is(err, engine.ErrCutoverNotSupported):
+		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
+		return exit.Error{Code: workerapi.ExitCutoverFailed}
 	case err != nil && ctx.Err() != nil:
 		log.Info("stopped; run the same command again to continue from the checkpoint", "task", task.Name)
 		return exit.Error{Code: workerapi.ExitInterrupted}
