@@ -91,6 +91,8 @@ type Options struct {
 
 // Engine runs one task.
 type Engine struct {
+	// leaseTaker takes the task's lease (set by runLeased; see takeLease).
+	leaseTaker     func() error
 	task           *config.Task
 	opts           Options
 	log            *slog.Logger
@@ -351,6 +353,9 @@ func (e *Engine) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+	}
+	if err := e.takeLease(); err != nil {
+		return err
 	}
 	rec, err := e.store.Start(ctx)
 	if err != nil {

@@ -61,6 +61,15 @@ func (e *Engine) holdLease(ctx context.Context, cancel context.CancelCauseFunc) 
 	}, nil
 }
 
+// takeLease takes the task's lease for the rest of the run (once; a no-op
+// outside runLeased).
+func (e *Engine) takeLease() error {
+	if e.leaseTaker == nil {
+		return nil
+	}
+	return e.leaseTaker()
+}
+
 // processGone reports whether a holder with this host's name no longer
 // runs here: a killed run, or the previous container of a restarted pod
 // (whose process id this one may reuse).
@@ -72,19 +81,34 @@ func processGone(h checkpoint.Holder) bool {
 	return errors.Is(err, syscall.ESRCH)
 }
 
-// runLeased runs the task while holding its lease, so that a second run
-// of it (ferry run beside ferry cutover, two workers) stops at the start.
+// runLeased runs the task holding its lease, so that a second run of it
+// (ferry run beside ferry cutover, two workers) stops at the start. The
+// lease is taken by takeLease just before the run's first write to the
+// target: a task refused by the checks before it (a lost oplog window, a
+// non-empty target, bad input) leaves the target untouched.
 func (e *Engine) runLeased(ctx context.Context) error {
 	lctx, lost := context.WithCancelCause(ctx)
 	defer lost(nil)
-	release, err := e.holdLease(lctx, lost)
-	if err != nil {
-		return err
+	var release func()
+	e.leaseTaker = func() error {
+		if release != nil {
+			return nil
+		}
+		r, err := e.holdLease(lctx, lost)
+		if err != nil {
+			return err
+		}
+		release = r
+		return nil
 	}
-	defer release()
+	defer func() {
+		if release != nil {
+			release()
+		}
+	}()
 	wctx, stopWindows := context.WithCancel(lctx)
 	go e.watchWindows(wctx)
-	err = e.run(lctx)
+	err := e.run(lctx)
 	stopWindows()
 	if cause := context.Cause(lctx); err != nil && errors.Is(cause, ErrTaskRunning) {
 		return cause

@@ -527,6 +527,9 @@ func (e *Engine) ShardStatuses() []ShardStatus {
 // runShardWorker runs one shard's subtask in a worker that does not run
 // the copy: it waits for the worker that does, then streams.
 func (e *Engine) runShardWorker(ctx context.Context) error {
+	if err := e.takeLease(); err != nil {
+		return err
+	}
 	e.setPhase(PhasePending)
 	e.log.Info("waiting for the worker that records the start positions and runs the full copy", "shard", e.opts.Shard)
 	if err := e.waitForLeader(ctx); err != nil {
