@@ -328,6 +328,10 @@ func (e *Engine) run(ctx context.Context) error {
 	// On an empty oplog it is the source's current time: a real point in
 	// time, checked as such against the oplog's window later.
 	startAt := source.StartPosition
+	if e.srcProfile.OplogQueriesScan {
+		// Reading the newest entry would read the whole oplog.
+		startAt = source.StartPositionByClock
+	}
 	if !useOplog {
 		startAt = func(ctx context.Context, c *mongo.Client) (bson.Timestamp, bool, error) {
 			ts, err := source.ClusterTime(ctx, c)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -25,22 +26,24 @@ func StartPosition(ctx context.Context, client *mongo.Client) (ts bson.Timestamp
 }
 
 // StartPositionByClock is StartPosition for servers where reading the
-// newest oplog entry reads the whole oplog (conn.Profile.OplogQueriesScan):
-// the server's current time (ServerTime) whether or not the oplog holds
-// entries, which costs one hello and one read of the oldest entry (which
-// such a server answers from the front of the oplog). Every entry written
-// after the call has a higher ts; entries of the current second written
-// before it are replayed too, which the overlap between copy and replay
-// tolerates. When every entry in the oplog is of the current second (the
-// clock's position, at the start of the second, is below them all), the
-// oldest entry is the position instead: it was written before the copy
-// starts, and the window check then finds the oplog holding it.
+// newest oplog entry reads the whole oplog (conn.Profile.OplogQueriesScan;
+// seconds on FerretDB with a busy oplog): the start of the server's
+// current second (SecondStart), whether or not the oplog holds entries,
+// which costs a hello or two, at most a second's wait, and one read of
+// the oldest entry (which such a server answers from the front of the
+// oplog). Every entry written after the call has a higher ts; the entries
+// of that second written before it, a few milliseconds' worth, are
+// replayed too, which the overlap between copy and replay tolerates. When
+// every entry in the oplog is of the current second (the clock's position
+// is below them all), the oldest entry is the position instead: it was
+// written before the copy starts, and the window check then finds the
+// oplog holding it.
 func StartPositionByClock(ctx context.Context, client *mongo.Client) (ts bson.Timestamp, emptyOplog bool, err error) {
 	oldest, err := OldestTS(ctx, client)
 	if err != nil {
 		return bson.Timestamp{}, false, err
 	}
-	if ts, err = ServerTime(ctx, client); err != nil {
+	if ts, err = SecondStart(ctx, client); err != nil {
 		return bson.Timestamp{}, false, err
 	}
 	if oldest.IsZero() {
@@ -50,6 +53,49 @@ func StartPositionByClock(ctx context.Context, client *mongo.Client) (ts bson.Ti
 		ts = oldest
 	}
 	return ts, false, nil
+}
+
+// secondStartSlack is how far into a second the server's clock may be for
+// SecondStart to take that second's start rather than wait for the next.
+const secondStartSlack = 30 * time.Millisecond
+
+// SecondStart is ServerTime read near the start of a second: where the
+// server reports only its clock (hello's localTime, no cluster time), it
+// waits for the server's next second when the clock is more than
+// secondStartSlack into the current one, so that the entries of the
+// returned second written before the call are those of a few
+// milliseconds rather than of up to a whole second. A server that reports
+// a cluster time answers at once with it.
+//
+// Entries written after the call have a higher ts: on FerretDB an entry's
+// ts is the clock after its write committed, with a counter that is never
+// 0, so an entry at or below the returned (second, 0) has its document
+// written before the call.
+func SecondStart(ctx context.Context, client *mongo.Client) (bson.Timestamp, error) {
+	for attempt := 0; ; attempt++ {
+		raw, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw()
+		if err != nil {
+			return bson.Timestamp{}, fmt.Errorf("read the source's current time (hello): %w", err)
+		}
+		ms, clockOnly := raw.Lookup("localTime").DateTimeOK()
+		if _, _, ok := raw.Lookup("operationTime").TimestampOK(); ok {
+			clockOnly = false
+		}
+		if _, _, ok := raw.Lookup("$clusterTime", "clusterTime").TimestampOK(); ok {
+			clockOnly = false
+		}
+		into := time.Duration(ms%1000) * time.Millisecond
+		if !clockOnly || into <= secondStartSlack || attempt == 2 {
+			return serverTimeFrom(raw)
+		}
+		wait := time.NewTimer(time.Second - into + time.Millisecond)
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return bson.Timestamp{}, ctx.Err()
+		case <-wait.C:
+		}
+	}
 }
 
 // ServerTime returns the server's current time as a timestamp: the

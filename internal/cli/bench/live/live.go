@@ -45,6 +45,7 @@ type benchLiveFlags struct {
 	readers, copyWriters      int
 	timeout                   time.Duration
 	progress                  string
+	sourceReads               bool
 }
 
 // NewCommand returns `ferry bench live`.
@@ -73,6 +74,13 @@ The source's oplog (--oplog-size MiB) is created before the --records YCSB
 documents are loaded, so it holds their insert entries as a busy
 deployment's oplog holds its recent writes: on FerretDB every read of the
 oplog scans all of it.
+
+Before the task (--source-reads), it reads the loaded collection twice
+with one client: in natural order, as the copy reads a FerretDB source,
+and sorted on _id, as MongoShake's copy does (FerretDB sorts in memory
+before the first document, so that read's first-to-last rate leaves out
+most of its cost). The first read's rate is the most any copy can take
+from this source.
 
 It also reports the commands the source served during replay (find and
 getMore, from the server's own metrics), the tailer's oplog queries,
@@ -109,6 +117,7 @@ bench replay' measures the engine's own replay speed without a server.`,
 	fl.IntVar(&f.readers, "readers", 0, "the task's threads.readers (0: the task's default)")
 	fl.IntVar(&f.copyWriters, "copy-writers", 0, "the task's threads.writers (0: the task's default)")
 	fl.DurationVar(&f.timeout, "timeout", 30*time.Minute, "give up when replay has not caught up this long after the last live write")
+	fl.BoolVar(&f.sourceReads, "source-reads", true, "before the task, read the loaded collection once in natural order and once sorted on _id, and report each read's docs/s and the source's CPU: the most any copy takes from this source")
 	fl.StringVar(&f.progress, "progress", "log", "the task's progress output on stderr: auto, bar, log or none")
 	return cmd
 }
@@ -187,6 +196,11 @@ func runBenchLive(ctx context.Context, out io.Writer, f benchLiveFlags) error {
 	}
 	fmt.Fprintf(out, "%.1fs (%s docs/s)\n", ls.Elapsed.Seconds(), progress.Count(int64(ls.OpsPerSec)))
 	phases := []livePhase{{name: "load", cpu: cpu.Sample().Sub(cpuLoad), seconds: ls.Elapsed.Seconds()}}
+	if f.sourceReads {
+		if err := measureSourceReads(ctx, out, sc.Database(measure.DB).Collection(measure.Collection), cpu); err != nil {
+			return err
+		}
+	}
 
 	task := &config.Task{Name: "bench-live", Spec: config.Spec{
 		Mode:    config.ModeFullAndIncremental,
