@@ -148,6 +148,11 @@ func New(opts ...Options) (*Env, error) {
 		Scheme:                   scheme,
 		AttachControlPlaneOutput: o.AttachOutput,
 	}
+	caFile, err := kubeletCAFile()
+	if err != nil {
+		return nil, err
+	}
+	te.ControlPlane.GetAPIServer().Configure().Set("kubelet-certificate-authority", caFile)
 	if os.Getenv("KUBEBUILDER_CONTROLPLANE_START_TIMEOUT") == "" {
 		te.ControlPlaneStartTimeout = startTimeout
 	}

@@ -22,6 +22,10 @@
 //     Ready condition (liveness probes, init containers and resource
 //     limits are ignored); a deleted pod's processes get SIGTERM, then
 //     SIGKILL after the grace period, and the pod is then removed;
+//   - the kubelet's log endpoint (kubelet.go): the Node NodeName names a
+//     TLS server in this process that serves each container's log file,
+//     so the API server's pods/log (kubectl logs, client-go's GetLogs)
+//     answers, followed or not, as in a cluster;
 //   - volumes (volumes.go): the Secret, ConfigMap, projected and emptyDir
 //     volumes a container mounts are written under the pod's directory
 //     with their items' paths and modes, and because all pods share this

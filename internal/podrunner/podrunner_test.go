@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -15,9 +16,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
@@ -388,5 +391,58 @@ func TestVolumes(t *testing.T) {
 		if got := file(c.path); got["data"] != c.data || got["mode"] != c.mode {
 			t.Errorf("%s: %v, want %q with mode %s", c.path, got, c.data, c.mode)
 		}
+	}
+}
+
+// TestPodLogs reads a pod's log as `kubectl logs` does, through the API
+// server's pods/log, which calls the log endpoint of the pod's node (the
+// runner's stand-in for the kubelet) over TLS: the latest run's lines,
+// and with follow a stream that ends once that run is replaced (the
+// container exits and restarts).
+func TestPodLogs(t *testing.T) {
+	ns := env.Namespace(t)
+	startRunner(t, ns)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "talker"},
+		// Bound to the runner's node, as the pods it creates are: the API
+		// server answers pods/log of an unbound pod with nothing.
+		Spec: corev1.PodSpec{NodeName: NodeName, Containers: []corev1.Container{{Name: "main", Image: "example/helper", Command: []string{"helper"},
+			Args: []string{"--exit", "5", "--after", "1s"}, Env: []corev1.EnvVar{{Name: helperEnv, Value: "1"}}}}},
+	}
+	if err := env.Client.Create(ctx(t), pod); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a restart", func() bool {
+		p := pods(t, ns)["talker"]
+		return len(p.Status.ContainerStatuses) == 1 && p.Status.ContainerStatuses[0].RestartCount >= 1
+	})
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(follow bool) string {
+		t.Helper()
+		rc, err := cs.CoreV1().Pods(ns).GetLogs("talker", &corev1.PodLogOptions{Container: "main", Follow: follow}).Stream(ctx(t))
+		if err != nil {
+			t.Fatalf("pods/log (follow %v): %v", follow, err)
+		}
+		defer func() { _ = rc.Close() }()
+		b, err := io.ReadAll(rc)
+		if err != nil {
+			t.Fatalf("pods/log (follow %v): %v", follow, err)
+		}
+		return string(b)
+	}
+	const want = "starting\nhelper: giving up with code 5\n"
+	// A run prints its lines once, after a second; between its exit and
+	// the next run (a back-off of a second or more) its log is whole.
+	waitFor(t, "a whole run's log", func() bool { return read(false) == want })
+	// Followed, the log of the run going on now ends with that run.
+	if got := read(true); got != want {
+		t.Errorf("followed log %q, want %q", got, want)
+	}
+	_, err = cs.CoreV1().Pods(ns).GetLogs("nobody", &corev1.PodLogOptions{}).Stream(ctx(t))
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("logs of a pod that does not exist: %v, want NotFound", err)
 	}
 }

@@ -134,6 +134,9 @@ func New(opts Options) (*Runner, error) {
 func (r *Runner) Run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel, r.done = cancel, make(chan struct{})
+	if err := r.registerLogs(ctx); err != nil {
+		r.opts.Logf("podrunner: pods/log will not answer: %v", err)
+	}
 	go func() {
 		defer close(r.done)
 		t := time.NewTicker(r.opts.Interval)
@@ -157,6 +160,7 @@ func (r *Runner) Stop() {
 	}
 	r.cancel()
 	<-r.done
+	r.unregisterLogs()
 	r.mu.Lock()
 	procs := make([]*podProc, 0, len(r.pods))
 	for _, p := range r.pods {

@@ -247,6 +247,9 @@ func (e *Engine) finishCutover(ctx context.Context) error {
 				return err
 			}
 			if !v.OK {
+				if late := e.writesAfterDrain(ctx); late != "" {
+					return e.failCutover(ctx, fmt.Errorf("%w: %v differ: %s", ErrVerificationFailed, v.Differing, late))
+				}
 				return e.failCutover(ctx, fmt.Errorf("%w: %v differ; the source stays as it is: fix or re-copy them, then request the cut-over again", ErrVerificationFailed, v.Differing))
 			}
 		}
@@ -270,6 +273,25 @@ func (e *Engine) finishCutover(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// writesAfterDrain says why a verification after the drain may have
+// failed when source writes were not blocked: the source's newest entry
+// is past the drain position, so the application kept writing. "" when
+// writes were blocked, the source took nothing after the drain, or its
+// newest entry cannot be read.
+func (e *Engine) writesAfterDrain(ctx context.Context) string {
+	if e.task.Cutover.BlockSourceWrites {
+		return ""
+	}
+	drained := e.cutoverRecord().SourceTS
+	newest, err := source.NewestTS(ctx, e.source)
+	if err != nil || newest.Compare(drained) <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("the source took writes after the drain position %d,%d (its newest entry is %d,%d), which the target does not have yet; "+
+		"nothing is lost: stop the application's writes to the source (or block them with blockSourceWrites: true on MongoDB 6.0 or later), "+
+		"then request the cut-over again, and replay goes on from where it stopped", drained.T, drained.I, newest.T, newest.I)
 }
 
 // targetPosition is the target's newest oplog position (its current time

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -174,6 +175,66 @@ func TestCutoverBlockSourceWritesUnsupported(t *testing.T) {
 		t.Fatalf("second run: %v, cut-over %+v", err, st.Cutover)
 	}
 	assertSameDocs(t, sc, "app.c", dc, "app.c")
+}
+
+// TestCutoverWritesAfterDrain: with blockSourceWrites false the
+// application keeps writing after the drain position was read (an insert
+// made from the hook once the position is recorded). The verification
+// finds the target behind, the cut-over fails with a message that says
+// the source took writes after the drain and what to do, and nothing is
+// lost: once the application stopped, the cut-over requested again
+// replays the late write and completes with the target equal to the
+// source.
+func TestCutoverWritesAfterDrain(t *testing.T) {
+	src, dst := testserver.Start(t), testserver.Start(t)
+	sc, dc := src.MustClient(t), dst.MustClient(t)
+	insertDocs(t, sc, "app", "c", mixedIDDocs(200))
+	task := newTask(t, "late", src, dst, func(t *config.Task) {
+		t.Mode = config.ModeFullAndIncremental
+		t.Verify.Mode = config.VerifyNone
+		t.Cutover = config.Cutover{Requested: true, Verify: config.VerifyHash, MaxLagSeconds: 5}
+	})
+	opts := engineOpts()
+	eng, err := engine.Open(context.Background(), task, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wrote atomic.Bool
+	eng.SetCutoverHook(func(step string) {
+		if step != workerapi.CutoverDraining || wrote.Load() {
+			return
+		}
+		if st := eng.Status().Cutover; st == nil || st.SourcePosition == nil {
+			return // the drain position is read next
+		}
+		// The application writes once more, after the drain position.
+		if _, err := sc.Database("app").Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: "late-write"}}); err != nil {
+			t.Error(err)
+		}
+		wrote.Store(true)
+	})
+	err = eng.Run(context.Background())
+	st := eng.Status()
+	eng.Close()
+	if !errors.Is(err, engine.ErrCutoverFailed) || !errors.Is(err, engine.ErrVerificationFailed) {
+		t.Fatalf("run: %v, want the cut-over failed on its verification", err)
+	}
+	for _, part := range []string{"took writes after the drain position", "nothing is lost", "stop the application's writes", "request the cut-over again"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("error %q does not say %q", err, part)
+		}
+	}
+	if st.Cutover == nil || st.Cutover.Step != workerapi.CutoverFailed {
+		t.Errorf("cut-over status %+v, want Failed", st.Cutover)
+	}
+	// The application has stopped; the cut-over is requested again.
+	if st, err = runEngine(t, task, engineOpts()); err != nil || st.Cutover == nil || st.Cutover.Step != workerapi.CutoverComplete {
+		t.Fatalf("second run: %v, cut-over %+v", err, st.Cutover)
+	}
+	assertSameDocs(t, sc, "app.c", dc, "app.c")
+	if n, err := dc.Database("app").Collection("c").CountDocuments(context.Background(), bson.D{{Key: "_id", Value: "late-write"}}); err != nil || n != 1 {
+		t.Errorf("the write made after the drain position: %d on the target (%v), want 1", n, err)
+	}
 }
 
 // TestCutoverCLIKilledAndResumed: `ferry run` streams under live load;

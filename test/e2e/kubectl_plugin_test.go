@@ -3,12 +3,8 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"io"
 	"net/netip"
-	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -28,27 +24,13 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/workload"
 )
 
-// podrunnerLogs opens a pod's log from the pod runner's log directory
-// (<pod>_<container>_<n>.log, the container's latest run): envtest has no
-// kubelet, so the API server's pods/log endpoint, which the plugin uses
-// in a cluster, cannot answer here.
-func podrunnerLogs(dir string) kubectlplugin.LogOpener {
-	return func(_ context.Context, _, pod, container string, _ bool) (io.ReadCloser, error) {
-		files, _ := filepath.Glob(filepath.Join(dir, pod+"_"+container+"_*.log"))
-		if len(files) == 0 {
-			return nil, fmt.Errorf("no log file for %s/%s in %s", pod, container, dir)
-		}
-		sort.Strings(files)
-		return os.Open(files[len(files)-1])
-	}
-}
-
 // TestKubectlPlugin runs `kubectl mongoferry` against a SyncTask that the
 // operator runs for real (envtest's API server, the controller in this
 // process, the pod runner's `ferry run` worker, two FerretDB servers, a
-// live load of about 10 operations per second), as
-// a user would: status while streaming (the output shown in the README),
-// logs with each line prefixed by its pod, verify (one streaming pass on
+// live load of about 10 operations per second), as a user would: status
+// while streaming (the output shown in the README), logs with each line
+// prefixed by its pod (through the API server's pods/log, which the pod
+// runner's kubelet stand-in answers), verify (one streaming pass on
 // demand), reverse before any cut-over (refused), suspend and resume
 // (the worker goes and comes back), and the cut-over under live load:
 // refused with the fix when it asks FerretDB to block writes, requested
@@ -71,9 +53,8 @@ func TestKubectlPlugin(t *testing.T) {
 		t.Fatal(err)
 	}
 	startOperator(t, env)
-	logDir := t.TempDir()
 	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry},
-		FirstIP: netip.MustParseAddr("127.0.20.1"), LogDir: logDir})
+		FirstIP: netip.MustParseAddr("127.0.20.1")})
 	const name = "orders"
 	task := &syncv1alpha1.SyncTask{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -95,8 +76,7 @@ func TestKubectlPlugin(t *testing.T) {
 	}
 	plugin := func(args ...string) (string, error) {
 		var out bytes.Buffer
-		cmd := kubectlplugin.NewCommand(kubectlplugin.Options{Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out},
-			Logs: podrunnerLogs(logDir)})
+		cmd := kubectlplugin.NewCommand(kubectlplugin.Options{Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out}})
 		cmd.SetArgs(append(args, "--kubeconfig", kubeconfig, "-n", ns))
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
@@ -173,9 +153,12 @@ func TestKubectlPlugin(t *testing.T) {
 	})
 
 	// The cut-over under live load. FerretDB has no setUserWriteBlockMode:
-	// blocking source writes fails with the fix in the message, and the
-	// cut-over requested again without it goes through once the
-	// application (the load here) stops writing.
+	// blocking source writes fails with the fix in the message. Without
+	// blocking, the application (the load here) stops writing first, as
+	// the runbook says, and the cut-over requested right after catches up
+	// with what it wrote, drains, verifies and finalizes. (Writes after
+	// the drain position would make the verification fail, and the
+	// cut-over with it: TestCutoverWritesAfterDrain.)
 	loadCtx, stopLoad = context.WithCancel(ctx)
 	wg.Go(func() {
 		run := base
@@ -187,19 +170,9 @@ func TestKubectlPlugin(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "blockSourceWrites: false") {
 		t.Fatalf("cutover with blocked writes on FerretDB: %v, want the fix named\n%s", err, out)
 	}
-	caughtUp := make(chan struct{})
-	go func() {
-		defer close(caughtUp)
-		waitFor(t, "the cut-over to catch up", 2*time.Minute, func() bool {
-			c := get().Status.Cutover
-			return c != nil && c.CaughtUp
-		})
-		stopLoad() // the application stops writing to the source
-	}()
-	out, err = plugin("cutover", name, "--max-lag", "10", "--wait", "--timeout", "110s")
-	<-caughtUp
-	stopLoad()
+	stopLoad() // the application stops writing to the source
 	wg.Wait()
+	out, err = plugin("cutover", name, "--max-lag", "10", "--wait", "--timeout", "110s")
 	t.Logf("kubectl mongoferry cutover %s --wait:\n%s", name, out)
 	if err != nil || !strings.Contains(out, "cut-over complete") {
 		t.Fatalf("cutover: %v\n%s", err, out)
