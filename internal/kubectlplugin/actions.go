@@ -40,12 +40,25 @@ func (p *plugin) suspendCommand(on bool) *cobra.Command {
 	}
 }
 
+// waitFlags are --wait and --timeout of a command that can wait for the
+// operator to act on its request.
+type waitFlags struct {
+	wait    bool
+	timeout time.Duration
+}
+
+// add registers --wait, described by usage, and --timeout, defaulting to
+// timeout, on cmd.
+func (w *waitFlags) add(cmd *cobra.Command, usage string, timeout time.Duration) {
+	cmd.Flags().BoolVar(&w.wait, "wait", false, usage)
+	cmd.Flags().DurationVar(&w.timeout, "timeout", timeout, "with --wait: how long to wait")
+}
+
 type cutoverFlags struct {
+	waitFlags
 	blockSourceWrites bool
 	verify            string
 	maxLag            int
-	wait              bool
-	timeout           time.Duration
 }
 
 func (p *plugin) cutoverCommand() *cobra.Command {
@@ -68,8 +81,7 @@ CutoverComplete is True (exit 0) or the cut-over failed (exit 1).`,
 	cmd.Flags().BoolVar(&f.blockSourceWrites, "block-source-writes", false, "block user writes on the source before the final drain (setUserWriteBlockMode)")
 	cmd.Flags().StringVar(&f.verify, "verify", string(config.VerifyHash), "comparison after the final drain: none, count, hash or sample")
 	cmd.Flags().IntVar(&f.maxLag, "max-lag", config.DefaultCutoverMaxLagSeconds, "lag in seconds under which the cut-over proceeds (1-3600)")
-	cmd.Flags().BoolVar(&f.wait, "wait", false, "wait until the cut-over completes or fails, showing its steps")
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Minute, "with --wait: how long to wait")
+	f.add(cmd, "wait until the cut-over completes or fails, showing its steps", 30*time.Minute)
 	return cmd
 }
 
@@ -199,13 +211,8 @@ func resumeHint(task *syncv1alpha1.SyncTask) string {
 	return ""
 }
 
-type verifyFlags struct {
-	wait    bool
-	timeout time.Duration
-}
-
 func (p *plugin) verifyCommand() *cobra.Command {
-	var f verifyFlags
+	var f waitFlags
 	cmd := &cobra.Command{
 		Use:   "verify TASK [--wait]",
 		Short: "Verify a streaming SyncTask's target against its source now (the sync.mongoferry.io/verify annotation)",
@@ -220,12 +227,11 @@ differ (exit 1 when some do, or when the workers did not take the request).`,
 			return p.verify(cmd, args[0], f)
 		},
 	}
-	cmd.Flags().BoolVar(&f.wait, "wait", false, "wait for the verification's report and print it")
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Minute, "with --wait: how long to wait")
+	f.add(cmd, "wait for the verification's report and print it", 30*time.Minute)
 	return cmd
 }
 
-func (p *plugin) verify(cmd *cobra.Command, name string, f verifyFlags) error {
+func (p *plugin) verify(cmd *cobra.Command, name string, f waitFlags) error {
 	ctx := cmd.Context()
 	task, err := p.get(ctx, name)
 	if err != nil {
@@ -276,13 +282,8 @@ func newerPass(v, previous *syncv1alpha1.StreamingVerification, asked time.Time)
 	return !v.FinishedAt.Time.Before(asked.Truncate(time.Second))
 }
 
-type reverseFlags struct {
-	wait    bool
-	timeout time.Duration
-}
-
 func (p *plugin) reverseCommand() *cobra.Command {
-	var f reverseFlags
+	var f waitFlags
 	cmd := &cobra.Command{
 		Use:   "reverse TASK [--wait]",
 		Short: "After a completed cut-over, sync the target's changes back to the source (spec.reverse)",
@@ -298,12 +299,11 @@ waits until the operator has created it.`,
 			return p.reverse(cmd, args[0], f)
 		},
 	}
-	cmd.Flags().BoolVar(&f.wait, "wait", false, "wait until the operator has created the reverse task")
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 2*time.Minute, "with --wait: how long to wait")
+	f.add(cmd, "wait until the operator has created the reverse task", 2*time.Minute)
 	return cmd
 }
 
-func (p *plugin) reverse(cmd *cobra.Command, name string, f reverseFlags) error {
+func (p *plugin) reverse(cmd *cobra.Command, name string, f waitFlags) error {
 	ctx := cmd.Context()
 	task, err := p.get(ctx, name)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 )
 
 // leaseTTL is how long a killed run's lease keeps a new run of the same
-// task from another host waiting; the holder renews it every third of it.
+// task from another host waiting; the holder renews it every quarter of it.
 const leaseTTL = 10 * time.Second
 
 // ErrTaskRunning is returned when another run of the task (ferry run,

@@ -2,20 +2,17 @@ package e2e
 
 import (
 	"context"
-	"net/netip"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/controllers"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
-	"github.com/mongoferry/mongoferry/internal/podrunner"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
@@ -32,7 +29,6 @@ import (
 // positions and the verification, the phase is Completed with the worker
 // stopped, and the target equals the source.
 func TestOperatorCutover(t *testing.T) {
-	ferry := ferryBinary(t)
 	env := envtestutil.Start(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -43,29 +39,18 @@ func TestOperatorCutover(t *testing.T) {
 	if _, err := workload.Load(ctx, sc, base); err != nil {
 		t.Fatal(err)
 	}
-	startOperator(t, env)
-	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}, FirstIP: netip.MustParseAddr("127.0.18.1")})
-	task := &syncv1alpha1.SyncTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	task := startOperatorTask(t, env, ns, operatorTaskOptions{
+		Name: name, FirstIP: "127.0.18.1",
 		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:   config.ModeFullAndIncremental,
 			Source: syncv1alpha1.Source{URI: src.URI},
 			Target: syncv1alpha1.Target{URI: dst.URI},
 			Verify: config.Verify{Mode: config.VerifyNone},
 		},
-	}
-	if err := env.Client.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
+	})
 	stopLoad := startLoad(sc, base, 20)
 	defer stopLoad()
-	get := func() *syncv1alpha1.SyncTask {
-		var st syncv1alpha1.SyncTask
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st); err != nil {
-			t.Fatal(err)
-		}
-		return &st
-	}
+	get := task.get
 	waitFor(t, "Streaming under load", 3*time.Minute, func() bool {
 		st := get().Status
 		return st.Phase == syncv1alpha1.PhaseStreaming && st.OpsPerSecond > 0

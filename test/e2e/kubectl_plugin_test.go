@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"net/netip"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -11,14 +10,11 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/kubectlplugin"
-	"github.com/mongoferry/mongoferry/internal/podrunner"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/workload"
@@ -38,7 +34,6 @@ import (
 // to the source; then reverse, which carries a later write on the new
 // deployment back to the old one.
 func TestKubectlPlugin(t *testing.T) {
-	ferry := ferryBinary(t)
 	env := envtestutil.Start(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -52,28 +47,15 @@ func TestKubectlPlugin(t *testing.T) {
 	if _, err := workload.Load(ctx, sc, base); err != nil {
 		t.Fatal(err)
 	}
-	startOperator(t, env)
-	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry},
-		FirstIP: netip.MustParseAddr("127.0.20.1")})
 	const name = "orders"
-	task := &syncv1alpha1.SyncTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	get := startOperatorTask(t, env, ns, operatorTaskOptions{
+		Name: name, FirstIP: "127.0.20.1",
 		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:   config.ModeFullAndIncremental,
 			Source: syncv1alpha1.Source{URI: src.URI},
 			Target: syncv1alpha1.Target{URI: dst.URI},
 		},
-	}
-	if err := env.Client.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
-	get := func() *syncv1alpha1.SyncTask {
-		var st syncv1alpha1.SyncTask
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st); err != nil {
-			t.Fatal(err)
-		}
-		return &st
-	}
+	}).get
 	plugin := func(args ...string) (string, error) {
 		var out bytes.Buffer
 		cmd := kubectlplugin.NewCommand(kubectlplugin.Options{Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &out}})

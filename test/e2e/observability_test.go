@@ -24,13 +24,11 @@ import (
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/controllers"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
-	"github.com/mongoferry/mongoferry/internal/podrunner"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/workload"
@@ -60,18 +58,6 @@ func readMetrics(t *testing.T, url string) metricsScrape {
 		t.Fatalf("GET %s: not the Prometheus text format: %v", url, err)
 	}
 	return metricsScrape{at: time.Now(), body: string(b), families: fams}
-}
-
-// createCredentials creates a Secret with username and password for each
-// name.
-func createCredentials(t *testing.T, env *envtestutil.Env, ns, user string, passwords map[string]string) {
-	t.Helper()
-	for s, pass := range passwords {
-		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s}, StringData: map[string]string{"username": user, "password": pass}}
-		if err := env.Client.Create(context.Background(), secret); err != nil {
-			t.Fatal(err)
-		}
-	}
 }
 
 // managerMetricsServer serves the manager's metrics endpoint until the
@@ -137,7 +123,6 @@ func (s metricsScrape) value(name string, labels ...string) (float64, bool) {
 // values a user would see. With MONGOFERRY_SCRAPE_DIR set it writes the
 // scrapes there (docs/observability.md quotes them).
 func TestOperatorMetrics(t *testing.T) {
-	ferry := ferryBinary(t)
 	env := envtestutil.Start(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -151,12 +136,9 @@ func TestOperatorMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	createCredentials(t, env, ns, user, map[string]string{"src-creds": srcPass, "dst-creds": dstPass})
-	startOperator(t, env)
-	runner := podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}})
 	managerSrv := managerMetricsServer(t, env)
-
-	task := &syncv1alpha1.SyncTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	task := startOperatorTask(t, env, ns, operatorTaskOptions{
+		Name: name,
 		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:   config.ModeFullAndIncremental,
 			Source: syncv1alpha1.Source{URI: src.URI, CredentialsSecret: "src-creds"},
@@ -167,10 +149,8 @@ func TestOperatorMetrics(t *testing.T) {
 			FullSync:  config.FullSync{RangeDocuments: 500, Split: config.SplitAlways},
 			RateLimit: 250,
 		},
-	}
-	if err := env.Client.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
+	})
+	runner := task.runner
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {

@@ -2,20 +2,17 @@ package e2e
 
 import (
 	"context"
-	"net/netip"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/controllers"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
-	"github.com/mongoferry/mongoferry/internal/podrunner"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/workload"
@@ -28,7 +25,6 @@ import (
 // full hash of both databases). Once the difference is removed, the retry
 // annotation runs it again from its checkpoint: it verifies and completes.
 func TestOperatorFailedVerificationStops(t *testing.T) {
-	ferry := ferryBinary(t)
 	env := envtestutil.Start(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -43,10 +39,8 @@ func TestOperatorFailedVerificationStops(t *testing.T) {
 	if _, err := dc.Database("shop").Collection("orders").InsertOne(ctx, stray); err != nil {
 		t.Fatal(err)
 	}
-	startOperator(t, env)
-	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}, FirstIP: netip.MustParseAddr("127.0.13.1")})
-	task := &syncv1alpha1.SyncTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	task := startOperatorTask(t, env, ns, operatorTaskOptions{
+		Name: name, FirstIP: "127.0.13.1",
 		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:     config.ModeFull,
 			Source:   syncv1alpha1.Source{URI: src.URI},
@@ -54,17 +48,8 @@ func TestOperatorFailedVerificationStops(t *testing.T) {
 			FullSync: config.FullSync{OnConflict: config.ConflictOverwrite},
 			Verify:   config.Verify{Mode: config.VerifyHash},
 		},
-	}
-	if err := env.Client.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
-	get := func() syncv1alpha1.SyncTask {
-		var st syncv1alpha1.SyncTask
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
+	})
+	get := task.get
 	waitFor(t, "Failed with no worker pod", 3*time.Minute, func() bool {
 		st := get()
 		return st.Status.Phase == syncv1alpha1.PhaseFailed && len(workerPods(t, env.Client, ns, name)) == 0
@@ -95,7 +80,7 @@ func TestOperatorFailedVerificationStops(t *testing.T) {
 	}
 	patch := client.MergeFrom(st.DeepCopy())
 	st.Annotations = map[string]string{syncv1alpha1.RetryAnnotation: "1"}
-	if err := env.Client.Patch(ctx, &st, patch); err != nil {
+	if err := env.Client.Patch(ctx, st, patch); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "Completed after the retry", 3*time.Minute, func() bool {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,6 +29,7 @@ import (
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/controllers"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
+	"github.com/mongoferry/mongoferry/internal/podrunner"
 )
 
 // managerLog collects the manager's log lines; they are written to the
@@ -100,6 +103,84 @@ func startOperator(t *testing.T, env *envtestutil.Env, edit ...func(*controllers
 			operatorLog.mu.Unlock()
 		}
 	})
+}
+
+// operatorTaskOptions is what startOperatorTask sets up in the test's
+// namespace.
+type operatorTaskOptions struct {
+	// Name and Spec are the SyncTask's.
+	Name string
+	Spec syncv1alpha1.SyncTaskSpec
+	// FirstIP is the pod runner's first pod address (127.x.y.z); empty
+	// for the runner's random one. Tests that run at once take distinct
+	// ranges.
+	FirstIP string
+	// LogDir receives the worker pods' logs; empty for a directory of the
+	// runner's own.
+	LogDir string
+	// Reconciler adjusts the reconciler before it starts.
+	Reconciler func(*controllers.SyncTaskReconciler)
+	// RecordPhases notes the task's phases from before it is created.
+	RecordPhases bool
+}
+
+// operatorTask is a SyncTask run by an in-process operator whose worker
+// pods run as local processes.
+type operatorTask struct {
+	t      *testing.T
+	env    *envtestutil.Env
+	ns     string
+	name   string
+	runner *podrunner.Runner
+	phases *phaseRecorder // with RecordPhases
+}
+
+// startOperatorTask starts the operator (startOperator) and a pod runner
+// for the ferry binary in ns, then creates the SyncTask; all stop when the
+// test ends. Secrets the task names are created before (createCredentials).
+func startOperatorTask(t *testing.T, env *envtestutil.Env, ns string, o operatorTaskOptions) *operatorTask {
+	t.Helper()
+	ferry := ferryBinary(t)
+	var edit []func(*controllers.SyncTaskReconciler)
+	if o.Reconciler != nil {
+		edit = append(edit, o.Reconciler)
+	}
+	startOperator(t, env, edit...)
+	ro := podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}, LogDir: o.LogDir}
+	if o.FirstIP != "" {
+		ro.FirstIP = netip.MustParseAddr(o.FirstIP)
+	}
+	ot := &operatorTask{t: t, env: env, ns: ns, name: o.Name, runner: podrunner.Start(t, ro)}
+	if o.RecordPhases {
+		ot.phases = recordPhases(t, env.Client, ns, o.Name)
+	}
+	task := &syncv1alpha1.SyncTask{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: o.Name}, Spec: o.Spec}
+	if err := env.Client.Create(context.Background(), task); err != nil {
+		t.Fatal(err)
+	}
+	return ot
+}
+
+// get reads the SyncTask as it is now.
+func (ot *operatorTask) get() *syncv1alpha1.SyncTask {
+	ot.t.Helper()
+	var st syncv1alpha1.SyncTask
+	if err := ot.env.Client.Get(context.Background(), types.NamespacedName{Namespace: ot.ns, Name: ot.name}, &st); err != nil {
+		ot.t.Fatal(err)
+	}
+	return &st
+}
+
+// createCredentials creates a Secret with username and password for each
+// name.
+func createCredentials(t *testing.T, env *envtestutil.Env, ns, user string, passwords map[string]string) {
+	t.Helper()
+	for s, pass := range passwords {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s}, StringData: map[string]string{"username": user, "password": pass}}
+		if err := env.Client.Create(context.Background(), secret); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // phaseRecorder notes every phase a SyncTask's status shows, polling it

@@ -12,14 +12,11 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/controllers"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
-	"github.com/mongoferry/mongoferry/internal/podrunner"
 	"github.com/mongoferry/mongoferry/internal/procstat"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -41,7 +38,6 @@ import (
 // ends equal to the union of the shards, document by document. The fourth
 // shard then leaves: its entry is marked removed, its ordinal kept.
 func TestOperatorShardedSource(t *testing.T) {
-	ferry := ferryBinary(t)
 	env := envtestutil.Start(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -64,11 +60,9 @@ func TestOperatorShardedSource(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	startOperator(t, env, func(r *controllers.SyncTaskReconciler) { r.ShardRefreshInterval = 2 * time.Second })
-	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}})
-
-	task := &syncv1alpha1.SyncTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	task := startOperatorTask(t, env, ns, operatorTaskOptions{
+		Name:       name,
+		Reconciler: func(r *controllers.SyncTaskReconciler) { r.ShardRefreshInterval = 2 * time.Second },
 		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode: config.ModeFullAndIncremental,
 			// The mongos stand-in is a FerretDB server, whose hello does
@@ -76,10 +70,7 @@ func TestOperatorShardedSource(t *testing.T) {
 			Source: syncv1alpha1.Source{URI: c.RouterURI(), Kind: config.KindSharded, Shards: c.Overrides()},
 			Target: syncv1alpha1.Target{URI: dst.URI},
 		},
-	}
-	if err := env.Client.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
+	})
 
 	var keys []int64
 	for k := int64(0); k < 3000; k += 5 {
@@ -95,13 +86,7 @@ func TestOperatorShardedSource(t *testing.T) {
 	go func() { loadErr <- load.Run(loadCtx, rand.New(rand.NewPCG(5, 7))) }()
 	defer stopLoad()
 
-	get := func() *syncv1alpha1.SyncTask {
-		var st syncv1alpha1.SyncTask
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st); err != nil {
-			t.Fatal(err)
-		}
-		return &st
-	}
+	get := task.get
 	pods := func() map[string]corev1.Pod {
 		var list corev1.PodList
 		if err := env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{controllers.TaskLabel: name}); err != nil {

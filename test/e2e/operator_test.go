@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strconv"
@@ -26,7 +25,6 @@ import (
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/controllers"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
-	"github.com/mongoferry/mongoferry/internal/podrunner"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
@@ -49,7 +47,6 @@ import (
 // again; a password rotated in the Secret rolls the worker, which then
 // works with the new password.
 func TestOperator(t *testing.T) {
-	ferry := ferryBinary(t)
 	env := envtestutil.Start(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -67,19 +64,10 @@ func TestOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	for _, s := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "src-creds"}, StringData: map[string]string{"username": srcUser, "password": srcPass}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dst-creds"}, StringData: map[string]string{"username": dstUser, "password": dstPass}},
-	} {
-		if err := env.Client.Create(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	startOperator(t, env)
-	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}})
-
-	task := &syncv1alpha1.SyncTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	createCredentials(t, env, ns, srcUser, map[string]string{"src-creds": srcPass})
+	createCredentials(t, env, ns, dstUser, map[string]string{"dst-creds": dstPass})
+	task := startOperatorTask(t, env, ns, operatorTaskOptions{
+		Name: name, RecordPhases: true,
 		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:   config.ModeFullAndIncremental,
 			Source: syncv1alpha1.Source{URI: src.URI, CredentialsSecret: "src-creds"},
@@ -90,11 +78,8 @@ func TestOperator(t *testing.T) {
 			FullSync:  config.FullSync{RangeDocuments: 500, Split: config.SplitAlways},
 			RateLimit: 250,
 		},
-	}
-	phases := recordPhases(t, env.Client, ns, name)
-	if err := env.Client.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
+	})
+	phases := task.phases
 
 	// A live load (inserts, updates, deletes, about 20 ops/s) during the
 	// copy and the replay.
@@ -108,13 +93,7 @@ func TestOperator(t *testing.T) {
 	})
 	defer func() { stopLoad(); wg.Wait() }()
 
-	get := func() *syncv1alpha1.SyncTask {
-		var st syncv1alpha1.SyncTask
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st); err != nil {
-			t.Fatal(err)
-		}
-		return &st
-	}
+	get := task.get
 	waitFor(t, "phase FullSync", 2*time.Minute, func() bool { return get().Status.Phase == syncv1alpha1.PhaseFullSync })
 	t.Logf("kubectl get synctasks (copying):\n%s", syncTaskTable(t, env.Config, ns, false))
 	waitFor(t, "copy progress", 2*time.Minute, func() bool {
@@ -366,7 +345,6 @@ func connect(t *testing.T, s *testserver.Server, user, password string) *mongo.C
 // Delete removes the task's checkpoints from the target when the task is
 // deleted.
 func TestOperatorFullCopy(t *testing.T) {
-	ferry := ferryBinary(t)
 	env := envtestutil.Start(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -377,18 +355,10 @@ func TestOperatorFullCopy(t *testing.T) {
 	if _, err := workload.Load(ctx, sc, workload.Options{Database: "shop", Collection: "orders", RecordCount: 1500, FieldCount: 4, FieldLength: 30, Seed: 5}); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "src-creds"}, StringData: map[string]string{"username": "reader", "password": "r3ader-pw"}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dst-creds"}, StringData: map[string]string{"username": "writer", "password": "wr1ter-pw"}},
-	} {
-		if err := env.Client.Create(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	startOperator(t, env)
-	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}, FirstIP: netip.MustParseAddr("127.0.12.1")})
-	task := &syncv1alpha1.SyncTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	createCredentials(t, env, ns, "reader", map[string]string{"src-creds": "r3ader-pw"})
+	createCredentials(t, env, ns, "writer", map[string]string{"dst-creds": "wr1ter-pw"})
+	startOperatorTask(t, env, ns, operatorTaskOptions{
+		Name: name, FirstIP: "127.0.12.1",
 		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:   config.ModeFull,
 			Source: syncv1alpha1.Source{URI: src.URI, CredentialsSecret: "src-creds"},
@@ -399,10 +369,7 @@ func TestOperatorFullCopy(t *testing.T) {
 			RateLimit:    300,
 			DeletePolicy: syncv1alpha1.DeleteDelete,
 		},
-	}
-	if err := env.Client.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
+	})
 	var st syncv1alpha1.SyncTask
 	waitFor(t, "Completed with the worker stopped", 3*time.Minute, func() bool {
 		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st); err != nil {

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
-	"github.com/mongoferry/mongoferry/internal/podrunner"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 )
@@ -30,7 +28,6 @@ import (
 // the forward task was suspended, as a completed task's workers are
 // stopped.
 func TestOperatorReverse(t *testing.T) {
-	ferry := ferryBinary(t)
 	env := envtestutil.Start(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -41,22 +38,16 @@ func TestOperatorReverse(t *testing.T) {
 		docs[i] = doc("_id", int32(i), "v", int32(0))
 	}
 	insertDocs(t, oc, "app", "c", docs)
-	startOperator(t, env)
-	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry},
-		FirstIP: netip.MustParseAddr("127.0.20.101")})
 	const name = "move"
-	task := &syncv1alpha1.SyncTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	startOperatorTask(t, env, ns, operatorTaskOptions{
+		Name: name, FirstIP: "127.0.20.101",
 		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:    config.ModeFullAndIncremental,
 			Source:  syncv1alpha1.Source{URI: oldDep.URI},
 			Target:  syncv1alpha1.Target{URI: newDep.URI},
 			Reverse: &syncv1alpha1.Reverse{Enabled: true},
 		},
-	}
-	if err := env.Client.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
+	})
 	get := func(name string) *syncv1alpha1.SyncTask {
 		var st syncv1alpha1.SyncTask
 		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st); err != nil {

@@ -16,13 +16,11 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
-	"github.com/mongoferry/mongoferry/internal/podrunner"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 )
@@ -37,7 +35,6 @@ import (
 // CLI by TestSecretsNeverLeak; the Secrets themselves hold the password by
 // design and are not scanned.)
 func TestSecretsNeverLeakOperator(t *testing.T) {
-	ferry := ferryBinary(t)
 	env := envtestutil.Start(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -48,37 +45,17 @@ func TestSecretsNeverLeakOperator(t *testing.T) {
 		docs[i] = bson.D{{Key: "_id", Value: int32(i)}, {Key: "v", Value: fmt.Sprintf("v%d", i)}}
 	}
 	insertDocs(t, src.MustClient(t), "shop", "orders", docs)
-	secret := func(name, password string) *corev1.Secret {
-		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-			StringData: map[string]string{"username": "ferry", "password": password}}
-	}
-	for _, s := range []*corev1.Secret{secret("src-creds", canary), secret("dst-creds", canary)} {
-		if err := env.Client.Create(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	startOperator(t, env)
+	createCredentials(t, env, ns, "ferry", map[string]string{"src-creds": canary, "dst-creds": canary})
 	logDir := t.TempDir()
-	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}, LogDir: logDir})
 	const name = "canary"
-	task := &syncv1alpha1.SyncTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	get := startOperatorTask(t, env, ns, operatorTaskOptions{
+		Name: name, LogDir: logDir,
 		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:   config.ModeFullAndIncremental,
 			Source: syncv1alpha1.Source{URI: src.URI, CredentialsSecret: "src-creds"},
 			Target: syncv1alpha1.Target{URI: dst.URI, CredentialsSecret: "dst-creds"},
 		},
-	}
-	if err := env.Client.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
-	get := func() *syncv1alpha1.SyncTask {
-		var st syncv1alpha1.SyncTask
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st); err != nil {
-			t.Fatal(err)
-		}
-		return &st
-	}
+	}).get
 	scan := &canaryScan{texts: map[string]string{}}
 	collect := func(stage string) {
 		j, _ := json.Marshal(get().Status)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +17,6 @@ import (
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/controllers"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
-	"github.com/mongoferry/mongoferry/internal/podrunner"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
@@ -38,7 +36,6 @@ import (
 // Deleting the task (deletePolicy Delete) removes its checkpoints over TLS
 // with the target's CA from its Secret.
 func TestOperatorTLSSecrets(t *testing.T) {
-	ferry := ferryBinary(t)
 	env := envtestutil.Start(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -78,12 +75,10 @@ func TestOperatorTLSSecrets(t *testing.T) {
 	}
 	create(secret("src-creds", map[string]string{"username": "reader", "password": "r3ader-pw"}))
 	create(secret("dst-creds", map[string]string{"username": "writer", "password": "wr1ter-pw"}))
-	startOperator(t, env)
-	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}, FirstIP: netip.MustParseAddr("127.0.14.1")})
 
 	caRef := &syncv1alpha1.SecretKeyRef{Name: "mongo-ca", Key: "ca.crt"}
-	task := &syncv1alpha1.SyncTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	get := startOperatorTask(t, env, ns, operatorTaskOptions{
+		Name: name, FirstIP: "127.0.14.1",
 		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode: config.ModeFullAndIncremental,
 			Source: syncv1alpha1.Source{URI: src.URI, CredentialsSecret: "src-creds",
@@ -99,17 +94,7 @@ func TestOperatorTLSSecrets(t *testing.T) {
 			// is about the operator's TLS material, not that server.
 			Threads: config.Threads{Writers: 1},
 		},
-	}
-	if err := env.Client.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
-	get := func() *syncv1alpha1.SyncTask {
-		var st syncv1alpha1.SyncTask
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st); err != nil {
-			t.Fatal(err)
-		}
-		return &st
-	}
+	}).get
 	waitFor(t, "Ready False, SecretNotFound naming source.tls.caSecret", time.Minute, func() bool {
 		c := meta.FindStatusCondition(get().Status.Conditions, syncv1alpha1.ConditionReady)
 		return c != nil && c.Reason == controllers.ReasonSecretNotFound && strings.HasPrefix(c.Message, `source.tls.caSecret: Secret "mongo-ca" not found`)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,13 +16,11 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/controllers"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
-	"github.com/mongoferry/mongoferry/internal/podrunner"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/workertls"
@@ -42,7 +39,6 @@ import (
 // that only trusts the CA (as Prometheus scrapes), and the target's
 // documents equal the source's.
 func TestOperatorWorkerTLS(t *testing.T) {
-	ferry := ferryBinary(t)
 	env := envtestutil.Start(t)
 	ns := env.Namespace(t)
 	managerNS := env.Namespace(t)
@@ -65,32 +61,19 @@ func TestOperatorWorkerTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startOperator(t, env, func(r *controllers.SyncTaskReconciler) {
-		r.WorkerTLS = wt
-		r.StatusClient = wt.HTTPClient(2 * time.Second)
-	})
 	logDir := t.TempDir()
-	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry},
-		FirstIP: netip.MustParseAddr("127.0.15.1"), LogDir: logDir})
-
-	task := &syncv1alpha1.SyncTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	get := startOperatorTask(t, env, ns, operatorTaskOptions{
+		Name: name, FirstIP: "127.0.15.1", LogDir: logDir,
+		Reconciler: func(r *controllers.SyncTaskReconciler) {
+			r.WorkerTLS = wt
+			r.StatusClient = wt.HTTPClient(2 * time.Second)
+		},
 		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:   config.ModeFullAndIncremental,
 			Source: syncv1alpha1.Source{URI: src.URI},
 			Target: syncv1alpha1.Target{URI: dst.URI},
 		},
-	}
-	if err := env.Client.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
-	get := func() *syncv1alpha1.SyncTask {
-		var st syncv1alpha1.SyncTask
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st); err != nil {
-			t.Fatal(err)
-		}
-		return &st
-	}
+	}).get
 	waitFor(t, "Streaming, 100%, the worker's shard entry", 4*time.Minute, func() bool {
 		st := get().Status
 		return st.Phase == syncv1alpha1.PhaseStreaming && st.Progress != nil && st.Progress.Percent == "100%" &&

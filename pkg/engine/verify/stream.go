@@ -205,13 +205,58 @@ func (p *pass) coll(i int, s side) *mongo.Collection {
 // with the target's of the same _ids, then the target's _ids with the
 // source's, for documents on the target only.
 func (p *pass) namespace(ctx context.Context, i int) error {
-	batch := p.s.opts.Batch
-	err := p.scanBatches(ctx, i, sourceSide, nil, batch, func(docs []bson.Raw) error {
-		keys, want, err := keyed(docs)
+	if err := p.scan(ctx, i, sourceToTarget); err != nil {
+		return err
+	}
+	return p.scan(ctx, i, targetToSource)
+}
+
+// direction is what one of a namespace's two scans reads and how it
+// compares: the side it scans, whether both sides are read as _ids only,
+// whether the scanned documents count as compared, and compare, which
+// says how the other side's document (nil when absent) differs from the
+// scanned one, or 0.
+type direction struct {
+	from    side
+	idOnly  bool
+	counted bool
+	compare func(scanned, other bson.Raw) diffKind
+}
+
+var (
+	// sourceToTarget compares every source document with the target's.
+	sourceToTarget = direction{from: sourceSide, counted: true, compare: compareDocs}
+	// targetToSource finds the _ids that are on the target only.
+	targetToSource = direction{from: targetSide, idOnly: true, compare: func(_, src bson.Raw) diffKind {
+		if src == nil {
+			return kindExtra
+		}
+		return 0
+	}}
+)
+
+// other returns the side a scan of d looks documents up on.
+func (d direction) other() side {
+	if d.from == sourceSide {
+		return targetSide
+	}
+	return sourceSide
+}
+
+// scan reads collection i on d's side in batches, fetches the same _ids
+// on the other side, and records what d.compare finds differing, at the
+// position the source was at after the fetch.
+func (p *pass) scan(ctx context.Context, i int, d direction) error {
+	var opts *options.FindOptionsBuilder
+	if d.idOnly {
+		opts = options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}})
+	}
+	return p.scanBatches(ctx, i, d.from, opts, p.s.opts.Batch, func(docs []bson.Raw) error {
+		keys, scanned, err := keyed(docs)
 		if err != nil {
 			return err
 		}
-		got, err := p.fetch(ctx, i, targetSide, keys, false)
+		got, err := p.fetch(ctx, i, d.other(), keys, d.idOnly)
 		if err != nil {
 			return err
 		}
@@ -222,37 +267,15 @@ func (p *pass) namespace(ctx context.Context, i int) error {
 		var diffs []pendingKey
 		var kinds []diffKind
 		for _, k := range keys {
-			if kind := compareDocs(want[k], got[k]); kind != 0 {
+			if kind := d.compare(scanned[k], got[k]); kind != 0 {
 				diffs, kinds = append(diffs, pendingKey{ns: i, id: k}), append(kinds, kind)
 			}
 		}
-		return p.record(ctx, diffs, kinds, at, int64(len(keys)))
-	})
-	if err != nil {
-		return err
-	}
-	idOnly := options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}})
-	return p.scanBatches(ctx, i, targetSide, idOnly, batch, func(docs []bson.Raw) error {
-		keys, _, err := keyed(docs)
-		if err != nil {
-			return err
+		var compared int64
+		if d.counted {
+			compared = int64(len(keys))
 		}
-		got, err := p.fetch(ctx, i, sourceSide, keys, true)
-		if err != nil {
-			return err
-		}
-		at, err := p.s.opts.Positions.Now(ctx)
-		if err != nil {
-			return err
-		}
-		var diffs []pendingKey
-		var kinds []diffKind
-		for _, k := range keys {
-			if _, ok := got[k]; !ok {
-				diffs, kinds = append(diffs, pendingKey{ns: i, id: k}), append(kinds, kindExtra)
-			}
-		}
-		return p.record(ctx, diffs, kinds, at, 0)
+		return p.record(ctx, diffs, kinds, at, compared)
 	})
 }
 
