@@ -55,17 +55,33 @@ func (e *Engine) StreamVerifyStatus() *verify.StreamStatus {
 // task is not replaying in this process and with verify.ErrPassRunning
 // while another pass runs.
 func (e *Engine) VerifyStreaming(ctx context.Context) (verify.StreamStatus, error) {
+	colls, run, err := e.reservePass(ctx)
+	if err != nil {
+		return verify.StreamStatus{}, err
+	}
+	return e.runPass(ctx, colls, run)
+}
+
+// reservePass lists the task's collections and takes the streaming
+// verifier for one pass over them (see verify.Streamer.Reserve).
+func (e *Engine) reservePass(ctx context.Context) ([]catalog.Collection, func(context.Context, []catalog.Collection) (verify.StreamStatus, error), error) {
 	if e.opts.Shard != "" || e.Status().Replay == nil {
-		return verify.StreamStatus{}, ErrNotStreaming
+		return nil, nil, ErrNotStreaming
 	}
 	colls, err := catalog.List(ctx, e.source, e.mapper)
 	if err != nil {
-		return verify.StreamStatus{}, err
+		return nil, nil, err
 	}
 	e.mu.Lock()
 	sv := e.streamer()
 	e.mu.Unlock()
-	st, err := sv.Run(ctx, colls)
+	run, err := sv.Reserve()
+	return colls, run, err
+}
+
+// runPass runs a reserved pass and logs its outcome.
+func (e *Engine) runPass(ctx context.Context, colls []catalog.Collection, run func(context.Context, []catalog.Collection) (verify.StreamStatus, error)) (verify.StreamStatus, error) {
+	st, err := run(ctx, colls)
 	switch {
 	case err == nil && !st.OK:
 		e.log.Warn("streaming verification: the target differs", "persisting", st.Persisting, "notRechecked", st.NotRechecked, "unsettled", st.Unsettled)
@@ -77,19 +93,21 @@ func (e *Engine) VerifyStreaming(ctx context.Context) (verify.StreamStatus, erro
 
 // StartVerifyStreaming starts a streaming verification pass in the
 // background (POST /verify on a worker); the pass ends with the replay.
+// The pass is reserved before it returns: nil means it runs, and a second
+// call before it ends fails with verify.ErrPassRunning.
 func (e *Engine) StartVerifyStreaming() error {
 	e.mu.Lock()
 	ctx := e.svCtx
-	running := e.sv != nil && e.sv.Running()
 	e.mu.Unlock()
-	switch {
-	case ctx == nil || e.opts.Shard != "":
+	if ctx == nil || e.opts.Shard != "" {
 		return ErrNotStreaming
-	case running:
-		return verify.ErrPassRunning
+	}
+	colls, run, err := e.reservePass(ctx)
+	if err != nil {
+		return err
 	}
 	go func() {
-		if _, err := e.VerifyStreaming(ctx); err != nil && ctx.Err() == nil {
+		if _, err := e.runPass(ctx, colls, run); err != nil && ctx.Err() == nil {
 			e.log.Warn("streaming verification stopped", "error", err)
 		}
 	}()

@@ -124,9 +124,26 @@ func (s *Streamer) update(fn func(st *StreamStatus)) {
 // Run runs one pass over colls and returns its final status; it fails
 // with ErrPassRunning while another pass runs. Views are skipped.
 func (s *Streamer) Run(ctx context.Context, colls []catalog.Collection) (StreamStatus, error) {
-	if !s.run.TryLock() {
-		return s.Status(), ErrPassRunning
+	run, err := s.Reserve()
+	if err != nil {
+		return s.Status(), err
 	}
+	return run(ctx, colls)
+}
+
+// Reserve takes the streamer for one pass, or fails with ErrPassRunning
+// while another pass runs or is reserved: a caller that answers "started"
+// before the pass runs (POST /verify) knows then that it will. The
+// returned function runs the pass as Run does and releases the streamer;
+// it must be called once.
+func (s *Streamer) Reserve() (func(context.Context, []catalog.Collection) (StreamStatus, error), error) {
+	if !s.run.TryLock() {
+		return nil, ErrPassRunning
+	}
+	return s.runReserved, nil
+}
+
+func (s *Streamer) runReserved(ctx context.Context, colls []catalog.Collection) (StreamStatus, error) {
 	defer s.run.Unlock()
 	colls = slices.DeleteFunc(slices.Clone(colls), func(c catalog.Collection) bool { return !c.Copyable() })
 	p := &pass{s: s, colls: colls, pending: newPendingSet(s.opts.MaxPendingBytes, s.opts.Rechecks)}

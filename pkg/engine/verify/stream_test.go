@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -92,5 +93,33 @@ func TestStreamerDifferences(t *testing.T) {
 				t.Errorf("status %+v", st)
 			}
 		})
+	}
+}
+
+// TestStreamerReserve: a reserved pass keeps every other pass out until it
+// has run, so "started" answered at reservation is true; after it ran,
+// the next pass may start, and the reserved one counts as a pass.
+func TestStreamerReserve(t *testing.T) {
+	source := testserver.Start(t).MustClient(t)
+	target := testserver.Start(t).MustClient(t)
+	ctx := context.Background()
+	seed(t, catalog.Namespace{DB: "res", Coll: "items"}, mixedIDs(10), source, target)
+	colls := list(t, source, config.Namespaces{Include: []string{`res\..*`}})
+	sv := NewStreamer(source, target, StreamOptions{Positions: settledPositions{}, Rechecks: 1, MaxPendingBytes: 1 << 20})
+	run, err := sv.Reserve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sv.Reserve(); !errors.Is(err, ErrPassRunning) {
+		t.Errorf("second reservation: %v, want ErrPassRunning", err)
+	}
+	if _, err := sv.Run(ctx, colls); !errors.Is(err, ErrPassRunning) {
+		t.Errorf("a pass beside a reserved one: %v, want ErrPassRunning", err)
+	}
+	if st, err := run(ctx, colls); err != nil || !st.OK || st.Passes != 1 {
+		t.Fatalf("the reserved pass: %v, %+v", err, st)
+	}
+	if st, err := sv.Run(ctx, colls); err != nil || !st.OK || st.Passes != 2 {
+		t.Errorf("the pass after it: %v, %+v", err, st)
 	}
 }
