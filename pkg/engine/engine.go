@@ -234,7 +234,8 @@ func (e *Engine) Close() {
 // (replay.Options.OverlapUntil: how long a duplicate key on a unique
 // secondary index is tolerated), never where replay starts, so an upper
 // bound serves; it tolerates such a duplicate at most a second longer.
-// The start position stays the newest entry (see run).
+// The start position on such a source is the start of a second too, read
+// within milliseconds of it (source.StartPositionByClock).
 func copyEndByClock(ctx context.Context, c *mongo.Client) (bson.Timestamp, error) {
 	ts, err := source.ServerTime(ctx, c)
 	if err != nil {
