@@ -121,10 +121,15 @@ func (r *SyncTaskReconciler) dropCheckpoint(ctx context.Context, task *syncv1alp
 		if err != nil {
 			return err
 		}
-		if f.CA {
+		switch f.Kind {
+		case syncv1alpha1.TLSFileCA:
 			opts.CAPEM = pem
-		} else {
+		case syncv1alpha1.TLSFileCertificateKey:
 			opts.CertificateKeyPEM = pem
+		case syncv1alpha1.TLSFileCertificate:
+			opts.CertificatePEM = pem
+		case syncv1alpha1.TLSFilePrivateKey:
+			opts.PrivateKeyPEM = pem
 		}
 	}
 	ep := task.Spec.TaskSpec(users).Target

@@ -126,6 +126,10 @@ func TestCreateValid(t *testing.T) {
 				CertificateKeySecret: &v1alpha1.SecretKeyRef{Name: "ferry-client", Key: "tls.pem"}}
 			st.Spec.Target.TLS = &v1alpha1.TLS{Enabled: true, CASecret: &v1alpha1.SecretKeyRef{Name: "mongo-ca", Key: "ca.crt"}}
 		}},
+		{"client certificate from a kubernetes.io/tls Secret", func(st *v1alpha1.SyncTask) {
+			st.Spec.Source.TLS = &v1alpha1.TLS{Enabled: true, CASecret: &v1alpha1.SecretKeyRef{Name: "ferry-client-tls", Key: "ca.crt"}, CertificateSecret: "ferry-client-tls"}
+			st.Spec.Target.TLS = &v1alpha1.TLS{Enabled: true, CertificateSecret: "ferry-client-tls"}
+		}},
 		{"a sharded target with shard keys", func(st *v1alpha1.SyncTask) {
 			st.Spec.Target.Sharding = config.ShardingKeep
 			st.Spec.Target.ShardKeys = []config.ShardKey{{Namespace: "shop.orders", Fields: []string{"region", "orderId"}, Unique: true}, {Namespace: "shop.carts", Fields: []string{"_id"}, Hashed: "_id"}}
@@ -260,6 +264,15 @@ func TestCreateInvalid(t *testing.T) {
 			"spec.source.tls: Invalid value: names TLS Secrets while TLS is off: set enabled: true",
 			"spec.target.tls: Invalid value: names TLS Secrets while TLS is off: set enabled: true",
 		}},
+		{"a kubernetes.io/tls Secret with TLS off", func(st *v1alpha1.SyncTask) {
+			st.Spec.Target.TLS = &v1alpha1.TLS{CertificateSecret: "ferry-client-tls"}
+		}, []string{"spec.target.tls: Invalid value: names TLS Secrets while TLS is off: set enabled: true"}},
+		{"two client certificates", func(st *v1alpha1.SyncTask) {
+			st.Spec.Source.TLS = &v1alpha1.TLS{Enabled: true, CertificateSecret: "ferry-client-tls", CertificateKeySecret: &v1alpha1.SecretKeyRef{Name: "client", Key: "tls.pem"}}
+		}, []string{"spec.source.tls.certificateSecret: Invalid value: names two client certificates: keep certificateSecret (a kubernetes.io/tls Secret, such as cert-manager writes) or certificateKeySecret (one key holding the certificate and its key), not both"}},
+		{"a certificateSecret longer than a Secret name", func(st *v1alpha1.SyncTask) {
+			st.Spec.Target.TLS = &v1alpha1.TLS{Enabled: true, CertificateSecret: strings.Repeat("a", 254)}
+		}, []string{"spec.target.tls.certificateSecret: Too long: may not be more than 253 bytes", notChecked}},
 		{"a TLS Secret key without a name", func(st *v1alpha1.SyncTask) {
 			st.Spec.Source.TLS = &v1alpha1.TLS{Enabled: true, CASecret: &v1alpha1.SecretKeyRef{Key: "ca.crt"}}
 		}, []string{`spec.source.tls.caSecret.name: Invalid value: "": spec.source.tls.caSecret.name in body should be at least 1 chars long`}},

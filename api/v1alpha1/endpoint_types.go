@@ -88,14 +88,16 @@ type Target struct {
 // workers and reads itself for its own connection (the target's, for the
 // checkpoint cleanup); a SyncTask names no files.
 //
-// +kubebuilder:validation:XValidation:rule=`(!has(self.caSecret) && !has(self.certificateKeySecret)) || (has(self.enabled) && self.enabled)`,message="names TLS Secrets while TLS is off: set enabled: true"
+// +kubebuilder:validation:XValidation:rule=`(!has(self.caSecret) && !has(self.certificateKeySecret) && !has(self.certificateSecret)) || (has(self.enabled) && self.enabled)`,message="names TLS Secrets while TLS is off: set enabled: true"
+// +kubebuilder:validation:XValidation:rule=`!has(self.certificateSecret) || !has(self.certificateKeySecret)`,message="names two client certificates: keep certificateSecret (a kubernetes.io/tls Secret, such as cert-manager writes) or certificateKeySecret (one key holding the certificate and its key), not both",fieldPath=".certificateSecret"
 type TLS struct {
 	// Enabled turns TLS on.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 	// CASecret is the Secret key holding the PEM of the certificate
 	// authorities that signed the server's certificate; the system's
-	// roots when left out.
+	// roots when left out. A cert-manager Secret serves as it is:
+	// {name: <the Certificate's secretName>, key: ca.crt}.
 	// +optional
 	CASecret *SecretKeyRef `json:"caSecret,omitempty"`
 	// CertificateKeySecret is the Secret key holding the PEM of the client
@@ -103,6 +105,15 @@ type TLS struct {
 	// clients for a certificate.
 	// +optional
 	CertificateKeySecret *SecretKeyRef `json:"certificateKeySecret,omitempty"`
+	// CertificateSecret names a kubernetes.io/tls Secret holding the client
+	// certificate under tls.crt and its private key under tls.key (what
+	// cert-manager writes for a Certificate's secretName), for a server
+	// that asks clients for a certificate; the workers roll when it is
+	// renewed. Set this or certificateKeySecret, not both.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	CertificateSecret string `json:"certificateSecret,omitempty"`
 	// InsecureSkipVerify accepts any server certificate: for tests only.
 	// +optional
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`

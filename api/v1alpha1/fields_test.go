@@ -99,6 +99,8 @@ func TestCreateCLIFields(t *testing.T) {
 		{[]string{"target", "passwordEnv"}, "DST_PASSWORD"},
 		{[]string{"source", "tls", "caFile"}, "/etc/ca.pem"},
 		{[]string{"target", "tls", "certificateKeyFile"}, "/etc/client.pem"},
+		{[]string{"source", "tls", "certificateFile"}, "/etc/tls/tls.crt"},
+		{[]string{"source", "tls", "privateKeyFile"}, "/etc/tls/tls.key"},
 		{[]string{"target", "kind"}, "sharded"},
 		{[]string{"target", "shards"}, []any{map[string]any{"name": "rs0", "uri": "mongodb://s0.mongo:27018/"}}},
 		{[]string{"source", "sharding"}, "keep"},

@@ -8,14 +8,24 @@ import (
 )
 
 // TLSMountPath is the directory in which a worker finds the keys of its
-// task's TLS Secrets, one file each: <role>/ca.pem for tls.caSecret and
-// <role>/client.pem for tls.certificateKeySecret, role source or target.
+// task's TLS Secrets, one file each, under <role>/ (role source or target):
+// ca.pem for tls.caSecret, client.pem for tls.certificateKeySecret, and
+// client.crt and client.key for tls.certificateSecret's tls.crt and tls.key.
 const TLSMountPath = "/etc/mongoferry/tls"
 
 // The files of TLSMountPath, under each role's directory.
 const (
 	CAFileName             = "ca.pem"
 	CertificateKeyFileName = "client.pem"
+	CertificateFileName    = "client.crt"
+	PrivateKeyFileName     = "client.key"
+)
+
+// The keys of a kubernetes.io/tls Secret that tls.certificateSecret reads
+// (corev1.TLSCertKey and corev1.TLSPrivateKeyKey).
+const (
+	TLSCertificateKey = "tls.crt"
+	TLSPrivateKeyKey  = "tls.key"
 )
 
 // Usernames are the usernames read from the credentials Secrets
@@ -25,6 +35,24 @@ type Usernames struct {
 	Source, Target string
 }
 
+// TLSFileKind says what a TLS Secret key holds.
+type TLSFileKind int
+
+// The kinds of TLSSecretFile.
+const (
+	// TLSFileCA is tls.caSecret: the CA certificates.
+	TLSFileCA TLSFileKind = iota
+	// TLSFileCertificateKey is tls.certificateKeySecret: the client
+	// certificate followed by its key.
+	TLSFileCertificateKey
+	// TLSFileCertificate is tls.certificateSecret's tls.crt: the client
+	// certificate.
+	TLSFileCertificate
+	// TLSFilePrivateKey is tls.certificateSecret's tls.key: the client
+	// certificate's private key.
+	TLSFilePrivateKey
+)
+
 // TLSSecretFile is one TLS Secret key of a SyncTask and the file the
 // workers read it from.
 type TLSSecretFile struct {
@@ -33,8 +61,8 @@ type TLSSecretFile struct {
 	Field string
 	// Role is source or target.
 	Role string
-	// CA is true for tls.caSecret, false for tls.certificateKeySecret.
-	CA bool
+	// Kind says what the key holds.
+	Kind TLSFileKind
 	// Ref is the Secret key.
 	Ref SecretKeyRef
 	// Path is the file, relative to TLSMountPath.
@@ -42,8 +70,8 @@ type TLSSecretFile struct {
 }
 
 // TLSSecretFiles lists the spec's TLS Secret keys (source before target, the
-// CA before the client certificate), each with the file a worker reads it
-// from.
+// CA before the client certificate, a certificate before its key), each with
+// the file a worker reads it from.
 func (s *SyncTaskSpec) TLSSecretFiles() []TLSSecretFile {
 	var out []TLSSecretFile
 	for _, ep := range []struct {
@@ -53,11 +81,18 @@ func (s *SyncTaskSpec) TLSSecretFiles() []TLSSecretFile {
 		if ep.tls == nil {
 			continue
 		}
+		add := func(field string, kind TLSFileKind, ref SecretKeyRef, file string) {
+			out = append(out, TLSSecretFile{Field: ep.role + ".tls." + field, Role: ep.role, Kind: kind, Ref: ref, Path: ep.role + "/" + file})
+		}
 		if r := ep.tls.CASecret; r != nil {
-			out = append(out, TLSSecretFile{Field: ep.role + ".tls.caSecret", Role: ep.role, CA: true, Ref: *r, Path: ep.role + "/" + CAFileName})
+			add("caSecret", TLSFileCA, *r, CAFileName)
 		}
 		if r := ep.tls.CertificateKeySecret; r != nil {
-			out = append(out, TLSSecretFile{Field: ep.role + ".tls.certificateKeySecret", Role: ep.role, Ref: *r, Path: ep.role + "/" + CertificateKeyFileName})
+			add("certificateKeySecret", TLSFileCertificateKey, *r, CertificateKeyFileName)
+		}
+		if n := ep.tls.CertificateSecret; n != "" {
+			add("certificateSecret", TLSFileCertificate, SecretKeyRef{Name: n, Key: TLSCertificateKey}, CertificateFileName)
+			add("certificateSecret", TLSFilePrivateKey, SecretKeyRef{Name: n, Key: TLSPrivateKeyKey}, PrivateKeyFileName)
 		}
 	}
 	return out
@@ -136,10 +171,16 @@ func (s *SyncTaskSpec) TaskSpec(users Usernames) config.Spec {
 		if f.Role == "target" {
 			tls = out.Target.TLS
 		}
-		if f.CA {
-			tls.CAFile = TLSMountPath + "/" + f.Path
-		} else {
-			tls.CertificateKeyFile = TLSMountPath + "/" + f.Path
+		path := TLSMountPath + "/" + f.Path
+		switch f.Kind {
+		case TLSFileCA:
+			tls.CAFile = path
+		case TLSFileCertificateKey:
+			tls.CertificateKeyFile = path
+		case TLSFileCertificate:
+			tls.CertificateFile = path
+		case TLSFilePrivateKey:
+			tls.PrivateKeyFile = path
 		}
 	}
 	return out

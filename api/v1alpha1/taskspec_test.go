@@ -73,6 +73,19 @@ func TestTaskSpec(t *testing.T) {
 			},
 		},
 		{
+			name: "a client certificate from a kubernetes.io/tls Secret, its ca.crt as the CA",
+			spec: v1alpha1.SyncTaskSpec{
+				Source: v1alpha1.Source{URI: srcURI, TLS: &v1alpha1.TLS{Enabled: true, CASecret: &v1alpha1.SecretKeyRef{Name: "ferry-tls", Key: "ca.crt"}, CertificateSecret: "ferry-tls"}},
+				Target: v1alpha1.Target{URI: dstURI, TLS: &v1alpha1.TLS{Enabled: true, CertificateSecret: "ferry-tls"}},
+			},
+			want: config.Spec{
+				Source: config.Endpoint{URI: srcURI, TLS: &config.TLS{Enabled: true, CAFile: "/etc/mongoferry/tls/source/ca.pem",
+					CertificateFile: "/etc/mongoferry/tls/source/client.crt", PrivateKeyFile: "/etc/mongoferry/tls/source/client.key"}},
+				Target: config.Endpoint{URI: dstURI, TLS: &config.TLS{Enabled: true,
+					CertificateFile: "/etc/mongoferry/tls/target/client.crt", PrivateKeyFile: "/etc/mongoferry/tls/target/client.key"}},
+			},
+		},
+		{
 			name: "TLS with the system's roots, TLS without verification",
 			spec: v1alpha1.SyncTaskSpec{
 				Source: v1alpha1.Source{URI: srcURI, TLS: &v1alpha1.TLS{Enabled: true}},
@@ -239,6 +252,10 @@ func TestSecretNames(t *testing.T) {
 			Source: v1alpha1.Source{CredentialsSecret: "creds", TLS: &v1alpha1.TLS{CASecret: ref("ca"), CertificateKeySecret: ref("client")}},
 			Target: v1alpha1.Target{CredentialsSecret: "creds", TLS: &v1alpha1.TLS{CASecret: ref("ca")}},
 		}, []string{"creds", "ca", "client"}},
+		{"a kubernetes.io/tls Secret for the client certificate and the CA", v1alpha1.SyncTaskSpec{
+			Source: v1alpha1.Source{TLS: &v1alpha1.TLS{CASecret: ref("ferry-tls"), CertificateSecret: "ferry-tls"}},
+			Target: v1alpha1.Target{TLS: &v1alpha1.TLS{CertificateSecret: "dst-tls"}},
+		}, []string{"ferry-tls", "dst-tls"}},
 	}
 	for _, c := range cases {
 		if got := c.spec.SecretNames(); !reflect.DeepEqual(got, c.want) {

@@ -12,6 +12,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"testing"
 	"time"
 )
 
@@ -90,8 +92,10 @@ func (ca *CA) Issue(cn string, client bool) (certPEM, keyPEM []byte, err error) 
 type Files struct {
 	// CA is the CA certificate; ServerCert and ServerKey the server's;
 	// Client the client certificate and key in one file (the shape
-	// tls.certificateKeyFile takes).
-	CA, ServerCert, ServerKey, Client string
+	// tls.certificateKeyFile takes); ClientCert and ClientKey the same
+	// certificate and key in two files (tls.certificateFile and
+	// tls.privateKeyFile, a kubernetes.io/tls Secret's tls.crt and tls.key).
+	CA, ServerCert, ServerKey, Client, ClientCert, ClientKey string
 	// ClientConfig trusts the CA and presents the client certificate.
 	ClientConfig *tls.Config
 }
@@ -100,7 +104,8 @@ type Files struct {
 // the CA, into dir.
 func (ca *CA) WriteFiles(dir string) (Files, error) {
 	f := Files{CA: filepath.Join(dir, "ca.pem"), ServerCert: filepath.Join(dir, "server.pem"),
-		ServerKey: filepath.Join(dir, "server-key.pem"), Client: filepath.Join(dir, "client.pem")}
+		ServerKey: filepath.Join(dir, "server-key.pem"), Client: filepath.Join(dir, "client.pem"),
+		ClientCert: filepath.Join(dir, "tls.crt"), ClientKey: filepath.Join(dir, "tls.key")}
 	scert, skey, err := ca.Issue("server", false)
 	if err != nil {
 		return f, err
@@ -109,7 +114,8 @@ func (ca *CA) WriteFiles(dir string) (Files, error) {
 	if err != nil {
 		return f, err
 	}
-	for path, data := range map[string][]byte{f.CA: ca.PEM, f.ServerCert: scert, f.ServerKey: skey, f.Client: append(ccert, ckey...)} {
+	for path, data := range map[string][]byte{f.CA: ca.PEM, f.ServerCert: scert, f.ServerKey: skey, f.Client: append(slices.Clip(ccert), ckey...),
+		f.ClientCert: ccert, f.ClientKey: ckey} {
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			return f, err
 		}
@@ -122,4 +128,19 @@ func (ca *CA) WriteFiles(dir string) (Files, error) {
 	pool.AddCert(ca.cert)
 	f.ClientConfig = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	return f, nil
+}
+
+// MustCA makes a CA named cn and writes its files (WriteFiles) into a
+// directory of the test's, failing the test on an error.
+func MustCA(t testing.TB, cn string) (*CA, Files) {
+	t.Helper()
+	ca, err := NewCA(cn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := ca.WriteFiles(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca, files
 }

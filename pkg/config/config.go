@@ -253,6 +253,15 @@ type TLS struct {
 	// CertificateKeyFile is a PEM file with the client certificate and key.
 	// +optional
 	CertificateKeyFile string `json:"certificateKeyFile,omitempty"`
+	// CertificateFile is a PEM file with the client certificate alone (a
+	// kubernetes.io/tls Secret's tls.crt), its key in PrivateKeyFile: set
+	// both, or CertificateKeyFile instead.
+	// +optional
+	CertificateFile string `json:"certificateFile,omitempty"`
+	// PrivateKeyFile is a PEM file with the private key of CertificateFile
+	// (a kubernetes.io/tls Secret's tls.key).
+	// +optional
+	PrivateKeyFile string `json:"privateKeyFile,omitempty"`
 	// InsecureSkipVerify disables server certificate checks.
 	// +optional
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`

@@ -105,6 +105,8 @@ func TestParseAccepts(t *testing.T) {
 		"same host, other port":   endpointsYAML(`uri: "mongodb://localhost:27017/"`, `uri: "mongodb://localhost:27018/"`, ""),
 		"startAt position":        taskYAML("mode: incremental\nincremental: {startAt: '1764045600,3'}"),
 		"startAt time":            taskYAML("mode: incremental\nincremental: {startAt: '2026-11-25T05:00:00Z'}"),
+
+		"client certificate in two files": endpointsYAML(`uri: "mongodb://10.0.0.1/", tls: {enabled: true, caFile: /tls/ca.crt, certificateFile: /tls/tls.crt, privateKeyFile: /tls/tls.key}`, `uri: "mongodb://10.0.0.2/", tls: {enabled: true, certificateKeyFile: /tls/client.pem}`, ""),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := Parse([]byte(y)); err != nil {
@@ -236,6 +238,17 @@ func TestParseErrors(t *testing.T) {
 			"source.tls.caSecret: names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use source.tls.caFile"},
 		{"a TLS client certificate Secret in a task file", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", tls: {enabled: true, certificateKeySecret: {name: c, key: tls.pem}}`, ""),
 			"target.tls.certificateKeySecret: names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use target.tls.certificateKeyFile"},
+		{"a kubernetes.io/tls Secret in a task file", endpointsYAML(`uri: "mongodb://10.0.0.1/", tls: {enabled: true, certificateSecret: ferry-tls}`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.tls.certificateSecret: names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use source.tls.certificateFile with source.tls.privateKeyFile"},
+		// Client certificates: one PEM, or a certificate and its key.
+		{"a certificate without its key", endpointsYAML(`uri: "mongodb://10.0.0.1/", tls: {enabled: true, certificateFile: /tls/tls.crt}`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.tls.privateKeyFile: is required with certificateFile: name the PEM file of the certificate's private key (a kubernetes.io/tls Secret's tls.key)"},
+		{"a key without its certificate", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", tls: {enabled: true, privateKeyFile: /tls/tls.key}`, ""),
+			"target.tls.certificateFile: is required with privateKeyFile: name the PEM file of the client certificate (a kubernetes.io/tls Secret's tls.crt)"},
+		{"one PEM and a pair", endpointsYAML(`uri: "mongodb://10.0.0.1/", tls: {enabled: true, certificateKeyFile: /tls/client.pem, certificateFile: /tls/tls.crt, privateKeyFile: /tls/tls.key}`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.tls.certificateKeyFile: names a client certificate and so do certificateFile and privateKeyFile: keep certificateKeyFile (certificate and key in one PEM) or certificateFile with privateKeyFile, not both"},
+		{"one PEM and a key", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", tls: {enabled: true, certificateKeyFile: /tls/client.pem, privateKeyFile: /tls/tls.key}`, ""),
+			"target.tls.certificateKeyFile: names a client certificate and so do certificateFile and privateKeyFile: keep certificateKeyFile (certificate and key in one PEM) or certificateFile with privateKeyFile, not both"},
 		{"a credentials Secret in a task file", endpointsYAML(`uri: "mongodb://10.0.0.1/", credentialsSecret: src-creds`, `uri: "mongodb://10.0.0.2/"`, ""),
 			"source.credentialsSecret: names a Kubernetes Secret, which only a SyncTask reads: in a task file, use source.username with source.passwordFile or source.passwordEnv"},
 		{"sharding on the source", endpointsYAML(`uri: "mongodb://10.0.0.1/", sharding: keep`, `uri: "mongodb://10.0.0.2/"`, ""),

@@ -96,6 +96,8 @@ func syncTaskOnly(path string) (string, bool) {
 		return "names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use " + role + ".tls.caFile", true
 	case "tls.certificateKeySecret":
 		return "names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use " + role + ".tls.certificateKeyFile", true
+	case "tls.certificateSecret":
+		return "names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use " + role + ".tls.certificateFile with " + role + ".tls.privateKeyFile", true
 	}
 	return "", false
 }

@@ -171,6 +171,7 @@ func validateEndpoint(add func(string, string, ...any), name string, e *Endpoint
 		add(name+".shards", "lists the shards of a sharded source: remove it, or set %s.kind to sharded (or auto)", name)
 	}
 	validateSharding(add, name, e)
+	validateTLS(add, name, e.TLS)
 	seen := map[string]int{}
 	for i, sh := range e.Shards {
 		f := fmt.Sprintf("%s.shards[%d]", name, i)
@@ -200,6 +201,23 @@ func validateEndpoint(add func(string, string, ...any), name string, e *Endpoint
 		add(name+".uri", "contains credentials and %s.username is set too: keep credentials in one place, outside the URI", name)
 	}
 	return cs
+}
+
+// validateTLS checks that an endpoint names its client certificate once:
+// certificateKeyFile (one PEM with both), or certificateFile with
+// privateKeyFile.
+func validateTLS(add func(string, string, ...any), name string, t *TLS) {
+	if t == nil {
+		return
+	}
+	switch {
+	case t.CertificateKeyFile != "" && (t.CertificateFile != "" || t.PrivateKeyFile != ""):
+		add(name+".tls.certificateKeyFile", "names a client certificate and so do certificateFile and privateKeyFile: keep certificateKeyFile (certificate and key in one PEM) or certificateFile with privateKeyFile, not both")
+	case t.CertificateFile != "" && t.PrivateKeyFile == "":
+		add(name+".tls.privateKeyFile", "is required with certificateFile: name the PEM file of the certificate's private key (a kubernetes.io/tls Secret's tls.key)")
+	case t.PrivateKeyFile != "" && t.CertificateFile == "":
+		add(name+".tls.certificateFile", "is required with privateKeyFile: name the PEM file of the client certificate (a kubernetes.io/tls Secret's tls.crt)")
+	}
 }
 
 func validateRenames(add func(string, string, ...any), renames []Rename, checkpointDB string) {

@@ -19,7 +19,6 @@ import (
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
-	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 )
 
 // TestOperatorTLSSecrets runs a SyncTask between two FerretDB servers that
@@ -40,14 +39,7 @@ func TestOperatorTLSSecrets(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	const name = "tls"
-	ca, err := testserver.NewCA("mongoferry private CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := ca.WriteFiles(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca, files := testserver.MustCA(t, "mongoferry private CA")
 	clientCert, clientKey, err := ca.Issue("ferry-worker", true)
 	if err != nil {
 		t.Fatal(err)
@@ -151,16 +143,5 @@ func TestOperatorTLSSecrets(t *testing.T) {
 	verifySame(t, sc, dc)
 
 	// Deleting the task removes its checkpoints from the TLS target.
-	if err := env.Client.Delete(ctx, get()); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the SyncTask to be deleted", 2*time.Minute, func() bool {
-		return env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &syncv1alpha1.SyncTask{}) != nil
-	})
-	if _, err := checkpoint.NewStore(dc, config.DefaultDatabase, name).Task(ctx); err == nil {
-		t.Error("the task's checkpoint record is still on the target after deletion with deletePolicy Delete")
-	}
-	if hasReason(taskEvents(t, env.Client, ns, name), "CheckpointCleanupFailed") {
-		t.Error("a CheckpointCleanupFailed event: the manager could not reach the TLS target")
-	}
+	deleteRemovesCheckpoints(t, env, dc, get())
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,24 +19,13 @@ import (
 // its identity. A task that trusts the CA and presents the client
 // certificate copies everything; a wrong CA, a missing client certificate
 // and a plain connection each fail with a message naming the endpoint and
-// what to check, and write nothing.
+// what to check, and write nothing. The client certificate works as one
+// PEM (certificateKeyFile) and as a certificate and its key in two files
+// (certificateFile and privateKeyFile, as a kubernetes.io/tls Secret holds
+// them); a key that is not the certificate's fails before any connection.
 func TestTLS(t *testing.T) {
-	ca, err := testserver.NewCA("mongoferry test CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := ca.WriteFiles(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := testserver.NewCA("another CA")
-	if err != nil {
-		t.Fatal(err)
-	}
-	otherFiles, err := other.WriteFiles(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, files := testserver.MustCA(t, "mongoferry test CA")
+	_, otherFiles := testserver.MustCA(t, "another CA")
 	src := testserver.Start(t, testserver.Options{TLS: &testserver.TLS{CertFile: files.ServerCert, KeyFile: files.ServerKey,
 		CAFile: files.CA, Client: files.ClientConfig}})
 	dst := testserver.Start(t, testserver.Options{TLS: &testserver.TLS{CertFile: files.ServerCert, KeyFile: files.ServerKey,
@@ -53,6 +43,10 @@ func TestTLS(t *testing.T) {
 	}
 	good := fmt.Sprintf(", tls: {enabled: true, caFile: %q, certificateKeyFile: %q}", files.CA, files.Client)
 	serverOnly := fmt.Sprintf(", tls: {enabled: true, caFile: %q}", files.CA)
+	// pair is the shape of a kubernetes.io/tls Secret's tls.crt and tls.key.
+	pair := func(cert, key string) string {
+		return fmt.Sprintf(", tls: {enabled: true, caFile: %q, certificateFile: %q, privateKeyFile: %q}", files.CA, cert, key)
+	}
 	cases := []struct {
 		name     string
 		src, dst string
@@ -66,7 +60,14 @@ func TestTLS(t *testing.T) {
 			[]string{"source: TLS handshake failed", "source.tls.certificateKeyFile"}},
 		{"TLS off for a TLS-only target", good, "",
 			[]string{"target: deployment unreachable"}},
+		{"a client certificate in two files with another certificate's key", pair(files.ClientCert, otherFiles.ClientKey), serverOnly,
+			[]string{"source.tls.certificateFile and source.tls.privateKeyFile: tls: private key does not match public key"}},
+		{"a client certificate in two files from another CA", pair(otherFiles.ClientCert, otherFiles.ClientKey), serverOnly,
+			[]string{"source: TLS handshake failed", "source.tls.certificateFile and source.tls.privateKeyFile"}},
+		{"a client certificate file without its key", fmt.Sprintf(", tls: {enabled: true, caFile: %q, certificateFile: %q}", files.CA, files.ClientCert), serverOnly,
+			[]string{"source.tls.privateKeyFile: is required with certificateFile"}},
 		{"verified, with a client certificate", good, serverOnly, nil},
+		{"verified, with a client certificate and its key in two files", pair(files.ClientCert, files.ClientKey), serverOnly, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -77,7 +78,18 @@ func TestTLS(t *testing.T) {
 					t.Fatalf("ferry run exited %d:\n%s%s", code, stdout, stderr)
 				}
 				assertSameDocs(t, servers["source"], "app.orders", servers["target"], "app.orders")
+				// The next copy starts from the target as it was.
+				for _, db := range databases(t, servers)["target"] {
+					if !slices.Contains(before["target"], db) {
+						if err := servers["target"].Database(db).Drop(context.Background()); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
 				return
+			}
+			if strings.Contains(stderr, "BEGIN") || strings.Contains(stderr, "PRIVATE KEY") {
+				t.Errorf("stderr holds PEM:\n%s", stderr)
 			}
 			if code == 0 {
 				t.Fatalf("ferry run exited 0, want a failure:\n%s", stderr)

@@ -47,11 +47,12 @@ type Options struct {
 	// of its passwordFile or passwordEnv (for a caller that holds it, such
 	// as the operator reading the source's shards).
 	Password string
-	// CAPEM and CertificateKeyPEM, when not empty, are the PEM of the
-	// endpoint's tls.caFile and tls.certificateKeyFile, used instead of
-	// reading those files (for a caller that holds them, such as the
-	// operator reading a SyncTask's TLS Secrets).
-	CAPEM, CertificateKeyPEM []byte
+	// CAPEM, CertificateKeyPEM, CertificatePEM and PrivateKeyPEM, when not
+	// empty, are the PEM of the endpoint's tls.caFile,
+	// tls.certificateKeyFile, tls.certificateFile and tls.privateKeyFile,
+	// used instead of reading those files (for a caller that holds them,
+	// such as the operator reading a SyncTask's TLS Secrets).
+	CAPEM, CertificateKeyPEM, CertificatePEM, PrivateKeyPEM []byte
 }
 
 // Open connects to an endpoint and pings it. role ("source" or "target")
@@ -112,8 +113,8 @@ func classify(role string, e config.Endpoint, err error) error {
 	low := strings.ToLower(msg)
 	switch {
 	case strings.Contains(low, "x509:") || strings.Contains(low, "tls:"):
-		return fmt.Errorf("%s: %w at %s: %s; check %s.tls.caFile (the CA that signed the server's certificate) and, when the server asks for a client certificate, %s.tls.certificateKeyFile",
-			role, ErrTLS, addr, msg, role, role)
+		return fmt.Errorf("%s: %w at %s: %s; check %s.tls.caFile (the CA that signed the server's certificate) and, when the server asks for a client certificate, %s",
+			role, ErrTLS, addr, msg, role, clientCertificateFields(role, e.TLS))
 	case strings.Contains(low, "auth"):
 		return fmt.Errorf("%s: %w at %s: %s; check %s.username and the password (Secret, passwordFile or passwordEnv) and %s.authSource",
 			role, ErrAuthentication, addr, msg, role, role)
@@ -121,6 +122,16 @@ func classify(role string, e config.Endpoint, err error) error {
 		return fmt.Errorf("%s: %w: nothing answered at %s within the connect timeout (%s); check %s.uri's host and port and that the server is running",
 			role, ErrUnreachable, addr, msg, role)
 	}
+}
+
+// clientCertificateFields names the fields that give an endpoint's client
+// certificate: certificateFile and privateKeyFile when it uses them,
+// certificateKeyFile otherwise.
+func clientCertificateFields(role string, t *config.TLS) string {
+	if t != nil && (t.CertificateFile != "" || t.PrivateKeyFile != "") {
+		return role + ".tls.certificateFile and " + role + ".tls.privateKeyFile"
+	}
+	return role + ".tls.certificateKeyFile"
 }
 
 func readPassword(role string, e config.Endpoint) (string, error) {
@@ -169,7 +180,46 @@ func tlsConfig(role string, t *config.TLS, o Options) (*tls.Config, error) {
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
+	if len(o.CertificatePEM) > 0 || len(o.PrivateKeyPEM) > 0 || t.CertificateFile != "" || t.PrivateKeyFile != "" {
+		cert, err := keyPair(role, t, o)
+		if err != nil {
+			return nil, err
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
 	return tc, nil
+}
+
+// keyPair loads a client certificate from two PEMs: tls.certificateFile and
+// tls.privateKeyFile (or the caller's copies of them). Its errors name the
+// fields, never the PEM.
+func keyPair(role string, t *config.TLS, o Options) (tls.Certificate, error) {
+	read := func(held []byte, file, field, other string) ([]byte, error) {
+		if len(held) > 0 {
+			return held, nil
+		}
+		if file == "" {
+			return nil, fmt.Errorf("%s.tls.%s: is required with %s.tls.%s: a client certificate needs both certificateFile and privateKeyFile", role, field, role, other)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("%s.tls.%s: %w", role, field, err)
+		}
+		return b, nil
+	}
+	certPEM, err := read(o.CertificatePEM, t.CertificateFile, "certificateFile", "privateKeyFile")
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	keyPEM, err := read(o.PrivateKeyPEM, t.PrivateKeyFile, "privateKeyFile", "certificateFile")
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("%s.tls.certificateFile and %s.tls.privateKeyFile: %w", role, role, err)
+	}
+	return cert, nil
 }
 
 // WriteConcern is the write concern a client opened on uri writes with
