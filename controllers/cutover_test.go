@@ -76,3 +76,38 @@ func TestCutoverStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestCutoverStatusShardedWorkers: with one worker per shard, the worker
+// moving the cut-over's steps reports them first and the others follow
+// the checkpoint database a little later; status.cutover is the newest
+// cut-over's furthest step, whichever worker reports it.
+func TestCutoverStatusShardedWorkers(t *testing.T) {
+	older, newer := statusNow.Add(-time.Hour), statusNow.Add(-time.Minute)
+	co := func(step string, started time.Time) *workerapi.Cutover {
+		return &workerapi.Cutover{Step: step, StartedAt: started}
+	}
+	cases := []struct {
+		name    string
+		reports []*workerapi.Cutover
+		want    string
+	}{
+		{"the leader ahead of a follower", []*workerapi.Cutover{co(workerapi.CutoverCatchingUp, newer), co(workerapi.CutoverDraining, newer)}, workerapi.CutoverDraining},
+		{"a follower ahead of the leader's last report", []*workerapi.Cutover{co(workerapi.CutoverComplete, newer), co(workerapi.CutoverFinalizing, newer), nil}, workerapi.CutoverComplete},
+		{"a new attempt over an old failure", []*workerapi.Cutover{co(workerapi.CutoverFailed, older), co(workerapi.CutoverCatchingUp, newer)}, workerapi.CutoverCatchingUp},
+		{"the failure of the followed attempt", []*workerapi.Cutover{co(workerapi.CutoverBlockingWrites, newer), co(workerapi.CutoverFailed, newer)}, workerapi.CutoverFailed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := observed{now: statusNow}
+			for i, c := range tc.reports {
+				r := streaming(0, 0, 100)
+				r.Cutover = c
+				o.workers = append(o.workers, worker(i, r))
+			}
+			got := cutoverStatus(nil, o)
+			if got == nil || got.Step != tc.want {
+				t.Errorf("status.cutover %+v, want step %s", got, tc.want)
+			}
+		})
+	}
+}

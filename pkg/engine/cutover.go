@@ -54,8 +54,6 @@ func (e *Engine) checkCutover() error {
 		return fmt.Errorf("cutover.requested: %w for mode full (there is no replay to drain); use mode incremental or fullAndIncremental", ErrCutoverNotSupported)
 	case e.task.Incremental.Method == config.MethodChangeStream:
 		return fmt.Errorf("cutover.requested: %w with incremental.method changeStream yet; use method oplog", ErrCutoverNotSupported)
-	case e.sharded:
-		return fmt.Errorf("cutover.requested: %w for a sharded source yet; end the sync with ferry run --until-caught-up once the application stopped writing, then ferry verify", ErrCutoverNotSupported)
 	}
 	return nil
 }
@@ -223,7 +221,11 @@ func (e *Engine) finishCutover(ctx context.Context) error {
 		}
 		// Replay saved its last checkpoint when it stopped; one that had
 		// nothing to apply resumes from its start position.
-		if c, at := e.cutoverRecord(), rec.ResumeTS(); c.SourceTS.IsZero() || at.Compare(c.SourceTS) < 0 {
+		if e.sharded {
+			if err := e.checkShardsDrained(ctx); err != nil {
+				return err
+			}
+		} else if c, at := e.cutoverRecord(), rec.ResumeTS(); c.SourceTS.IsZero() || at.Compare(c.SourceTS) < 0 {
 			return fmt.Errorf("cut-over: the checkpoint %d,%d is below the drain position %d,%d", at.T, at.I, c.SourceTS.T, c.SourceTS.I)
 		}
 		if err := e.advanceCutover(ctx, func(c *checkpoint.CutoverRecord) { c.Step, c.Message = workerapi.CutoverVerifying, "" }); err != nil {
