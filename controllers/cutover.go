@@ -164,3 +164,17 @@ func failedStep(msg string) string {
 	}
 	return ReasonCutoverFailed
 }
+
+// shardCutoverText is a shard's part in the cut-over as status.shards[]
+// shows it.
+func shardCutoverText(c *workerapi.ShardCutover) string {
+	switch {
+	case c.Drained:
+		return "Drained at " + positionText(c.DrainPosition)
+	case c.DrainPosition != nil:
+		return "Draining to " + positionText(c.DrainPosition)
+	case c.CaughtUp:
+		return ReasonCaughtUp
+	}
+	return workerapi.CutoverCatchingUp
+}

@@ -111,3 +111,31 @@ func TestCutoverStatusShardedWorkers(t *testing.T) {
 		})
 	}
 }
+
+// TestShardCutoverStatus: each shard worker's part in a sharded cut-over
+// shows in its status.shards[] entry.
+func TestShardCutoverStatus(t *testing.T) {
+	drain := &workerapi.Timestamp{T: 100, I: 3}
+	cases := []struct {
+		part *workerapi.ShardCutover
+		want string
+	}{
+		{nil, ""},
+		{&workerapi.ShardCutover{}, "CatchingUp"},
+		{&workerapi.ShardCutover{CaughtUp: true}, "CaughtUp"},
+		{&workerapi.ShardCutover{CaughtUp: true, DrainPosition: drain}, "Draining to 100:3"},
+		{&workerapi.ShardCutover{CaughtUp: true, DrainPosition: drain, Drained: true}, "Drained at 100:3"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.want, func(t *testing.T) {
+			r := streaming(0, 0, 100)
+			r.Shards = []workerapi.Shard{{Shard: "rs0", Phase: workerapi.SubtaskStreaming, Cutover: tc.part}}
+			w := worker(0, r)
+			w.shard = "rs0"
+			st := computeStatus(&syncv1alpha1.SyncTaskStatus{}, observed{now: statusNow, workers: []workerObservation{w}})
+			if len(st.Shards) != 1 || st.Shards[0].Cutover != tc.want {
+				t.Errorf("shards %+v, want cutover %q", st.Shards, tc.want)
+			}
+		})
+	}
+}
