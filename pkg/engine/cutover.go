@@ -29,7 +29,8 @@ import (
 // The first three run while replay streams (driveCutover), the others
 // after it stopped (finishCutover). Writes stay blocked after a cut-over
 // with blockSourceWrites, so the application cannot write to the old
-// deployment by mistake.
+// deployment by mistake. A sharded source runs the first three shard by
+// shard (cutover_sharded.go), the others as here.
 
 // ErrCutoverNotSupported is returned for a cut-over this build cannot
 // run.
