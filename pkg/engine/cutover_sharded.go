@@ -71,11 +71,9 @@ func (e *Engine) shardedCutoverRunning() bool {
 // shardDrained reports whether a shard's record says its subtask drained
 // in the running cut-over (so it is not started again).
 func (e *Engine) shardDrained(rec checkpoint.ShardRecord) bool {
-	switch e.cutoverStep() {
-	case workerapi.CutoverDraining, workerapi.CutoverVerifying, workerapi.CutoverFinalizing, workerapi.CutoverComplete:
-		return rec.CutoverOf(e.cutoverAttempt()).Drained
-	}
-	return false
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return drainedIn(e.co, rec)
 }
 
 // startShardedCutover records a new cut-over before the subtasks run, so
@@ -193,20 +191,48 @@ func (e *Engine) publishDrained(ctx context.Context, name string, rec checkpoint
 	return e.board.Publish(ctx, shard.Position{Shard: name, Read: at, Applied: at, Drained: true})
 }
 
-// undrain takes a shard's Drained mark of an earlier cut-over off the
-// board before its subtask replays again: until it publishes, it holds
-// the others back from its checkpoint.
-func (e *Engine) undrain(ctx context.Context, rec checkpoint.ShardRecord) error {
+// undrain takes off the board the Drained marks that no cut-over stands
+// behind any more (one that failed, or was withdrawn, after shards
+// drained), before subtasks replay again: a shard so marked holds nobody
+// back although its subtask may replay writes again. It goes by the
+// records, not by what this process follows.
+func (e *Engine) undrain(ctx context.Context) error {
 	ps, err := e.board.Positions(ctx)
+	if err != nil || !slices.ContainsFunc(ps, func(p shard.Position) bool { return p.Drained }) {
+		return err
+	}
+	task, err := e.store.Task(ctx)
 	if err != nil {
 		return err
 	}
-	i := slices.IndexFunc(ps, func(p shard.Position) bool { return p.Shard == rec.Shard })
-	if i < 0 || !ps[i].Drained {
-		return nil
+	recs, err := e.store.Shards(ctx)
+	if err != nil {
+		return err
 	}
-	at := rec.ResumeTS()
-	return e.board.Publish(ctx, shard.Position{Shard: rec.Shard, Read: at, Applied: at, Retired: rec.Retired})
+	for _, p := range ps {
+		rec, ok := recs[p.Shard]
+		if !p.Drained || !ok || drainedIn(task.Cutover, rec) {
+			continue
+		}
+		at := rec.ResumeTS()
+		if err := e.board.Publish(ctx, shard.Position{Shard: p.Shard, Read: at, Applied: at, Retired: rec.Retired}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// drainedIn reports whether a shard's record says it drained in the
+// cut-over c, which still stands (Draining or later, not Failed).
+func drainedIn(c *checkpoint.CutoverRecord, rec checkpoint.ShardRecord) bool {
+	if c == nil {
+		return false
+	}
+	switch c.Step {
+	case workerapi.CutoverDraining, workerapi.CutoverVerifying, workerapi.CutoverFinalizing, workerapi.CutoverComplete:
+		return rec.CutoverOf(c.StartedAt).Drained
+	}
+	return false
 }
 
 // leadCutover moves the task-wide step (the copy leader's job): on once

@@ -235,9 +235,6 @@ func (e *Engine) streamSharded(ctx context.Context) error {
 		if err := e.publishStarts(ctx); err != nil {
 			return err
 		}
-		if err := e.undrain(ctx, rec); err != nil {
-			return err
-		}
 		sctx, scancel := context.WithCancel(ctx)
 		st.cancel, st.done = scancel, make(chan struct{})
 		r := replay.New(e.subtaskOptions(st, rec, params))
@@ -265,6 +262,9 @@ func (e *Engine) streamSharded(ctx context.Context) error {
 		return err
 	}
 	if err := e.startShardedCutover(ctx); err != nil {
+		return err
+	}
+	if err := e.undrain(ctx); err != nil {
 		return err
 	}
 	for _, st := range e.subtaskList() {

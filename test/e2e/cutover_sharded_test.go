@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"strings"
@@ -158,7 +159,15 @@ func TestShardedCutoverUnderLiveLoad(t *testing.T) {
 			var steps []string
 			opts2 := opts
 			opts2.OnCutoverStep = func(step string) { steps = append(steps, step) }
-			st, err := runEngine(t, task, opts2)
+			e2, done2 := runToEnd(t, task, opts2)
+			var err2 error
+			select {
+			case err2 = <-done2:
+			case <-time.After(4 * time.Minute):
+				b, _ := json.MarshalIndent(e2.Status(), "", "  ")
+				t.Fatalf("the second run did not end within 4m; status:\n%s", b)
+			}
+			st, err := e2.Status(), err2
 			if err != nil {
 				t.Fatalf("second run: %v (cut-over %+v, shards %+v)", err, st.Cutover, st.Shards)
 			}
