@@ -239,31 +239,30 @@ func TestShardedCutoverWorkers(t *testing.T) {
 		t.Fatalf("recorded %+v, want Failed with writes not blocked", rec)
 	}
 
-	// Without the block: the application stops its writes at Draining.
+	// Without the block: the application stops its writes at Draining,
+	// and shard1's worker is stopped then, before the drain positions are
+	// read (the worker moving the steps reads them after this step is
+	// recorded), so its shard cannot be drained yet.
 	task.Cutover.BlockSourceWrites = false
 	var mu sync.Mutex
 	var followerSteps []string
 	killed := make(chan struct{})
 	var killOnce sync.Once
-	leader, ldone := runToEnd(t, task, worker("shard0", func(step string) {
-		if step == workerapi.CutoverDraining {
-			stopLoad()
-		}
-	}))
 	fctx, fstop := context.WithCancel(ctx)
 	defer fstop()
-	f1, err := engine.Open(ctx, task, worker("shard1", func(step string) {
-		mu.Lock()
-		followerSteps = append(followerSteps, step)
-		mu.Unlock()
+	leader, ldone := runToEnd(t, task, worker("shard0", func(step string) {
 		if step == workerapi.CutoverDraining {
-			// Stopped as soon as it sees Draining: before its shard can
-			// drain, so the cut-over cannot go on without it.
 			killOnce.Do(func() {
+				stopLoad()
 				fstop()
 				close(killed)
 			})
 		}
+	}))
+	f1, err := engine.Open(ctx, task, worker("shard1", func(step string) {
+		mu.Lock()
+		followerSteps = append(followerSteps, step)
+		mu.Unlock()
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +273,15 @@ func TestShardedCutoverWorkers(t *testing.T) {
 		return leader.Status().Phase == engine.PhaseStreaming && f1.Status().Phase == engine.PhaseStreaming
 	})
 	moveChunk(ctx, t, load, 0, 400, 1)
-	<-killed
+	select {
+	case <-killed:
+	case err := <-ldone:
+		t.Fatalf("shard0's worker ended before the cut-over reached Draining: %v (cut-over %+v)", err, leader.Status().Cutover)
+	case err := <-f1done:
+		t.Fatalf("shard1's worker ended before the cut-over reached Draining: %v (cut-over %+v)", err, f1.Status().Cutover)
+	case <-time.After(4 * time.Minute):
+		t.Fatalf("no Draining within 4m: cut-over %+v, shard1's worker %+v", leader.Status().Cutover, f1.Status().Cutover)
+	}
 	if err := waitDone(t, f1done, time.Minute); !errors.Is(err, context.Canceled) {
 		t.Fatalf("shard1's worker stopped during Draining: %v", err)
 	}
