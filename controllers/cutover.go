@@ -2,6 +2,7 @@ package controllers
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -21,15 +22,23 @@ const (
 	ReasonCutoverFailed   = "CutoverFailed"
 )
 
-// cutoverStatus is status.cutover from the workers' reports: the first
-// report that carries a cut-over, else what the status had (a worker that
-// stopped, or was stopped once the task completed, reports nothing).
+// cutoverStatus is status.cutover from the workers' reports: the report
+// of the newest cut-over that got furthest (with one worker per shard,
+// the worker moving the steps reports them first and the others follow
+// it), else what the status had (a worker that stopped, or was stopped
+// once the task completed, reports nothing).
 func cutoverStatus(old *syncv1alpha1.CutoverStatus, o observed) *syncv1alpha1.CutoverStatus {
+	var c *workerapi.Cutover
 	for _, w := range o.workers {
 		if w.report == nil || w.report.Cutover == nil {
 			continue
 		}
-		c := w.report.Cutover
+		if r := w.report.Cutover; c == nil || r.StartedAt.After(c.StartedAt) ||
+			(r.StartedAt.Equal(c.StartedAt) && cutoverStepRank(r.Step) > cutoverStepRank(c.Step)) {
+			c = r
+		}
+	}
+	if c != nil {
 		next := &syncv1alpha1.CutoverStatus{Step: c.Step, CaughtUp: c.CaughtUp, WritesBlocked: c.WritesBlocked,
 			SourcePosition: positionText(c.SourcePosition), TargetPosition: positionText(c.TargetPosition), Message: c.Message}
 		if !c.StartedAt.IsZero() {
@@ -58,6 +67,17 @@ func cutoverStatus(old *syncv1alpha1.CutoverStatus, o observed) *syncv1alpha1.Cu
 		return next
 	}
 	return old
+}
+
+// cutoverStepRank orders the cut-over's steps; Failed ends one as
+// Complete does.
+func cutoverStepRank(step string) int {
+	i := slices.Index([]string{workerapi.CutoverCatchingUp, workerapi.CutoverBlockingWrites, workerapi.CutoverDraining,
+		workerapi.CutoverVerifying, workerapi.CutoverFinalizing, workerapi.CutoverComplete}, step)
+	if step == workerapi.CutoverFailed {
+		i = 5
+	}
+	return i
 }
 
 // positionText is an oplog position as status shows it ("T:I"), empty
@@ -143,4 +163,18 @@ func failedStep(msg string) string {
 		return step
 	}
 	return ReasonCutoverFailed
+}
+
+// shardCutoverText is a shard's part in the cut-over as status.shards[]
+// shows it.
+func shardCutoverText(c *workerapi.ShardCutover) string {
+	switch {
+	case c.Drained:
+		return "Drained at " + positionText(c.DrainPosition)
+	case c.DrainPosition != nil:
+		return "Draining to " + positionText(c.DrainPosition)
+	case c.CaughtUp:
+		return ReasonCaughtUp
+	}
+	return workerapi.CutoverCatchingUp
 }

@@ -76,3 +76,66 @@ func TestCutoverStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestCutoverStatusShardedWorkers: with one worker per shard, the worker
+// moving the cut-over's steps reports them first and the others follow
+// the checkpoint database a little later; status.cutover is the newest
+// cut-over's furthest step, whichever worker reports it.
+func TestCutoverStatusShardedWorkers(t *testing.T) {
+	older, newer := statusNow.Add(-time.Hour), statusNow.Add(-time.Minute)
+	co := func(step string, started time.Time) *workerapi.Cutover {
+		return &workerapi.Cutover{Step: step, StartedAt: started}
+	}
+	cases := []struct {
+		name    string
+		reports []*workerapi.Cutover
+		want    string
+	}{
+		{"the leader ahead of a follower", []*workerapi.Cutover{co(workerapi.CutoverCatchingUp, newer), co(workerapi.CutoverDraining, newer)}, workerapi.CutoverDraining},
+		{"a follower ahead of the leader's last report", []*workerapi.Cutover{co(workerapi.CutoverComplete, newer), co(workerapi.CutoverFinalizing, newer), nil}, workerapi.CutoverComplete},
+		{"a new attempt over an old failure", []*workerapi.Cutover{co(workerapi.CutoverFailed, older), co(workerapi.CutoverCatchingUp, newer)}, workerapi.CutoverCatchingUp},
+		{"the failure of the followed attempt", []*workerapi.Cutover{co(workerapi.CutoverBlockingWrites, newer), co(workerapi.CutoverFailed, newer)}, workerapi.CutoverFailed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := observed{now: statusNow}
+			for i, c := range tc.reports {
+				r := streaming(0, 0, 100)
+				r.Cutover = c
+				o.workers = append(o.workers, worker(i, r))
+			}
+			got := cutoverStatus(nil, o)
+			if got == nil || got.Step != tc.want {
+				t.Errorf("status.cutover %+v, want step %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestShardCutoverStatus: each shard worker's part in a sharded cut-over
+// shows in its status.shards[] entry.
+func TestShardCutoverStatus(t *testing.T) {
+	drain := &workerapi.Timestamp{T: 100, I: 3}
+	cases := []struct {
+		part *workerapi.ShardCutover
+		want string
+	}{
+		{nil, ""},
+		{&workerapi.ShardCutover{}, "CatchingUp"},
+		{&workerapi.ShardCutover{CaughtUp: true}, "CaughtUp"},
+		{&workerapi.ShardCutover{CaughtUp: true, DrainPosition: drain}, "Draining to 100:3"},
+		{&workerapi.ShardCutover{CaughtUp: true, DrainPosition: drain, Drained: true}, "Drained at 100:3"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.want, func(t *testing.T) {
+			r := streaming(0, 0, 100)
+			r.Shards = []workerapi.Shard{{Shard: "rs0", Phase: workerapi.SubtaskStreaming, Cutover: tc.part}}
+			w := worker(0, r)
+			w.shard = "rs0"
+			st := computeStatus(&syncv1alpha1.SyncTaskStatus{}, observed{now: statusNow, workers: []workerObservation{w}})
+			if len(st.Shards) != 1 || st.Shards[0].Cutover != tc.want {
+				t.Errorf("shards %+v, want cutover %q", st.Shards, tc.want)
+			}
+		})
+	}
+}

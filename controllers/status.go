@@ -342,6 +342,9 @@ func applyReport(sh *syncv1alpha1.ShardStatus, r *workerapi.Status, now time.Tim
 	if len(r.Shards) == 1 && r.Shards[0].Phase == workerapi.SubtaskRetired {
 		sh.Phase = syncv1alpha1.PhaseRetired
 	}
+	if len(r.Shards) == 1 && r.Shards[0].Cutover != nil {
+		sh.Cutover = shardCutoverText(r.Shards[0].Cutover)
+	}
 	sh.LastError = r.Error
 	t := metav1.NewTime(now.UTC().Truncate(time.Second))
 	sh.LastReportTime = &t

@@ -87,6 +87,13 @@ type ShardStatus struct {
 	// once it has recovered.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
+	// Cutover is this shard's part in a cut-over of a sharded source:
+	// "CatchingUp", "CaughtUp", "Draining to <seconds:increment>" (the
+	// shard's newest oplog position once writes stopped) or "Drained at
+	// <seconds:increment>" (its worker applied everything up to it and
+	// stopped replaying).
+	// +optional
+	Cutover string `json:"cutover,omitempty"`
 	// LastReportTime is when the worker's figures were last written here.
 	// They are written at most every 30 s, and not at all while they stay
 	// the same (an idle task), so an old time alone does not mean the

@@ -154,7 +154,9 @@ func TestStatusOutput(t *testing.T) {
 		Conditions: []metav1.Condition{condition(syncv1alpha1.ConditionReady, "False", "FullSync", "copying: 43% of about 120000 documents", 3)}}
 	cutting := streaming()
 	cutting.Cutover = &syncv1alpha1.CutoverStatus{Step: "Draining", CaughtUp: true, WritesBlocked: true, StartedAt: &[]metav1.Time{ts(1)}[0],
-		Message: "replaying up to the source's newest position 1795582800,9"}
+		Message: "replaying shards rs1 up to their newest positions"}
+	cutting.Shards = append([]syncv1alpha1.ShardStatus(nil), cutting.Shards...)
+	cutting.Shards[0].Cutover, cutting.Shards[1].Cutover = "Drained at 1795582800:7", "Draining to 1795582800:9"
 	cutting.Conditions = append(cutting.Conditions, condition(syncv1alpha1.ConditionCutoverReady, "True", "CaughtUp", "lag 1s, at most 5s", 1),
 		condition(syncv1alpha1.ConditionCutoverComplete, "False", "Draining", "draining to 1795582800,9", 1))
 	cases := []struct {

@@ -187,6 +187,15 @@ func writeCutover(b *strings.Builder, task *syncv1alpha1.SyncTask, now time.Time
 	if st.Verification != nil {
 		fmt.Fprintf(b, "  Verified:   %s\n", verificationLine(st.Verification, now))
 	}
+	var shards []string
+	for _, s := range task.Status.Shards {
+		if s.Cutover != "" {
+			shards = append(shards, s.Name+": "+s.Cutover)
+		}
+	}
+	if len(shards) > 0 {
+		fmt.Fprintf(b, "  Shards:     %s\n", strings.Join(shards, ", "))
+	}
 	if st.Message != "" {
 		fmt.Fprintf(b, "  Message:    %s\n", st.Message)
 	}

@@ -31,13 +31,14 @@ func TestWorkerContract(t *testing.T) {
 		StartedAt: at, FinishedAt: &finished, Message: "done"}
 	sharding := []workerapi.TargetSharding{{Namespace: "shop.orders", Key: "{region: 1}", Placement: "moveRange", Chunks: 4, Commands: 6,
 		Notes: []string{"shop.orders: zone APAC has no shard on the target: its ranges are not assigned"}}}
+	shardCutover := &workerapi.ShardCutover{CaughtUp: true, DrainPosition: &workerapi.Timestamp{T: 1795582800, I: 9}, Drained: true}
 	topo := &workerapi.Topology{Sharded: true, Shards: []string{"shard0", "shard1"}, DiscoveredAt: at, AttemptedAt: at.Add(time.Minute),
 		Error: "source: deployment unreachable", AwaitingShardMap: true}
 	in := Status{Contract: workerapi.ContractVersion, Task: "orders", Mode: "fullAndIncremental", Phase: PhaseStreaming, Error: "a warning",
 		Copy: fullsync.Status{Stage: "done", EstimatedDocuments: 1000, Documents: 990, Bytes: 99000, Percent: 100, DocsPerSecond: 12.5, BytesPerSecond: 1250,
 			Ranges: 4, RangesDone: 4, Namespaces: []fullsync.NamespaceStatus{{NS: "shop.orders", Target: "shop.orders", EstimatedDocuments: 1000, Documents: 990, Percent: 100, Done: true}}},
 		Replay:    rs("shard0", 5),
-		Shards:    []ShardStatus{{Shard: "shard0", Phase: SubtaskStreaming, Replay: rs("shard0", 3), Error: "retrying"}, {Shard: "shard1", Phase: SubtaskRetired, Replay: rs("shard1", 4), Error: "gone"}},
+		Shards:    []ShardStatus{{Shard: "shard0", Phase: SubtaskStreaming, Replay: rs("shard0", 3), Error: "retrying", Cutover: shardCutover}, {Shard: "shard1", Phase: SubtaskRetired, Replay: rs("shard1", 4), Error: "gone", Cutover: shardCutover}},
 		Verify:    &VerifyStatus{Mode: "hash", Running: true, CurrentNS: "shop.orders", Done: 1, Total: 2, OK: false, Differing: []string{"shop.orders"}},
 		StartedAt: at, TargetSharding: sharding, Cutover: cutover, Topology: topo,
 		StreamingVerify: &verify.StreamStatus{Running: true, Passes: 2, StartedAt: at, FinishedAt: at.Add(time.Minute), Namespaces: 3, NamespacesDone: 1,
@@ -60,7 +61,7 @@ func TestWorkerContract(t *testing.T) {
 		Copy: workerapi.Copy{Stage: "done", EstimatedDocuments: 1000, Documents: 990, Bytes: 99000, Percent: 100, DocsPerSecond: 12.5, BytesPerSecond: 1250,
 			Ranges: 4, RangesDone: 4, Namespaces: []workerapi.Namespace{{NS: "shop.orders", Target: "shop.orders", EstimatedDocuments: 1000, Documents: 990, Percent: 100, Done: true}}},
 		Replay:    wr("shard0", 5),
-		Shards:    []workerapi.Shard{{Shard: "shard0", Phase: workerapi.SubtaskStreaming, Replay: wr("shard0", 3), Error: "retrying"}, {Shard: "shard1", Phase: workerapi.SubtaskRetired, Replay: wr("shard1", 4), Error: "gone"}},
+		Shards:    []workerapi.Shard{{Shard: "shard0", Phase: workerapi.SubtaskStreaming, Replay: wr("shard0", 3), Error: "retrying", Cutover: shardCutover}, {Shard: "shard1", Phase: workerapi.SubtaskRetired, Replay: wr("shard1", 4), Error: "gone", Cutover: shardCutover}},
 		Verify:    &workerapi.Verify{Mode: "hash", Running: true, CurrentNS: "shop.orders", Done: 1, Total: 2, OK: false, Differing: []string{"shop.orders"}},
 		StartedAt: at, TargetSharding: sharding, Cutover: cutover, Topology: topo,
 		StreamingVerify: &workerapi.StreamingVerify{Running: true, Passes: 2, StartedAt: at, FinishedAt: at.Add(time.Minute), Namespaces: 3, NamespacesDone: 1,

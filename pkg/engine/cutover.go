@@ -29,7 +29,8 @@ import (
 // The first three run while replay streams (driveCutover), the others
 // after it stopped (finishCutover). Writes stay blocked after a cut-over
 // with blockSourceWrites, so the application cannot write to the old
-// deployment by mistake.
+// deployment by mistake. A sharded source runs the first three shard by
+// shard (cutover_sharded.go), the others as here.
 
 // ErrCutoverNotSupported is returned for a cut-over this build cannot
 // run.
@@ -54,8 +55,6 @@ func (e *Engine) checkCutover() error {
 		return fmt.Errorf("cutover.requested: %w for mode full (there is no replay to drain); use mode incremental or fullAndIncremental", ErrCutoverNotSupported)
 	case e.task.Incremental.Method == config.MethodChangeStream:
 		return fmt.Errorf("cutover.requested: %w with incremental.method changeStream yet; use method oplog", ErrCutoverNotSupported)
-	case e.sharded:
-		return fmt.Errorf("cutover.requested: %w for a sharded source yet; end the sync with ferry run --until-caught-up once the application stopped writing, then ferry verify", ErrCutoverNotSupported)
 	}
 	return nil
 }
@@ -223,7 +222,11 @@ func (e *Engine) finishCutover(ctx context.Context) error {
 		}
 		// Replay saved its last checkpoint when it stopped; one that had
 		// nothing to apply resumes from its start position.
-		if c, at := e.cutoverRecord(), rec.ResumeTS(); c.SourceTS.IsZero() || at.Compare(c.SourceTS) < 0 {
+		if e.sharded {
+			if err := e.checkShardsDrained(ctx); err != nil {
+				return err
+			}
+		} else if c, at := e.cutoverRecord(), rec.ResumeTS(); c.SourceTS.IsZero() || at.Compare(c.SourceTS) < 0 {
 			return fmt.Errorf("cut-over: the checkpoint %d,%d is below the drain position %d,%d", at.T, at.I, c.SourceTS.T, c.SourceTS.I)
 		}
 		if err := e.advanceCutover(ctx, func(c *checkpoint.CutoverRecord) { c.Step, c.Message = workerapi.CutoverVerifying, "" }); err != nil {

@@ -185,33 +185,6 @@ func (e *Engine) recordShardCopyEnd(ctx context.Context) (bson.Timestamp, error)
 	return high, nil
 }
 
-// waitForLeader blocks a worker that does not run the copy until the
-// worker that does has recorded this shard's start position and, with a
-// full copy, finished it.
-func (e *Engine) waitForLeader(ctx context.Context) error {
-	for {
-		rec, err := e.store.Task(ctx)
-		// The leader records every shard's start before the copy (and
-		// the task's start after them): once the copy is done (or, with
-		// no copy, the task's start is recorded) a shard without a record
-		// joined later and starts at its first entry.
-		if err == nil && rec.CopyDone {
-			return nil
-		}
-		if err == nil && e.task.Mode == config.ModeIncremental {
-			// The task's start is zero when every shard's oplog was empty.
-			if _, serr := e.store.ShardRecord(ctx, e.opts.Shard); rec.HasStart() || serr == nil {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Second):
-		}
-	}
-}
-
 // streamSharded runs the subtasks until ctx ends, one fails, or (with
 // UntilCaughtUp) every running subtask has applied its shard's oplog to
 // its end. It re-reads config.shards while running: a shard added gets a
@@ -250,6 +223,12 @@ func (e *Engine) streamSharded(ctx context.Context) error {
 			st.setPhase(SubtaskRetired, nil)
 			return nil
 		}
+		if e.shardDrained(rec) {
+			// Drained in the running cut-over: it replays no more.
+			st.setCutover(rec.CutoverOf(e.cutoverAttempt()))
+			st.setPhase(SubtaskStreaming, nil)
+			return e.publishDrained(ctx, st.shard.Name, rec)
+		}
 		if err := checkShardWindow(ctx, st, rec); err != nil {
 			return err
 		}
@@ -280,6 +259,12 @@ func (e *Engine) streamSharded(ctx context.Context) error {
 		return nil
 	}
 	if err := e.recoverRemoved(ctx); err != nil {
+		return err
+	}
+	if err := e.startShardedCutover(ctx); err != nil {
+		return err
+	}
+	if err := e.undrain(ctx); err != nil {
 		return err
 	}
 	for _, st := range e.subtaskList() {
@@ -318,7 +303,13 @@ func (e *Engine) streamSharded(ctx context.Context) error {
 		if err := e.retireDrained(ctx); err != nil {
 			return err
 		}
-		if e.untilCaughtUp.Load() && e.allCaughtUp() {
+		if e.task.Cutover.Requested || e.cutoverStep() != "" {
+			// The cut-over decides when replay stops (cutover_sharded.go).
+			if done, err := e.shardedCutoverTick(ctx); err != nil || done {
+				return err
+			}
+		}
+		if e.untilCaughtUp.Load() && !e.shardedCutoverRunning() && e.allCaughtUp() {
 			streak++
 		} else {
 			streak = 0
@@ -522,25 +513,6 @@ func (e *Engine) ShardStatuses() []ShardStatus {
 		out = append(out, s)
 	}
 	return out
-}
-
-// runShardWorker runs one shard's subtask in a worker that does not run
-// the copy: it waits for the worker that does, then streams.
-func (e *Engine) runShardWorker(ctx context.Context) error {
-	if err := e.takeLease(); err != nil {
-		return err
-	}
-	e.setPhase(PhasePending)
-	e.log.Info("waiting for the worker that records the start positions and runs the full copy", "shard", e.opts.Shard)
-	if err := e.waitForLeader(ctx); err != nil {
-		return err
-	}
-	e.setPhase(PhaseStreaming)
-	if err := e.streamSharded(ctx); err != nil {
-		return err
-	}
-	e.setPhase(PhaseCompleted)
-	return nil
 }
 
 // recoverRemoved finds shards that left the cluster while the task was

@@ -8,6 +8,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/topology"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
@@ -42,6 +43,8 @@ type subtask struct {
 	phase string
 	err   error
 	since time.Time
+	// co is the shard's part in the running cut-over (cutover_sharded.go).
+	co *checkpoint.ShardCutover
 }
 
 func (st *subtask) setPhase(p string, err error) {
@@ -66,6 +69,8 @@ type ShardStatus struct {
 	Replay *replay.Status `json:"replay,omitempty"`
 	// Error is why the subtask failed, without credentials.
 	Error string `json:"error,omitempty"`
+	// Cutover is the shard's part in a running cut-over.
+	Cutover *workerapi.ShardCutover `json:"cutover,omitempty"`
 }
 
 func (st *subtask) status() ShardStatus {
@@ -73,6 +78,12 @@ func (st *subtask) status() ShardStatus {
 	s := ShardStatus{Shard: st.shard.Name, Phase: st.phase}
 	if st.err != nil {
 		s.Error = st.err.Error()
+	}
+	if c := st.co; c != nil {
+		s.Cutover = &workerapi.ShardCutover{CaughtUp: c.CaughtUp, Drained: c.Drained}
+		if !c.DrainTS.IsZero() {
+			s.Cutover.DrainPosition = &workerapi.Timestamp{T: c.DrainTS.T, I: c.DrainTS.I}
+		}
 	}
 	st.mu.Unlock()
 	if r := st.replayer.Load(); r != nil {

@@ -267,6 +267,18 @@ type Shard struct {
 	Phase  SubtaskPhase `json:"phase"`
 	Replay *Replay      `json:"replay,omitempty"`
 	Error  string       `json:"error,omitempty"`
+	// Cutover is the shard's part in a running cut-over; nil before one.
+	Cutover *ShardCutover `json:"cutover,omitempty"`
+}
+
+// ShardCutover is one shard's part in a sharded source's cut-over: its
+// subtask caught up (lag at most maxLagSeconds), the shard's position it
+// drains to (read once the cut-over reached Draining), and whether it got
+// there and stopped replaying.
+type ShardCutover struct {
+	CaughtUp      bool       `json:"caughtUp,omitempty"`
+	DrainPosition *Timestamp `json:"drainPosition,omitempty"`
+	Drained       bool       `json:"drained,omitempty"`
 }
 
 // Verify is the verification's state.

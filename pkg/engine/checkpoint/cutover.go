@@ -45,3 +45,44 @@ func (s *Store) SetCutover(ctx context.Context, c CutoverRecord) error {
 	}
 	return nil
 }
+
+// ShardCutover is one shard's part in a sharded source's cut-over, kept
+// in its shard record: whether its subtask caught up, the position it
+// drains to and whether it got there. StartedAt is the cut-over's
+// (CutoverRecord.StartedAt): a record left by an earlier attempt, which
+// has another, counts as none.
+type ShardCutover struct {
+	StartedAt time.Time `bson:"startedAt"`
+	CaughtUp  bool      `bson:"caughtUp,omitempty"`
+	// DrainTS is the shard's newest oplog position read once the
+	// cut-over reached Draining (after writes were blocked, when they
+	// are): the shard's subtask replays up to and including it.
+	DrainTS bson.Timestamp `bson:"drainTS,omitempty"`
+	// Drained is set once the subtask's saved checkpoint reached DrainTS
+	// and it stopped replaying.
+	Drained bool `bson:"drained,omitempty"`
+}
+
+// CutoverOf returns the shard's part in the cut-over that started at
+// startedAt: zero (nothing done yet) when the record has none or one of
+// another attempt.
+func (r ShardRecord) CutoverOf(startedAt time.Time) ShardCutover {
+	if r.Cutover == nil || !r.Cutover.StartedAt.Equal(startedAt) {
+		return ShardCutover{StartedAt: startedAt}
+	}
+	return *r.Cutover
+}
+
+// SetShardCutover records a shard's part in the cut-over, replacing what
+// the record held. The writers take turns, so none loses another's field:
+// the shard's subtask records CaughtUp, then the worker that runs the
+// cut-over records DrainTS once every shard caught up, then the subtask
+// records Drained once it reached DrainTS.
+func (s *Store) SetShardCutover(ctx context.Context, shard string, c ShardCutover) error {
+	_, err := s.db.Collection(ShardsCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: s.shardID(shard)}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "cutover", Value: c}}}})
+	if err != nil {
+		return fmt.Errorf("checkpoint: record the cut-over of shard %s: %w", shard, err)
+	}
+	return nil
+}

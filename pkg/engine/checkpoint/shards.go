@@ -36,6 +36,9 @@ type ShardRecord struct {
 	// Retired is set once a removed shard's oplog was applied to its end.
 	Retired      bool      `bson:"retired,omitempty"`
 	CheckpointAt time.Time `bson:"checkpointAt,omitempty"`
+	// Cutover is the shard's part in the task's cut-over (nil before
+	// one; see CutoverOf).
+	Cutover *ShardCutover `bson:"cutover,omitempty"`
 }
 
 // ResumeTS is where the subtask's replay continues from.

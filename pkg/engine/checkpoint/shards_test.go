@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -39,5 +40,46 @@ func TestMinApplied(t *testing.T) {
 				t.Errorf("MinApplied = %v, %v; want %d, %v", got, ok, tc.want, tc.wantOK)
 			}
 		})
+	}
+}
+
+// TestCutoverOf: a shard's part in a cut-over counts only for the attempt
+// it was recorded in; a record written before sharded cut-overs existed
+// (no cutover field) reads as nothing done.
+func TestCutoverOf(t *testing.T) {
+	attempt := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	drained := &ShardCutover{StartedAt: attempt, CaughtUp: true, DrainTS: bson.Timestamp{T: 9, I: 1}, Drained: true}
+	tests := []struct {
+		name string
+		rec  ShardRecord
+		want ShardCutover
+	}{
+		{"an old record", ShardRecord{Shard: "a", Started: true}, ShardCutover{StartedAt: attempt}},
+		{"an earlier attempt", ShardRecord{Cutover: &ShardCutover{StartedAt: attempt.Add(-time.Hour), CaughtUp: true, Drained: true}}, ShardCutover{StartedAt: attempt}},
+		{"this attempt", ShardRecord{Cutover: drained}, *drained},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.rec.CutoverOf(attempt); got != tc.want {
+				t.Errorf("CutoverOf = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestShardRecordDecodesOldDocuments: a shard record stored before the
+// cut-over fields existed decodes with no cut-over part.
+func TestShardRecordDecodesOldDocuments(t *testing.T) {
+	raw, err := bson.Marshal(bson.D{{Key: "_id", Value: "t/a"}, {Key: "task", Value: "t"}, {Key: "shard", Value: "a"},
+		{Key: "started", Value: true}, {Key: "startTS", Value: bson.Timestamp{T: 5}}, {Key: "appliedTS", Value: bson.Timestamp{T: 7}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec ShardRecord
+	if err := bson.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Cutover != nil || rec.ResumeTS() != (bson.Timestamp{T: 7}) {
+		t.Errorf("decoded %+v", rec)
 	}
 }

@@ -20,6 +20,11 @@ type Position struct {
 	// Retired is set once a removed shard's oplog is read to its end and
 	// applied: the subtask holds nobody back any more.
 	Retired bool `bson:"retired" json:"retired"`
+	// Drained is set once the subtask stopped at its shard's cut-over
+	// drain position: the source takes no user writes after it (they are
+	// blocked, or the application stopped them), so what the shard logs
+	// later is no user's write and the subtask holds nobody back.
+	Drained bool `bson:"drained,omitempty" json:"drained,omitempty"`
 	// Waiting is the commit ts of a multi-shard transaction whose part
 	// on this shard inserts documents and waits for the other subtasks
 	// (a shard-key change moves a document with such an insert), set only
@@ -30,12 +35,12 @@ type Position struct {
 }
 
 // Reaches reports whether p lets a subtask go on past a point that needs
-// every entry of p's shard before ts applied: p's shard is retired, or its
-// durable position is at or past Prev(ts). A subtask waiting on the
+// every entry of p's shard before ts applied: p's shard is retired or
+// drained for a cut-over, or its durable position is at or past Prev(ts). A subtask waiting on the
 // commit ts waitingOn (when not zero) reaches it too.
 func (p Position) Reaches(ts, waitingOn bson.Timestamp) bool {
 	switch {
-	case p.Retired || p.Applied.Compare(Prev(ts)) >= 0:
+	case p.Retired || p.Drained || p.Applied.Compare(Prev(ts)) >= 0:
 		return true
 	case !waitingOn.IsZero() && p.Waiting.Equal(waitingOn):
 		return true

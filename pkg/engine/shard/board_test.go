@@ -25,6 +25,7 @@ func TestReaches(t *testing.T) {
 		{"applied below", shard.Position{Applied: ts(10, 1)}, ts(10, 3), bson.Timestamp{}, false},
 		{"just below across seconds", shard.Position{Applied: ts(9, ^uint32(0))}, ts(10, 0), bson.Timestamp{}, true},
 		{"retired", shard.Position{Retired: true}, ts(10, 3), bson.Timestamp{}, true},
+		{"drained for a cut-over", shard.Position{Applied: ts(1, 1), Drained: true}, ts(10, 3), bson.Timestamp{}, true},
 		{"waiting on the same commit", shard.Position{Applied: ts(1, 1), Waiting: ts(10, 3)}, ts(10, 3), ts(10, 3), true},
 		{"waiting on another commit", shard.Position{Applied: ts(1, 1), Waiting: ts(10, 4)}, ts(10, 3), ts(10, 3), false},
 		{"waiting counts only for a commit", shard.Position{Applied: ts(1, 1), Waiting: ts(10, 3)}, ts(10, 3), bson.Timestamp{}, false},

@@ -1,0 +1,71 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
+)
+
+// A worker of the operator runs one shard's subtask (Options.Shard). The
+// worker of the shard whose name sorts first (copyLeader) runs the task
+// as `ferry run` does; the others run runShardWorker: they wait for it,
+// then stream their shard, and follow a cut-over it moves
+// (cutover_sharded.go).
+
+// runShardWorker runs one shard's subtask in a worker that does not run
+// the copy: it waits for the worker that does, then streams.
+func (e *Engine) runShardWorker(ctx context.Context) error {
+	if err := e.takeLease(); err != nil {
+		return err
+	}
+	e.setPhase(PhasePending)
+	e.log.Info("waiting for the worker that records the start positions and runs the full copy", "shard", e.opts.Shard)
+	if err := e.waitForLeader(ctx); err != nil {
+		return err
+	}
+	if err := e.followCutover(ctx); err != nil {
+		return err
+	}
+	if e.cutoverStep() != workerapi.CutoverComplete {
+		e.setPhase(PhaseStreaming)
+		if err := e.streamSharded(ctx); err != nil {
+			return err
+		}
+		if step := e.cutoverStep(); step != "" && step != workerapi.CutoverFailed {
+			if err := e.awaitCutover(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	e.setPhase(PhaseCompleted)
+	return nil
+}
+
+// waitForLeader blocks a worker that does not run the copy until the
+// worker that does has recorded this shard's start position and, with a
+// full copy, finished it.
+func (e *Engine) waitForLeader(ctx context.Context) error {
+	for {
+		rec, err := e.store.Task(ctx)
+		// The leader records every shard's start before the copy (and
+		// the task's start after them): once the copy is done (or, with
+		// no copy, the task's start is recorded) a shard without a record
+		// joined later and starts at its first entry.
+		if err == nil && rec.CopyDone {
+			return nil
+		}
+		if err == nil && e.task.Mode == config.ModeIncremental {
+			// The task's start is zero when every shard's oplog was empty.
+			if _, serr := e.store.ShardRecord(ctx, e.opts.Shard); rec.HasStart() || serr == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}

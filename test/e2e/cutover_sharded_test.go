@@ -1,0 +1,321 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
+)
+
+// shardedCutoverSetup starts a cluster of n shards with ns seeded, a
+// target, and a live load through the router (stopped by the returned
+// func, which waits for it); moved chunks keep being written (the shard
+// board holds a recipient's writes until the donor's are applied).
+// Stand-ins as in TestShardedSourceBalancerOn: FerretDB servers are the
+// shards' replica sets with their own oplogs and a FerretDB server is
+// mongos (the union of the shards' documents, read by the copy and the
+// verification); ClusterLoad.Move is the balancer, logging fromMigrate
+// entries on donor and recipient.
+func shardedCutoverSetup(t *testing.T, n int, ns string) (*testserver.Cluster, *testserver.Server, *testserver.ClusterLoad, func()) {
+	t.Helper()
+	ctx := context.Background()
+	c := testserver.StartCluster(t, n)
+	dst := testserver.Start(t)
+	var seed []bson.D
+	var keys []int64
+	for k := int64(0); k < 3000; k += 5 {
+		seed = append(seed, bson.D{{Key: "_id", Value: k}, {Key: "v", Value: 0}, {Key: "pad", Value: "seed"}})
+		keys = append(keys, k)
+	}
+	if err := c.Insert(ctx, ns, seed...); err != nil {
+		t.Fatal(err)
+	}
+	load := testserver.NewClusterLoad(c, ns, keys, 3001, 20)
+	load.Quiet = -1
+	loadCtx, cancel := context.WithCancel(ctx)
+	loadErr := make(chan error, 1)
+	go func() { loadErr <- load.Run(loadCtx, rand.New(rand.NewPCG(16, 16))) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-loadErr; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("load: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return c, dst, load, stop
+}
+
+// shardCutovers reads every shard's part in the task's cut-over.
+func shardCutovers(t *testing.T, dst *testserver.Server, task string) map[string]*checkpoint.ShardCutover {
+	t.Helper()
+	recs, err := checkpoint.NewStore(dst.MustClient(t), "mongoferry", task).Shards(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*checkpoint.ShardCutover{}
+	for name, r := range recs {
+		out[name] = r.Cutover
+	}
+	return out
+}
+
+// TestShardedCutoverUnderLiveLoad runs `ferry cutover` on a 3-shard
+// source in one process (every shard's subtask in it) under a live load
+// with a chunk move while it catches up and another while it drains; the
+// application's writes stop when the cut-over reaches Draining (FerretDB
+// has no setUserWriteBlockMode: blockSourceWrites is false and the test
+// stands in for the application stopping). The run is stopped just after
+// it recorded a step (Draining before the drain positions are read,
+// Draining once every shard drained, Verifying, Finalizing) and run
+// again: it goes on from that step, not from CatchingUp, and completes
+// with every shard drained to its recorded position, verification (hash,
+// through mongos) OK, and the target equal to the union of the shards.
+func TestShardedCutoverUnderLiveLoad(t *testing.T) {
+	tests := []struct {
+		name   string
+		stopAt string
+		nth    int // stop at the nth time the step is recorded
+	}{
+		{"draining, before the drain positions", workerapi.CutoverDraining, 1},
+		{"draining, every shard drained", workerapi.CutoverDraining, 2},
+		{"verifying", workerapi.CutoverVerifying, 1},
+		{"finalizing", workerapi.CutoverFinalizing, 1},
+	}
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			ns := "app.items"
+			c, dst, load, stopLoad := shardedCutoverSetup(t, 3, ns)
+			name := "cut-sharded-" + string(rune('a'+i))
+			task := shardedTask(t, name, c, dst)
+			task.Cutover = config.Cutover{Requested: true, Verify: config.VerifyHash, MaxLagSeconds: 5}
+			opts := engineOpts()
+			opts.CheckpointInterval, opts.TopologyInterval = 500*time.Millisecond, time.Second
+
+			run1, stop1 := context.WithCancel(ctx)
+			defer stop1()
+			var moves sync.WaitGroup
+			defer moves.Wait()
+			seen := map[string]int{}
+			var steps1 []string
+			opts1 := opts
+			opts1.OnCutoverStep = func(step string) {
+				steps1 = append(steps1, step)
+				seen[step]++
+				if step == workerapi.CutoverCatchingUp {
+					// The cut-over starts while the application writes:
+					// a migration and seconds of writes for the shards to
+					// catch up with.
+					moveChunk(ctx, t, load, 0, 500, 1)
+					time.Sleep(4 * time.Second)
+				}
+				if step == workerapi.CutoverDraining && seen[step] == 1 {
+					stopLoad()
+					// The balancer goes on while the shards drain (in this
+					// run or, stopped at once, the next).
+					moves.Add(1)
+					go func() {
+						defer moves.Done()
+						if _, err := load.Move(ctx, 1500, 2000, 0); err != nil {
+							t.Errorf("move during the drain: %v", err)
+						}
+					}()
+				}
+				if step == tc.stopAt && seen[step] == tc.nth {
+					stop1()
+				}
+			}
+			e1, err := engine.Open(ctx, task, opts1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			done1 := make(chan error, 1)
+			go func() { done1 <- e1.Run(run1) }()
+			err = waitDone(t, done1, 4*time.Minute)
+			e1.Close()
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("first run: %v, want it stopped at %s (steps %v)", err, tc.stopAt, steps1)
+			}
+			if rec := cutoverRecord(t, dst.MustClient(t), name); rec == nil || rec.Step != tc.stopAt {
+				t.Fatalf("recorded %+v, want %s", rec, tc.stopAt)
+			}
+
+			var steps []string
+			opts2 := opts
+			opts2.OnCutoverStep = func(step string) { steps = append(steps, step) }
+			e2, done2 := runToEnd(t, task, opts2)
+			var err2 error
+			select {
+			case err2 = <-done2:
+			case <-time.After(4 * time.Minute):
+				b, _ := json.MarshalIndent(e2.Status(), "", "  ")
+				t.Fatalf("the second run did not end within 4m; status:\n%s", b)
+			}
+			st, err := e2.Status(), err2
+			if err != nil {
+				t.Fatalf("second run: %v (cut-over %+v, shards %+v)", err, st.Cutover, st.Shards)
+			}
+			if len(steps) == 0 || steps[0] == workerapi.CutoverCatchingUp {
+				t.Errorf("second run recorded %v: it started over", steps)
+			}
+			co := st.Cutover
+			if st.Phase != engine.PhaseCompleted || co == nil || co.Step != workerapi.CutoverComplete || !co.CaughtUp ||
+				co.SourcePosition == nil || co.TargetPosition == nil || co.Verify == nil || !co.Verify.OK {
+				t.Fatalf("phase %s, cut-over %+v: want Completed, Complete with both positions and a verification that passed", st.Phase, co)
+			}
+			moves.Wait()
+			recs, err := checkpoint.NewStore(dst.MustClient(t), "mongoferry", name).Shards(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(recs) != 3 {
+				t.Errorf("%d shard records, want 3", len(recs))
+			}
+			for shard, r := range recs {
+				if r.Cutover == nil || !r.Cutover.Drained || r.ResumeTS().Compare(r.Cutover.DrainTS) < 0 {
+					t.Errorf("shard %s: checkpoint %v, cut-over part %+v: want drained to its position", shard, r.ResumeTS(), r.Cutover)
+				}
+			}
+			ins, upd, del := load.Counts()
+			t.Logf("live load: %d inserts, %d updates, %d deletes; steps %v, then %v", ins, upd, del, steps1, steps)
+			assertSameDocs(t, c.RouterClient(), ns, dst.MustClient(t), ns)
+		})
+	}
+}
+
+// TestShardedCutoverWorkers runs the cut-over with one worker per shard
+// (engine.Options.Shard, as the operator's pods run), meeting only
+// through the target's checkpoint database; stand-ins as in
+// TestShardedCutoverUnderLiveLoad, on two shards. First with
+// blockSourceWrites: the worker moving the steps (shard0's) fails with
+// the clear error, and the other worker, following the cut-over, ends
+// with it. Then without: under live load and a chunk move, the other
+// worker is stopped during Draining and started again; it goes on from
+// its shard's records, both workers end Completed, the cut-over is
+// Complete with verification OK and the target equals the union of the
+// shards.
+func TestShardedCutoverWorkers(t *testing.T) {
+	ctx := context.Background()
+	ns := "app.w"
+	c, dst, load, stopLoad := shardedCutoverSetup(t, 2, ns)
+	task := shardedTask(t, "cut-workers", c, dst)
+	task.Cutover = config.Cutover{Requested: true, BlockSourceWrites: true, Verify: config.VerifyHash, MaxLagSeconds: 5}
+	opts := engineOpts()
+	opts.CheckpointInterval = 500 * time.Millisecond
+	worker := func(name string, hook func(string)) engine.Options {
+		o := opts
+		o.Shard, o.OnCutoverStep = name, hook
+		return o
+	}
+
+	// blockSourceWrites on FerretDB: refused with the reason, by both.
+	_, ldone := runToEnd(t, task, worker("shard0", nil))
+	_, fdone := runToEnd(t, task, worker("shard1", nil))
+	lerr, ferr := waitDone(t, ldone, 4*time.Minute), waitDone(t, fdone, time.Minute)
+	if !errors.Is(lerr, source.ErrWriteBlockUnavailable) || !errors.Is(lerr, engine.ErrCutoverFailed) ||
+		!strings.Contains(lerr.Error(), "blockSourceWrites: false") {
+		t.Fatalf("shard0's worker: %v, want the write block refused", lerr)
+	}
+	if !errors.Is(ferr, engine.ErrCutoverFailed) || !strings.Contains(ferr.Error(), "setUserWriteBlockMode") {
+		t.Fatalf("shard1's worker: %v, want the cut-over's failure", ferr)
+	}
+	if rec := cutoverRecord(t, dst.MustClient(t), "cut-workers"); rec == nil || rec.Step != workerapi.CutoverFailed || rec.WritesBlocked {
+		t.Fatalf("recorded %+v, want Failed with writes not blocked", rec)
+	}
+
+	// Without the block: the application stops its writes at Draining,
+	// and shard1's worker is stopped then, before the drain positions are
+	// read (the worker moving the steps reads them after this step is
+	// recorded), so its shard cannot be drained yet.
+	task.Cutover.BlockSourceWrites = false
+	var mu sync.Mutex
+	var followerSteps []string
+	killed := make(chan struct{})
+	var killOnce sync.Once
+	fctx, fstop := context.WithCancel(ctx)
+	defer fstop()
+	leader, ldone := runToEnd(t, task, worker("shard0", func(step string) {
+		if step == workerapi.CutoverDraining {
+			killOnce.Do(func() {
+				stopLoad()
+				fstop()
+				close(killed)
+			})
+		}
+	}))
+	f1, err := engine.Open(ctx, task, worker("shard1", func(step string) {
+		mu.Lock()
+		followerSteps = append(followerSteps, step)
+		mu.Unlock()
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f1done := make(chan error, 1)
+	go func() { f1done <- f1.Run(fctx) }()
+	waitFor(t, "both workers to stream", 2*time.Minute, func() bool {
+		return leader.Status().Phase == engine.PhaseStreaming && f1.Status().Phase == engine.PhaseStreaming
+	})
+	moveChunk(ctx, t, load, 0, 400, 1)
+	select {
+	case <-killed:
+	case err := <-ldone:
+		t.Fatalf("shard0's worker ended before the cut-over reached Draining: %v (cut-over %+v)", err, leader.Status().Cutover)
+	case err := <-f1done:
+		t.Fatalf("shard1's worker ended before the cut-over reached Draining: %v (cut-over %+v)", err, f1.Status().Cutover)
+	case <-time.After(4 * time.Minute):
+		t.Fatalf("no Draining within 4m: cut-over %+v, shard1's worker %+v", leader.Status().Cutover, f1.Status().Cutover)
+	}
+	if err := waitDone(t, f1done, time.Minute); !errors.Is(err, context.Canceled) {
+		t.Fatalf("shard1's worker stopped during Draining: %v", err)
+	}
+	f1.Close()
+	mu.Lock()
+	t.Logf("shard1's worker saw %v before it was stopped", followerSteps)
+	mu.Unlock()
+	time.Sleep(2 * time.Second)
+	if s := leader.Status(); s.Cutover == nil || s.Cutover.Step != workerapi.CutoverDraining {
+		t.Fatalf("without shard1's worker the cut-over went on to %+v", s.Cutover)
+	}
+
+	f2, fdone := runToEnd(t, task, worker("shard1", nil))
+	if err := waitDone(t, ldone, 4*time.Minute); err != nil {
+		t.Fatalf("shard0's worker: %v (cut-over %+v)", err, leader.Status().Cutover)
+	}
+	if err := waitDone(t, fdone, time.Minute); err != nil {
+		t.Fatalf("shard1's worker: %v", err)
+	}
+	ls, fs := leader.Status(), f2.Status()
+	co := ls.Cutover
+	if co == nil || co.Step != workerapi.CutoverComplete || co.Verify == nil || !co.Verify.OK || co.TargetPosition == nil {
+		t.Fatalf("cut-over %+v, want Complete with a verification that passed", co)
+	}
+	if ls.Phase != engine.PhaseCompleted || fs.Phase != engine.PhaseCompleted || fs.Cutover == nil || fs.Cutover.Step != workerapi.CutoverComplete {
+		t.Errorf("phases %s and %s, shard1's worker's cut-over %+v: want both Completed, Complete", ls.Phase, fs.Phase, fs.Cutover)
+	}
+	if len(fs.Shards) != 1 || fs.Shards[0].Cutover == nil || !fs.Shards[0].Cutover.Drained {
+		t.Errorf("shard1's worker reports %+v, want its shard drained", fs.Shards)
+	}
+	for name, sc := range shardCutovers(t, dst, "cut-workers") {
+		if sc == nil || !sc.Drained {
+			t.Errorf("shard %s: cut-over part %+v, want drained", name, sc)
+		}
+	}
+	assertSameDocs(t, c.RouterClient(), ns, dst.MustClient(t), ns)
+}
