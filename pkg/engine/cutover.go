@@ -279,22 +279,40 @@ func (e *Engine) finishCutover(ctx context.Context) error {
 }
 
 // writesAfterDrain says why a verification after the drain may have
-// failed when source writes were not blocked: the source's newest entry
-// is past the drain position, so the application kept writing. "" when
-// writes were blocked, the source took nothing after the drain, or its
-// newest entry cannot be read.
+// failed when source writes were not blocked: a source oplog's newest
+// entry is past its drain position (each shard's, for a sharded source),
+// so the application kept writing. "" when writes were blocked, nothing
+// was written after the drain, or the newest entries cannot be read.
 func (e *Engine) writesAfterDrain(ctx context.Context) string {
 	if e.task.Cutover.BlockSourceWrites {
 		return ""
 	}
-	drained := e.cutoverRecord().SourceTS
-	newest, err := source.NewestTS(ctx, e.source)
-	if err != nil || newest.Compare(drained) <= 0 {
+	late := func(where string, drained, newest bson.Timestamp) string {
+		return fmt.Sprintf("the source took writes after the drain position%s %d,%d (its newest entry is %d,%d), which the target does not have yet; "+
+			"nothing is lost: stop the application's writes to the source (or block them with blockSourceWrites: true on MongoDB 6.0 or later), "+
+			"then request the cut-over again, and replay goes on from where it stopped", where, drained.T, drained.I, newest.T, newest.I)
+	}
+	if !e.sharded {
+		drained := e.cutoverRecord().SourceTS
+		if newest, err := source.NewestTS(ctx, e.source); err == nil && newest.Compare(drained) > 0 {
+			return late("", drained, newest)
+		}
 		return ""
 	}
-	return fmt.Sprintf("the source took writes after the drain position %d,%d (its newest entry is %d,%d), which the target does not have yet; "+
-		"nothing is lost: stop the application's writes to the source (or block them with blockSourceWrites: true on MongoDB 6.0 or later), "+
-		"then request the cut-over again, and replay goes on from where it stopped", drained.T, drained.I, newest.T, newest.I)
+	recs, err := e.store.Shards(ctx)
+	if err != nil {
+		return ""
+	}
+	for _, st := range e.subtaskList() {
+		drained := recs[st.shard.Name].CutoverOf(e.cutoverAttempt()).DrainTS
+		if drained.IsZero() {
+			continue
+		}
+		if newest, err := source.NewestTS(ctx, st.client); err == nil && newest.Compare(drained) > 0 {
+			return late(" of shard "+st.shard.Name, drained, newest)
+		}
+	}
+	return ""
 }
 
 // targetPosition is the target's newest oplog position (its current time
