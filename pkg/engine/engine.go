@@ -502,7 +502,7 @@ func (e *Engine) stream(ctx context.Context) error {
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
 		Mapper: e.mapper, Log: e.baseLog(), From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique,
-		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(e.task.Target.URI), IndexesOneByOne: e.dstProfile.IndexesOneByOne,
+		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(e.task.Target.URI), IndexesOneByOne: e.dstProfile.IndexesOneByOne, SerialUpdates: e.dstProfile.SerialUpdates,
 		ShardKeys: e.replayShardKeys(), TargetMajor: e.dstProfile.Major,
 		Translator: oplog.Translator{
 			WholeDocumentUpdates: e.srcProfile.UpdateShape == conn.UpdatesAsWholeDocument,

@@ -95,6 +95,13 @@ type Profile struct {
 	// MongoDB builds a command's indexes in one collection scan, so it
 	// gets them all at once.
 	IndexesOneByOne bool
+	// SerialUpdates: send update commands to one database of this server
+	// as a target one at a time. FerretDB v1 (SQLite) can stop answering
+	// for good when update commands on one database run concurrently:
+	// each reads, then writes, in a transaction of its own, and they wait
+	// on each other in its connection pool (four clients sending bulks
+	// of updates hang it within a round; inserts and deletes do not).
+	SerialUpdates bool
 }
 
 // MongoDBProfile is the profile of a MongoDB server: the default for
@@ -105,6 +112,7 @@ var MongoDBProfile = Profile{Flavor: FlavorMongoDB, IndexedRangeReads: true, Upd
 var FerretDBProfile = Profile{
 	Flavor: FlavorFerretDB, OplogHasHoles: true, OplogQueriesScan: true, IndexedRangeReads: false,
 	MaxWriteBatch: FerretDBMaxWriteBatch, UpdateShape: UpdatesAsWholeDocument, IndexesOneByOne: true,
+	SerialUpdates: true,
 }
 
 // ProbeProfile asks a server who it is (buildInfo) and returns its

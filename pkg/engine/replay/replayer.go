@@ -87,6 +87,11 @@ type Options struct {
 	// IndexesOneByOne: FerretDB v1 breaks its index registry when a
 	// multi-index build loses its client midway).
 	IndexesOneByOne bool
+	// SerialUpdates sends the update commands of one target database one
+	// at a time, whatever the number of writers (conn.Profile's
+	// SerialUpdates: FerretDB v1 can hang for good on concurrent updates
+	// to one database). Inserts and deletes still go in parallel.
+	SerialUpdates bool
 	// MaxWriteBatch caps the writes of one bulk write; cache.batchSize
 	// when zero (or larger).
 	MaxWriteBatch int
@@ -158,8 +163,11 @@ type Replayer struct {
 	// Writers (worker.go, bulk.go): apply sends one command; bulkWrite,
 	// set when the target has the command, one bulkWrite. Counted by
 	// command kind: commands sent and the writes they carried.
-	apply     func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) error
-	bulkWrite func(ctx context.Context, writes []mongo.ClientBulkWrite) error
+	apply func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) error
+	// updateTurns holds, by target database, the one turn to send an
+	// update command (Options.SerialUpdates): a chan struct{} of size 1.
+	updateTurns sync.Map
+	bulkWrite   func(ctx context.Context, writes []mongo.ClientBulkWrite) error
 	// rawBulk sends a bulkWrite command built from the writes' raw
 	// documents (bulkcmd.go) and returns the server's reply; set with
 	// bulkWrite, which carries what the builder does not cover.

@@ -408,8 +408,32 @@ func (r *Replayer) sent(cmd cmdKind, writes int) {
 }
 
 // applier returns what sends a command: Options.ApplyAt, Options.Apply
-// or a bulk write on the target.
+// or a bulk write on the target; with Options.SerialUpdates, update
+// commands to one database wait for their turn.
 func (r *Replayer) applier() func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) error {
+	apply := r.sender()
+	if !r.o.SerialUpdates {
+		return apply
+	}
+	return func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) error {
+		if cmd != cmdUpdate {
+			return apply(ctx, ns, cmd, models, batch)
+		}
+		v, _ := r.updateTurns.LoadOrStore(ns.DB, make(chan struct{}, 1))
+		turn := v.(chan struct{})
+		select {
+		case turn <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-turn }()
+		return apply(ctx, ns, cmd, models, batch)
+	}
+}
+
+// sender returns what sends a command: Options.ApplyAt, Options.Apply or
+// a bulk write on the target.
+func (r *Replayer) sender() func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) error {
 	switch {
 	case r.o.ApplyAt != nil:
 		return func(ctx context.Context, ns catalog.Namespace, _ cmdKind, models []mongo.WriteModel, batch []item) error {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -193,12 +194,14 @@ func TestWritersOverCopy(t *testing.T) {
 		copiedAt  int // entries the copy reflects; -1: an empty target
 		bulkWrite bool
 		writers   int
+		serial    bool // Options.SerialUpdates, checked to hold
 	}{
-		{"empty target", 1, -1, false, 2},
-		{"overlap", 2, 300, false, 4},
-		{"overlap, one writer", 3, 150, false, 1},
-		{"empty target, bulkWrite", 4, -1, true, 2},
-		{"overlap, bulkWrite", 5, 300, true, 4},
+		{"empty target", 1, -1, false, 2, false},
+		{"overlap", 2, 300, false, 4, false},
+		{"overlap, one writer", 3, 150, false, 1, false},
+		{"empty target, bulkWrite", 4, -1, true, 2, false},
+		{"overlap, bulkWrite", 5, 300, true, 4, false},
+		{"overlap, serial updates", 6, 300, false, 4, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -218,8 +221,30 @@ func TestWritersOverCopy(t *testing.T) {
 			from := bson.Timestamp{T: 100}
 			last := entries[len(entries)-1].Lookup("ts")
 			reader := source.NewScripted(from)
-			r := New(Options{Task: "t", Spec: &spec, Reader: reader, Mapper: mapper, From: from,
-				OverlapUntil: bson.Timestamp{T: 100, I: uint32(max(c.copiedAt, 0) + 1)}, CheckpointInterval: time.Hour, Apply: f.apply})
+			apply := f.apply
+			var updating sync.Map // database -> *atomic.Int32: update commands under way
+			var overlapped, updates atomic.Int32
+			if c.serial {
+				apply = func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel) error {
+					if _, ins := models[0].(*mongo.InsertOneModel); ins {
+						return f.apply(ctx, ns, models)
+					}
+					if _, del := models[0].(*mongo.DeleteOneModel); del {
+						return f.apply(ctx, ns, models)
+					}
+					v, _ := updating.LoadOrStore(ns.DB, new(atomic.Int32))
+					n := v.(*atomic.Int32)
+					if n.Add(1) > 1 {
+						overlapped.Add(1)
+					}
+					updates.Add(1)
+					time.Sleep(200 * time.Microsecond) // room for another writer to overlap
+					defer n.Add(-1)
+					return f.apply(ctx, ns, models)
+				}
+			}
+			r := New(Options{Task: "t", Spec: &spec, Reader: reader, Mapper: mapper, From: from, SerialUpdates: c.serial,
+				OverlapUntil: bson.Timestamp{T: 100, I: uint32(max(c.copiedAt, 0) + 1)}, CheckpointInterval: time.Hour, Apply: apply})
 			if c.bulkWrite {
 				r.bulkWrite = f.bulkWrite
 			}
@@ -247,6 +272,9 @@ func TestWritersOverCopy(t *testing.T) {
 			}
 			if c.bulkWrite && st.WriteCommands["bulkWrite"] == 0 {
 				t.Errorf("no bulkWrite command sent: %v", st.WriteCommands)
+			}
+			if c.serial && (overlapped.Load() > 0 || updates.Load() == 0) {
+				t.Errorf("%d of %d update commands ran beside another to the same database; want one at a time", overlapped.Load(), updates.Load())
 			}
 			t.Logf("%d commands, %.1f writes per command: %v", len(f.commands), st.WritesPerCommand, st.WriteCommands)
 		})
