@@ -4,22 +4,16 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/controllers"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
-	"github.com/mongoferry/mongoferry/internal/podrunner"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
@@ -36,7 +30,6 @@ import (
 // says its shard drained, the task ends Completed with its workers
 // stopped, and the target equals the union of the shards.
 func TestOperatorShardedCutover(t *testing.T) {
-	ferry := ferryBinary(t)
 	env := envtestutil.Start(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -53,33 +46,23 @@ func TestOperatorShardedCutover(t *testing.T) {
 	if err := c.Insert(ctx, coll, seed...); err != nil {
 		t.Fatal(err)
 	}
-	startOperator(t, env, func(r *controllers.SyncTaskReconciler) { r.ShardRefreshInterval = 2 * time.Second })
-	podrunner.Start(t, podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}, FirstIP: netip.MustParseAddr("127.0.17.1")})
-	task := &syncv1alpha1.SyncTask{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+	task := startOperatorTask(t, env, ns, operatorTaskOptions{
+		Name: name, FirstIP: "127.0.17.1",
+		Reconciler: func(r *controllers.SyncTaskReconciler) { r.ShardRefreshInterval = 2 * time.Second },
 		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:   config.ModeFullAndIncremental,
 			Source: syncv1alpha1.Source{URI: c.RouterURI(), Kind: config.KindSharded, Shards: c.Overrides()},
 			Target: syncv1alpha1.Target{URI: dst.URI},
 			Verify: config.Verify{Mode: config.VerifyNone},
 		},
-	}
-	if err := env.Client.Create(ctx, task); err != nil {
-		t.Fatal(err)
-	}
+	})
 	load := testserver.NewClusterLoad(c, coll, keys, 2001, 15)
 	load.Quiet = -1
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	loadErr := make(chan error, 1)
 	go func() { loadErr <- load.Run(loadCtx, rand.New(rand.NewPCG(17, 1))) }()
 	defer stopLoad()
-	get := func() *syncv1alpha1.SyncTask {
-		var st syncv1alpha1.SyncTask
-		if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st); err != nil {
-			t.Fatal(err)
-		}
-		return &st
-	}
+	get := task.get
 	waitFor(t, "two workers streaming", 4*time.Minute, func() bool {
 		st := get()
 		return st.Status.ShardSummary == "2/2 streaming" && st.Status.Phase == syncv1alpha1.PhaseStreaming
@@ -96,28 +79,7 @@ func TestOperatorShardedCutover(t *testing.T) {
 	if err := <-loadErr; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatalf("load: %v", err)
 	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := get()
-		cur.Spec.Cutover = config.Cutover{Requested: true, Verify: config.VerifyHash, MaxLagSeconds: 5}
-		return env.Client.Update(ctx, cur)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(4 * time.Minute)
-	for {
-		st := get()
-		c := meta.FindStatusCondition(st.Status.Conditions, syncv1alpha1.ConditionCutoverComplete)
-		if c != nil && c.Status == metav1.ConditionTrue && st.Status.Phase == syncv1alpha1.PhaseCompleted && len(workerPods(t, env.Client, ns, name)) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			y, _ := yaml.Marshal(st.Status)
-			t.Fatalf("timed out waiting for CutoverComplete, phase Completed and the workers stopped; status:\n%s", y)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	st := get()
+	st := task.cutover(config.Cutover{Requested: true, Verify: config.VerifyHash, MaxLagSeconds: 5}, 4*time.Minute)
 	if y, err := yaml.Marshal(map[string]any{"cutover": st.Status.Cutover, "shards": st.Status.Shards}); err == nil {
 		t.Logf("kubectl get synctask %s -o yaml (status, after the cut-over):\n%s", name, y)
 	}

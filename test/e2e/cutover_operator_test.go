@@ -7,7 +7,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
@@ -58,29 +57,8 @@ func TestOperatorCutover(t *testing.T) {
 
 	// The application stops writing; the cut-over is requested.
 	stopLoad()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := get()
-		cur.Spec.Cutover = config.Cutover{Requested: true, Verify: config.VerifyHash, MaxLagSeconds: 5}
-		return env.Client.Update(ctx, cur)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// kubectl wait --for=condition=CutoverComplete
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		st := get()
-		c := meta.FindStatusCondition(st.Status.Conditions, syncv1alpha1.ConditionCutoverComplete)
-		if c != nil && c.Status == metav1.ConditionTrue && st.Status.Phase == syncv1alpha1.PhaseCompleted && len(workerPods(t, env.Client, ns, name)) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			y, _ := yaml.Marshal(st.Status)
-			t.Fatalf("timed out waiting for CutoverComplete, phase Completed and the worker stopped; status:\n%s", y)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	st := get()
+	st := task.cutover(config.Cutover{Requested: true, Verify: config.VerifyHash, MaxLagSeconds: 5}, 3*time.Minute)
 	if y, err := yaml.Marshal(map[string]any{"cutover": st.Status.Cutover, "conditions": st.Status.Conditions}); err == nil {
 		t.Logf("kubectl get synctask %s -o yaml (status, after the cut-over):\n%s", name, y)
 	}

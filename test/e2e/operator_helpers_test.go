@@ -17,19 +17,23 @@ import (
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/controllers"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/podrunner"
+	"github.com/mongoferry/mongoferry/pkg/config"
 )
 
 // managerLog collects the manager's log lines; they are written to the
@@ -169,6 +173,35 @@ func (ot *operatorTask) get() *syncv1alpha1.SyncTask {
 		ot.t.Fatal(err)
 	}
 	return &st
+}
+
+// cutover requests a cut-over with c, as `kubectl mongoferry cutover`
+// does (spec.cutover), and waits, as `kubectl wait
+// --for=condition=CutoverComplete` would, until the condition is True,
+// the phase Completed and the workers gone; it returns the task then.
+func (ot *operatorTask) cutover(c config.Cutover, within time.Duration) *syncv1alpha1.SyncTask {
+	ot.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := ot.get()
+		cur.Spec.Cutover = c
+		return ot.env.Client.Update(context.Background(), cur)
+	})
+	if err != nil {
+		ot.t.Fatal(err)
+	}
+	deadline := time.Now().Add(within)
+	for {
+		st := ot.get()
+		cond := meta.FindStatusCondition(st.Status.Conditions, syncv1alpha1.ConditionCutoverComplete)
+		if cond != nil && cond.Status == metav1.ConditionTrue && st.Status.Phase == syncv1alpha1.PhaseCompleted && len(workerPods(ot.t, ot.env.Client, ot.ns, ot.name)) == 0 {
+			return st
+		}
+		if time.Now().After(deadline) {
+			y, _ := yaml.Marshal(st.Status)
+			ot.t.Fatalf("timed out waiting for CutoverComplete, phase Completed and the workers stopped; status:\n%s", y)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // createCredentials creates a Secret with username and password for each
