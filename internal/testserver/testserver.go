@@ -17,11 +17,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/mongoferry/mongoferry/internal/testutil"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -139,13 +141,22 @@ func StartProcess(ctx context.Context, o Options) (*Server, error) {
 	if err := os.MkdirAll(filepath.Join(s.dir, "data"), 0o755); err != nil {
 		return nil, err
 	}
-	port, err := freePort(o.Host)
-	if err != nil {
-		return nil, err
-	}
-	s.Addr = net.JoinHostPort(o.Host, strconv.Itoa(port))
-	s.URI = "mongodb://" + s.Addr + "/?directConnection=true"
-	if err := s.launch(ctx); err != nil {
+	// A port found free can be taken by another process before the server
+	// binds it; a fresh pair of ports is tried then.
+	for attempt := 1; ; attempt++ {
+		port, err := testutil.FreePort(o.Host)
+		if err != nil {
+			return nil, err
+		}
+		s.Addr = net.JoinHostPort(o.Host, strconv.Itoa(port))
+		s.URI = "mongodb://" + s.Addr + "/?directConnection=true"
+		err = s.launch(ctx)
+		if err == nil {
+			break
+		}
+		if attempt < 3 && strings.Contains(err.Error(), "address already in use") {
+			continue
+		}
 		s.Stop()
 		return nil, err
 	}
@@ -161,7 +172,7 @@ func StartProcess(ctx context.Context, o Options) (*Server, error) {
 // launch starts the process on s.Addr and s.dir and waits until it answers.
 func (s *Server) launch(ctx context.Context) error {
 	o := s.opts
-	debugPort, err := freePort(o.Host)
+	debugPort, err := testutil.FreePort(o.Host)
 	if err != nil {
 		return err
 	}
@@ -240,7 +251,15 @@ func (s *Server) Kill() {
 // directory, as a crashed mongod restarts on its dbpath.
 func (s *Server) Restart(ctx context.Context) error {
 	s.Kill()
-	return s.launch(ctx)
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		// A debug port taken between choosing and binding it gets another;
+		// the server's own address stays.
+		if err = s.launch(ctx); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			return err
+		}
+	}
+	return err
 }
 
 // Pid returns the server process's id, 0 when it is not running.
@@ -342,13 +361,4 @@ func (s *Server) CreateOplog(ctx context.Context, size int64) error {
 		return fmt.Errorf("create local.oplog.rs: %w", err)
 	}
 	return nil
-}
-
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -6,6 +6,7 @@ package testutil
 import (
 	"bytes"
 	"net"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -15,12 +16,36 @@ import (
 // ago, for a server a test starts.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+}
+
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// FreePort returns a port on host that was free a moment ago and that no
+// earlier call in this process returned: the kernel hands a port just
+// released out again, and two servers a test starts must not share one.
+func FreePort(host string) (int, error) {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for {
+		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port, nil
+		}
+	}
 }
 
 // SyncBuffer is a bytes.Buffer safe to read while a process writes it.

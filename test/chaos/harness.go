@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/internal/testutil"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 )
@@ -158,7 +161,8 @@ func (h *Harness) setup(ctx context.Context) error {
 		}
 		h.proxies[side] = p
 	}
-	h.statusAddr, err = freeAddr()
+	port, err := testutil.FreePort("127.0.0.1")
+	h.statusAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	return err
 }
 

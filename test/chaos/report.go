@@ -3,7 +3,6 @@ package chaos
 import (
 	"fmt"
 	"io"
-	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -164,13 +163,4 @@ func countsString[K comparable](m map[K]int) string {
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ", ")
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
 }
