@@ -243,6 +243,10 @@ func TestParseErrors(t *testing.T) {
 		// Client certificates: one PEM, or a certificate and its key.
 		{"a certificate without its key", endpointsYAML(`uri: "mongodb://10.0.0.1/", tls: {enabled: true, certificateFile: /tls/tls.crt}`, `uri: "mongodb://10.0.0.2/"`, ""),
 			"source.tls.privateKeyFile: is required with certificateFile: name the PEM file of the certificate's private key (a kubernetes.io/tls Secret's tls.key)"},
+		{"TLS files with TLS off", endpointsYAML(`uri: "mongodb://10.0.0.1/", tls: {caFile: /tls/ca.crt}`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.tls: names TLS files while TLS is off, so they would be ignored: set source.tls.enabled: true"},
+		{"a client certificate with TLS off", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", tls: {certificateFile: /tls/tls.crt, privateKeyFile: /tls/tls.key}`, ""),
+			"target.tls: names TLS files while TLS is off, so they would be ignored: set target.tls.enabled: true"},
 		{"a key without its certificate", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", tls: {enabled: true, privateKeyFile: /tls/tls.key}`, ""),
 			"target.tls.certificateFile: is required with privateKeyFile: name the PEM file of the client certificate (a kubernetes.io/tls Secret's tls.crt)"},
 		{"one PEM and a pair", endpointsYAML(`uri: "mongodb://10.0.0.1/", tls: {enabled: true, certificateKeyFile: /tls/client.pem, certificateFile: /tls/tls.crt, privateKeyFile: /tls/tls.key}`, `uri: "mongodb://10.0.0.2/"`, ""),

@@ -203,14 +203,18 @@ func validateEndpoint(add func(string, string, ...any), name string, e *Endpoint
 	return cs
 }
 
-// validateTLS checks that an endpoint names its client certificate once:
-// certificateKeyFile (one PEM with both), or certificateFile with
-// privateKeyFile.
+// validateTLS checks that TLS files are named only with TLS on (the files
+// would be ignored and the connection made in plain text), and that an
+// endpoint names its client certificate once: certificateKeyFile (one PEM
+// with both), or certificateFile with privateKeyFile.
 func validateTLS(add func(string, string, ...any), name string, t *TLS) {
 	if t == nil {
 		return
 	}
+	files := t.CAFile != "" || t.CertificateKeyFile != "" || t.CertificateFile != "" || t.PrivateKeyFile != ""
 	switch {
+	case !t.Enabled && files:
+		add(name+".tls", "names TLS files while TLS is off, so they would be ignored: set %s.tls.enabled: true", name)
 	case t.CertificateKeyFile != "" && (t.CertificateFile != "" || t.PrivateKeyFile != ""):
 		add(name+".tls.certificateKeyFile", "names a client certificate and so do certificateFile and privateKeyFile: keep certificateKeyFile (certificate and key in one PEM) or certificateFile with privateKeyFile, not both")
 	case t.CertificateFile != "" && t.PrivateKeyFile == "":
