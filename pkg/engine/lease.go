@@ -28,7 +28,11 @@ func (e *Engine) holdLease(ctx context.Context, cancel context.CancelCauseFunc) 
 		name, _ = os.Hostname()
 	}
 	l, err := e.store.AcquireLease(ctx, checkpoint.LeaseOptions{Key: e.opts.Shard, TTL: leaseTTL,
-		Holder: checkpoint.Holder{Name: name, PID: os.Getpid()}, Dead: processGone})
+		Holder: checkpoint.Holder{Name: name, PID: os.Getpid()}, Dead: processGone,
+		Waiting: func(h checkpoint.Holder) {
+			e.log.Info("another run holds the task's lease: waiting to see whether it renews it (this run stops if it does; a killed run's lease is taken once unrenewed for the wait)",
+				"holder", h.Name, "pid", h.PID, "wait", leaseTTL)
+		}})
 	if err != nil {
 		return nil, err
 	}

@@ -57,6 +57,10 @@ type LeaseOptions struct {
 	// Dead reports whether the holder with the same Name as ours is gone
 	// (its process no longer runs): its lease is then taken at once.
 	Dead func(Holder) bool
+	// Waiting, when set, is called once if the lease must wait for its
+	// holder to miss renewals for TTL, so that the run can say why it
+	// does not start at once.
+	Waiting func(Holder)
 }
 
 // AcquireLease takes the task's lease. A lease held by a run that keeps
@@ -73,6 +77,7 @@ func (s *Store) AcquireLease(ctx context.Context, o LeaseOptions) (*Lease, error
 	doc := leaseDoc{ID: id, Task: s.task, Holder: o.Holder, Token: l.token, At: time.Now().UTC()}
 	var seen *leaseDoc
 	var seenAt time.Time
+	waited := false
 	for {
 		var cur leaseDoc
 		err := coll.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&cur)
@@ -94,6 +99,10 @@ func (s *Store) AcquireLease(ctx context.Context, o LeaseOptions) (*Lease, error
 		}
 		if seen == nil {
 			seen, seenAt = &cur, time.Now()
+			if !same && o.Waiting != nil && !waited {
+				o.Waiting(cur.Holder)
+				waited = true
+			}
 		}
 		if same || time.Since(seenAt) >= o.TTL {
 			r, err := coll.ReplaceOne(ctx, bson.D{{Key: "_id", Value: id}, {Key: "token", Value: cur.Token}}, doc)

@@ -49,8 +49,16 @@ func TestLease(t *testing.T) {
 				}()
 			}
 			start := time.Now()
-			second, err := s.AcquireLease(ctx, LeaseOptions{Holder: here, TTL: ttl, Dead: func(Holder) bool { return tc.dead }})
+			var told []Holder
+			second, err := s.AcquireLease(ctx, LeaseOptions{Holder: here, TTL: ttl, Dead: func(Holder) bool { return tc.dead },
+				Waiting: func(h Holder) { told = append(told, h) }})
 			waited := time.Since(start)
+			// A run that waits says so once, naming the holder it waits on.
+			if wantTold := tc.minWait > 0 || tc.renew; wantTold != (len(told) == 1) || len(told) > 1 {
+				t.Errorf("told of the wait %d times (%v), want %v", len(told), told, wantTold)
+			} else if len(told) == 1 && told[0] != tc.holder {
+				t.Errorf("told of a wait on %v, want %v", told[0], tc.holder)
+			}
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("second run: %v, want %v", err, tc.wantErr)
 			}
