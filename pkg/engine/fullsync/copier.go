@@ -112,7 +112,7 @@ func New(o Options) (*Copier, error) {
 		mapper:     mapper,
 		budget:     pipeline.NewBudget(maxBytes - workers*batchBytes),
 		progress:   newProgress(),
-		writer:     &sink.Writer{MaxRetries: 8, Log: log},
+		writer:     &sink.Writer{MaxRetries: 8, Log: log, SerialUpdates: o.TargetProfile.SerialUpdates},
 		batchBytes: batchBytes,
 	}
 	c.holder = finalize.NewHolder(o.Target, o.Spec.Checkpoint.Database, o.Task, log)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -33,6 +34,15 @@ type Writer struct {
 	Backoff time.Duration
 	// Log receives retry warnings.
 	Log *slog.Logger
+	// SerialUpdates sends the overwrites (replacement upserts) to one
+	// database one bulk write at a time, for a target whose profile asks
+	// for it (conn.Profile.SerialUpdates: FerretDB v1 can stop answering
+	// when concurrent updates to one database wait on each other).
+	SerialUpdates bool
+
+	// updateTurns holds, by database, the one turn to send overwrites: a
+	// chan struct{} of size 1.
+	updateTurns sync.Map
 }
 
 // Insert writes docs into coll with unordered inserts. Documents whose _id
@@ -112,13 +122,30 @@ func (w *Writer) insertOnce(ctx context.Context, coll *mongo.Collection, docs []
 	// Small bulks: some servers (FerretDB) stall on large upsert bulks.
 	for len(models) > 0 {
 		n := min(len(models), overwriteChunk)
-		if _, err := coll.BulkWrite(ctx, models[:n], options.BulkWrite().SetOrdered(false).SetBypassDocumentValidation(true)); err != nil {
+		if err := w.overwrite(ctx, coll, models[:n]); err != nil {
 			return res, fmt.Errorf("overwrite existing documents in %s: %w", ns(coll), err)
 		}
 		models = models[n:]
 	}
 	res.Overwritten = int64(len(bwe.WriteErrors))
 	return res, nil
+}
+
+// overwrite sends one bulk write of replacement upserts, waiting for the
+// database's turn when SerialUpdates is set.
+func (w *Writer) overwrite(ctx context.Context, coll *mongo.Collection, models []mongo.WriteModel) error {
+	if w.SerialUpdates {
+		v, _ := w.updateTurns.LoadOrStore(coll.Database().Name(), make(chan struct{}, 1))
+		turn := v.(chan struct{})
+		select {
+		case turn <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-turn }()
+	}
+	_, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false).SetBypassDocumentValidation(true))
+	return err
 }
 
 func ns(c *mongo.Collection) string { return c.Database().Name() + "." + c.Name() }
