@@ -50,15 +50,20 @@ func (h *handler) handle(ctx context.Context, req *request, dst []byte) []byte {
 		if !errors.As(err, &ce) {
 			ce = &cmdError{code: codeFailedToParse, codeName: "FailedToParse", msg: err.Error()}
 		}
-		dst = dst[:start]
-		idx, d := bsoncore.AppendDocumentStart(dst)
-		d = bsoncore.AppendDoubleElement(d, "ok", 0)
-		d = bsoncore.AppendStringElement(d, "errmsg", ce.msg)
-		d = bsoncore.AppendInt32Element(d, "code", ce.code)
-		d = bsoncore.AppendStringElement(d, "codeName", ce.codeName)
-		dst, _ = bsoncore.AppendDocumentEnd(d, idx)
+		dst = appendError(dst[:start], ce)
 	}
 	return finishReply(dst)
+}
+
+// appendError appends a failed command's reply document.
+func appendError(dst []byte, ce *cmdError) []byte {
+	idx, d := bsoncore.AppendDocumentStart(dst)
+	d = bsoncore.AppendDoubleElement(d, "ok", 0)
+	d = bsoncore.AppendStringElement(d, "errmsg", ce.msg)
+	d = bsoncore.AppendInt32Element(d, "code", ce.code)
+	d = bsoncore.AppendStringElement(d, "codeName", ce.codeName)
+	dst, _ = bsoncore.AppendDocumentEnd(d, idx)
+	return dst
 }
 
 // command appends the reply document of a command that succeeded.

@@ -80,6 +80,16 @@ var errNotSupported = errors.New("not supported by the wire fixture")
 // readMessage reads one message into buf (grown when needed) and parses
 // it into req. It returns the buffer for reuse.
 func readMessage(r io.Reader, buf []byte, req *request) ([]byte, error) {
+	buf, err := readRaw(r, buf)
+	if err != nil {
+		return buf, err
+	}
+	return buf, parseRequest(buf, req)
+}
+
+// readRaw reads one whole message, header included, into buf (grown when
+// needed).
+func readRaw(r io.Reader, buf []byte) ([]byte, error) {
 	var hdr [16]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		return buf, err
@@ -93,22 +103,26 @@ func readMessage(r io.Reader, buf []byte, req *request) ([]byte, error) {
 	}
 	buf = buf[:length]
 	copy(buf, hdr[:])
-	if _, err := io.ReadFull(r, buf[16:]); err != nil {
-		return buf, err
-	}
-	_, reqID, _, opcode, rem, ok := wiremessage.ReadHeader(buf)
+	_, err := io.ReadFull(r, buf[16:])
+	return buf, err
+}
+
+// parseRequest parses a whole message into req; its documents point into
+// msg.
+func parseRequest(msg []byte, req *request) error {
+	_, reqID, _, opcode, rem, ok := wiremessage.ReadHeader(msg)
 	if !ok {
-		return buf, errors.New("short message header")
+		return errors.New("short message header")
 	}
 	*req = request{id: reqID, opcode: opcode, seqs: req.seqs}
 	clear(req.seqs)
 	switch opcode {
 	case wiremessage.OpMsg:
-		return buf, parseMsg(rem, req)
+		return parseMsg(rem, req)
 	case opQuery:
-		return buf, parseQuery(rem, req)
+		return parseQuery(rem, req)
 	default:
-		return buf, fmt.Errorf("opcode %s: %w", opcode, errNotSupported)
+		return fmt.Errorf("opcode %s: %w", opcode, errNotSupported)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,9 +18,11 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/internal/testutil"
+	"github.com/mongoferry/mongoferry/internal/wiresim"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
@@ -175,6 +178,79 @@ func TestCutoverBlockSourceWritesUnsupported(t *testing.T) {
 		t.Fatalf("second run: %v, cut-over %+v", err, st.Cutover)
 	}
 	assertSameDocs(t, sc, "app.c", dc, "app.c")
+}
+
+// TestCutoverBlocksSourceWrites: the cut-over blocks the source's user
+// writes itself while the application goes on writing. FerretDB has no
+// setUserWriteBlockMode, so the source is reached through
+// wiresim.WriteBlockProxy, which stands in for MongoDB 6.0's user write
+// blocking (setUserWriteBlockMode answered, user writes refused with code
+// 372 while blocked) and forwards everything else to the FerretDB source.
+// The application never stops by itself: the block stops it. The cut-over
+// completes, its drain position is the source's last entry, the target
+// equals the source, and the source's writes stay blocked afterwards.
+func TestCutoverBlocksSourceWrites(t *testing.T) {
+	ctx := context.Background()
+	src, dst := testserver.Start(t), testserver.Start(t)
+	proxy, err := wiresim.StartWriteBlockProxy(src.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	app, err := mongo.Connect(options.Client().ApplyURI(proxy.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Disconnect(ctx) })
+	sc, dc := src.MustClient(t), dst.MustClient(t)
+	base := workload.Options{Database: "shop", Collection: "orders", RecordCount: 1000, FieldCount: 4, FieldLength: 30, Seed: 12}
+	if _, err := workload.Load(ctx, app, base); err != nil {
+		t.Fatal(err)
+	}
+	task := newTask(t, "blocking", src, dst, func(t *config.Task) {
+		t.Source.URI = proxy.URI()
+		t.Mode = config.ModeFullAndIncremental
+		t.Verify.Mode = config.VerifyNone
+		t.Cutover = config.Cutover{Requested: true, BlockSourceWrites: true, Verify: config.VerifyHash, MaxLagSeconds: 5}
+	})
+	stopLoad := startLoad(app, base, 30)
+	defer stopLoad()
+	var steps []string
+	blockedAtDrain := false
+	opts := engineOpts()
+	opts.OnCutoverStep = func(step string) {
+		steps = append(steps, step)
+		if step == workerapi.CutoverDraining {
+			blockedAtDrain = proxy.Blocked()
+		}
+	}
+	st, err := runEngine(t, task, opts)
+	if err != nil {
+		t.Fatalf("run: %v (cut-over %+v)", err, st.Cutover)
+	}
+	co := st.Cutover
+	if st.Phase != engine.PhaseCompleted || co == nil || co.Step != workerapi.CutoverComplete || !co.WritesBlocked ||
+		co.Verify == nil || !co.Verify.OK || co.SourcePosition == nil {
+		t.Fatalf("phase %s, cut-over %+v; want Completed with writes blocked and a verification that passed", st.Phase, co)
+	}
+	if !slices.Contains(steps, workerapi.CutoverBlockingWrites) || !blockedAtDrain {
+		t.Errorf("steps %v, writes blocked at Draining: %t; want BlockingWrites before a Draining with writes blocked", steps, blockedAtDrain)
+	}
+	// The source's writes stay blocked after the cut-over, as documented.
+	var se mongo.ServerError
+	if _, err := app.Database("shop").Collection("orders").InsertOne(ctx, bson.D{{Key: "_id", Value: "after-cutover"}}); !errors.As(err, &se) || !se.HasErrorCode(372) {
+		t.Errorf("an application write after the cut-over: %v, want UserWritesBlocked", err)
+	}
+	stopLoad()
+	newest, err := source.NewestTS(ctx, sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := (bson.Timestamp{T: co.SourcePosition.T, I: co.SourcePosition.I}); got != newest {
+		t.Errorf("drained to %v, the source's newest entry is %v", got, newest)
+	}
+	t.Logf("the application's writes refused while blocked: %d", proxy.Refused())
+	assertSameDocs(t, sc, "shop.orders", dc, "shop.orders")
 }
 
 // TestCutoverWritesAfterDrain: with blockSourceWrites false the

@@ -56,7 +56,9 @@ func TestWriterOverwritesOneAtATime(t *testing.T) {
 	t.Cleanup(func() { _ = client.Disconnect(ctx) })
 
 	const writers, batches, perBatch = 3, 2, 20
-	doc := func(id, v int) bson.Raw { return raw(t, bson.D{{Key: "_id", Value: int32(id)}, {Key: "v", Value: int32(v)}}) }
+	doc := func(id, v int) bson.Raw {
+		return raw(t, bson.D{{Key: "_id", Value: int32(id)}, {Key: "v", Value: int32(v)}})
+	}
 	colls := []*mongo.Collection{client.Database("shop").Collection("orders"), client.Database("shop").Collection("items")}
 	// An earlier attempt left version 0 of every document.
 	for _, c := range colls {
