@@ -137,7 +137,7 @@ func (r *SyncTaskReconciler) dropCheckpoint(ctx context.Context, task *syncv1alp
 	ep.PasswordEnv = ""
 	c, err := conn.Open(ctx, "target", ep, opts)
 	if err != nil {
-		return scrub(err, password)
+		return scrub(errors.New(specTerms(err.Error())), password)
 	}
 	defer func() { _ = c.Disconnect(context.WithoutCancel(ctx)) }()
 	return scrub(checkpoint.NewStore(c, db, task.Name).Drop(ctx), password)

@@ -177,6 +177,7 @@ func (r *SyncTaskReconciler) pollStatus(ctx context.Context, task *syncv1alpha1.
 	if err := json.Unmarshal(body, &s); err != nil {
 		return nil, 0, fmt.Errorf("GET %s: %w", url, err)
 	}
+	reportInSpecTerms(&s)
 	return &s, s.HeldWrites(), nil
 }
 

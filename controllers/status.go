@@ -324,6 +324,7 @@ func exitText(e *corev1.ContainerStateTerminated) string {
 	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
 		msg = strings.TrimSpace(msg[i+1:])
 	}
+	msg = specTerms(msg)
 	if len(msg) > maxTerminationMessageLen {
 		msg = msg[:maxTerminationMessageLen] + "..."
 	}
