@@ -23,6 +23,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/pipeline"
 	"github.com/mongoferry/mongoferry/pkg/engine/shard"
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
@@ -164,9 +165,9 @@ type Replayer struct {
 	// set when the target has the command, one bulkWrite. Counted by
 	// command kind: commands sent and the writes they carried.
 	apply func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) error
-	// updateTurns holds, by target database, the one turn to send an
-	// update command (Options.SerialUpdates): a chan struct{} of size 1.
-	updateTurns sync.Map
+	// updateTurns are the target databases' turns to send an update
+	// command (Options.SerialUpdates).
+	updateTurns sink.Turns
 	bulkWrite   func(ctx context.Context, writes []mongo.ClientBulkWrite) error
 	// rawBulk sends a bulkWrite command built from the writes' raw
 	// documents (bulkcmd.go) and returns the server's reply; set with

@@ -419,14 +419,11 @@ func (r *Replayer) applier() func(ctx context.Context, ns catalog.Namespace, cmd
 		if cmd != cmdUpdate {
 			return apply(ctx, ns, cmd, models, batch)
 		}
-		v, _ := r.updateTurns.LoadOrStore(ns.DB, make(chan struct{}, 1))
-		turn := v.(chan struct{})
-		select {
-		case turn <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+		release, err := r.updateTurns.Take(ctx, ns.DB)
+		if err != nil {
+			return err
 		}
-		defer func() { <-turn }()
+		defer release()
 		return apply(ctx, ns, cmd, models, batch)
 	}
 }

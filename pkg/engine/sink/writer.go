@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -40,9 +39,8 @@ type Writer struct {
 	// when concurrent updates to one database wait on each other).
 	SerialUpdates bool
 
-	// updateTurns holds, by database, the one turn to send overwrites: a
-	// chan struct{} of size 1.
-	updateTurns sync.Map
+	// updateTurns are the databases' turns to send overwrites.
+	updateTurns Turns
 }
 
 // Insert writes docs into coll with unordered inserts. Documents whose _id
@@ -135,14 +133,11 @@ func (w *Writer) insertOnce(ctx context.Context, coll *mongo.Collection, docs []
 // database's turn when SerialUpdates is set.
 func (w *Writer) overwrite(ctx context.Context, coll *mongo.Collection, models []mongo.WriteModel) error {
 	if w.SerialUpdates {
-		v, _ := w.updateTurns.LoadOrStore(coll.Database().Name(), make(chan struct{}, 1))
-		turn := v.(chan struct{})
-		select {
-		case turn <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+		release, err := w.updateTurns.Take(ctx, coll.Database().Name())
+		if err != nil {
+			return err
 		}
-		defer func() { <-turn }()
+		defer release()
 	}
 	_, err := coll.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false).SetBypassDocumentValidation(true))
 	return err
