@@ -50,10 +50,13 @@ type Cluster struct {
 	Shards []*Server
 	Names  []string
 
-	mu      sync.Mutex // writes vs migrations
-	router  *mongo.Client
-	clients []*mongo.Client
-	chunks  map[string][]Chunk
+	mu     sync.Mutex // writes vs migrations
+	router *mongo.Client
+	// routerURI, when set, is the proxy the router is reached through
+	// (RouteThrough).
+	routerURI string
+	clients   []*mongo.Client
+	chunks    map[string][]Chunk
 	// ChunkSize is the width of the default chunks: key k belongs to chunk
 	// k/ChunkSize, owned by shard (k/ChunkSize) mod len(Shards) until a
 	// migration moves it.
@@ -233,7 +236,35 @@ func (c *Cluster) ResetOplogs(ctx context.Context) error {
 }
 
 // RouterURI is the mongos stand-in's URI.
-func (c *Cluster) RouterURI() string { return c.Router.URI }
+func (c *Cluster) RouterURI() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.routerURI != "" {
+		return c.routerURI
+	}
+	return c.Router.URI
+}
+
+// RouteThrough sends the cluster's router traffic to uri, a proxy in
+// front of the Router server (one that blocks user writes as mongos
+// does, for example): Insert, Update and Delete write the router first,
+// so a write the proxy refuses reaches no shard, as a write mongos
+// refuses; RouterURI and Source name the proxy from then on.
+func (c *Cluster) RouteThrough(ctx context.Context, uri string) error {
+	cl, err := mongo.Connect(options.Client().ApplyURI(uri))
+	if err != nil {
+		return err
+	}
+	if err := cl.Ping(ctx, nil); err != nil {
+		_ = cl.Disconnect(ctx)
+		return fmt.Errorf("reach the router through %s: %w", uri, err)
+	}
+	c.mu.Lock()
+	old := c.router
+	c.router, c.routerURI = cl, uri
+	c.mu.Unlock()
+	return old.Disconnect(ctx)
+}
 
 // Source is a task's source endpoint for the cluster: the mongos stand-in,
 // kind sharded, and the shards' addresses.

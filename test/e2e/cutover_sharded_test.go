@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/internal/wiresim"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
@@ -31,35 +34,74 @@ import (
 // entries on donor and recipient.
 func shardedCutoverSetup(t *testing.T, n int, ns string) (*testserver.Cluster, *testserver.Server, *testserver.ClusterLoad, func()) {
 	t.Helper()
+	b := startShardedCutoverBed(t, n, ns, false)
+	return b.c, b.dst, b.load, b.stop
+}
+
+// shardedCutoverBed is what startShardedCutoverBed started.
+type shardedCutoverBed struct {
+	c    *testserver.Cluster
+	dst  *testserver.Server
+	load *testserver.ClusterLoad
+	stop func()
+	// proxy, with blockable, stands in for mongos's user write blocking
+	// in front of the router: the load's writes and the task's router
+	// traffic go through it.
+	proxy *wiresim.WriteBlockProxy
+}
+
+// startShardedCutoverBed is shardedCutoverSetup's work; with blockable
+// the router is reached through a wiresim.WriteBlockProxy, and the load,
+// as an application would, ends at its first write refused as blocked.
+func startShardedCutoverBed(t *testing.T, n int, ns string, blockable bool) shardedCutoverBed {
+	t.Helper()
 	ctx := context.Background()
-	c := testserver.StartCluster(t, n)
-	dst := testserver.Start(t)
+	b := shardedCutoverBed{c: testserver.StartCluster(t, n), dst: testserver.Start(t)}
+	if blockable {
+		var err error
+		if b.proxy, err = wiresim.StartWriteBlockProxy(b.c.Router.Addr); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = b.proxy.Close() })
+		if err := b.c.RouteThrough(ctx, b.proxy.URI()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var seed []bson.D
 	var keys []int64
 	for k := int64(0); k < 3000; k += 5 {
 		seed = append(seed, bson.D{{Key: "_id", Value: k}, {Key: "v", Value: 0}, {Key: "pad", Value: "seed"}})
 		keys = append(keys, k)
 	}
-	if err := c.Insert(ctx, ns, seed...); err != nil {
+	if err := b.c.Insert(ctx, ns, seed...); err != nil {
 		t.Fatal(err)
 	}
-	load := testserver.NewClusterLoad(c, ns, keys, 3001, 20)
-	load.Quiet = -1
+	b.load = testserver.NewClusterLoad(b.c, ns, keys, 3001, 20)
+	b.load.Quiet = -1
 	loadCtx, cancel := context.WithCancel(ctx)
 	loadErr := make(chan error, 1)
-	go func() { loadErr <- load.Run(loadCtx, rand.New(rand.NewPCG(16, 16))) }()
+	go func() { loadErr <- b.load.Run(loadCtx, rand.New(rand.NewPCG(16, 16))) }()
 	var once sync.Once
-	stop := func() {
+	b.stop = func() {
 		once.Do(func() {
 			cancel()
-			if err := <-loadErr; err != nil && !errors.Is(err, context.Canceled) {
+			err := <-loadErr
+			var se mongo.ServerError
+			if blockable && errors.As(err, &se) && se.HasErrorCode(userWritesBlocked) {
+				return
+			}
+			if err != nil && !errors.Is(err, context.Canceled) {
 				t.Errorf("load: %v", err)
 			}
 		})
 	}
-	t.Cleanup(stop)
-	return c, dst, load, stop
+	t.Cleanup(b.stop)
+	return b
 }
+
+// userWritesBlocked is MongoDB's error code for a user write refused
+// while setUserWriteBlockMode blocks writes.
+const userWritesBlocked = 372
 
 // shardCutovers reads every shard's part in the task's cut-over.
 func shardCutovers(t *testing.T, dst *testserver.Server, task string) map[string]*checkpoint.ShardCutover {
@@ -318,4 +360,73 @@ func TestShardedCutoverWorkers(t *testing.T) {
 		}
 	}
 	assertSameDocs(t, c.RouterClient(), ns, dst.MustClient(t), ns)
+}
+
+// TestShardedCutoverBlocksWrites: a cut-over with blockSourceWrites on a
+// 2-shard source, run by one process, while the application writes and
+// the balancer moves chunks. Stand-ins as in
+// TestShardedCutoverUnderLiveLoad, and the router is reached through a
+// wiresim.WriteBlockProxy, which stands in for mongos's user write
+// blocking (FerretDB has no setUserWriteBlockMode): a write blocked at
+// the router reaches no shard, as MongoDB blocks it on every shard. The
+// test never stops the application: the block does. A chunk moves
+// during the drain, as migrations go on while user writes are blocked.
+// The cut-over completes with every shard drained, verification OK, the
+// target equal to the union of the shards, and the source's writes still
+// blocked.
+func TestShardedCutoverBlocksWrites(t *testing.T) {
+	ctx := context.Background()
+	ns := "app.blocked"
+	b := startShardedCutoverBed(t, 2, ns, true)
+	task := shardedTask(t, "cut-blocked", b.c, b.dst)
+	task.Cutover = config.Cutover{Requested: true, BlockSourceWrites: true, Verify: config.VerifyHash, MaxLagSeconds: 5}
+	opts := engineOpts()
+	opts.CheckpointInterval, opts.TopologyInterval = 500*time.Millisecond, time.Second
+	var moves sync.WaitGroup
+	defer moves.Wait()
+	var steps []string
+	blockedAtDrain := false
+	opts.OnCutoverStep = func(step string) {
+		steps = append(steps, step)
+		switch {
+		case step == workerapi.CutoverCatchingUp && len(steps) == 1:
+			moveChunk(ctx, t, b.load, 0, 500, 1)
+		case step == workerapi.CutoverDraining && !slices.Contains(steps[:len(steps)-1], workerapi.CutoverDraining):
+			blockedAtDrain = b.proxy.Blocked()
+			moves.Add(1)
+			go func() {
+				defer moves.Done()
+				if _, err := b.load.Move(ctx, 1500, 2000, 0); err != nil {
+					t.Errorf("move during the drain: %v", err)
+				}
+			}()
+		}
+	}
+	e, done := runToEnd(t, task, opts)
+	if err := waitDone(t, done, 4*time.Minute); err != nil {
+		t.Fatalf("run: %v (cut-over %+v)", err, e.Status().Cutover)
+	}
+	st := e.Status()
+	co := st.Cutover
+	if st.Phase != engine.PhaseCompleted || co == nil || co.Step != workerapi.CutoverComplete || !co.WritesBlocked ||
+		co.Verify == nil || !co.Verify.OK {
+		t.Fatalf("phase %s, cut-over %+v: want Completed, Complete with writes blocked and a verification that passed", st.Phase, co)
+	}
+	if !blockedAtDrain {
+		t.Errorf("steps %v: writes were not blocked when the drain began", steps)
+	}
+	moves.Wait()
+	b.stop()
+	var se mongo.ServerError
+	if err := b.c.Insert(ctx, ns, bson.D{{Key: "_id", Value: int64(1_000_003)}}); !errors.As(err, &se) || !se.HasErrorCode(userWritesBlocked) {
+		t.Errorf("an application write after the cut-over: %v, want UserWritesBlocked", err)
+	}
+	for shard, part := range shardCutovers(t, b.dst, "cut-blocked") {
+		if part == nil || !part.Drained {
+			t.Errorf("shard %s: cut-over part %+v, want drained", shard, part)
+		}
+	}
+	ins, upd, del := b.load.Counts()
+	t.Logf("live load: %d inserts, %d updates, %d deletes before the block; %d writes refused; steps %v", ins, upd, del, b.proxy.Refused(), steps)
+	assertSameDocs(t, b.c.RouterClient(), ns, b.dst.MustClient(t), ns)
 }

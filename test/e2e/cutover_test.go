@@ -238,7 +238,7 @@ func TestCutoverBlocksSourceWrites(t *testing.T) {
 	}
 	// The source's writes stay blocked after the cut-over, as documented.
 	var se mongo.ServerError
-	if _, err := app.Database("shop").Collection("orders").InsertOne(ctx, bson.D{{Key: "_id", Value: "after-cutover"}}); !errors.As(err, &se) || !se.HasErrorCode(372) {
+	if _, err := app.Database("shop").Collection("orders").InsertOne(ctx, bson.D{{Key: "_id", Value: "after-cutover"}}); !errors.As(err, &se) || !se.HasErrorCode(userWritesBlocked) {
 		t.Errorf("an application write after the cut-over: %v, want UserWritesBlocked", err)
 	}
 	stopLoad()
