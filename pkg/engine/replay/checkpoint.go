@@ -16,10 +16,12 @@ func (r *Replayer) checkpointLoop(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-			if err := r.saveCheckpoint(ctx); err != nil {
+			// A save cut short by the end of the run is not a failure: the
+			// final save uses its own context.
+			if err := r.saveCheckpoint(ctx); err != nil && ctx.Err() == nil {
 				r.log.Warn("checkpoint not saved; retrying", "err", err)
-			} else if r.o.Board != nil {
-				if err := r.publish(ctx, false); err != nil {
+			} else if err == nil && r.o.Board != nil {
+				if err := r.publish(ctx, false); err != nil && ctx.Err() == nil {
 					r.log.Warn("position not published; retrying", "shard", r.o.Shard, "err", err)
 				}
 			}
