@@ -430,3 +430,69 @@ func TestShardedCutoverBlocksWrites(t *testing.T) {
 	t.Logf("live load: %d inserts, %d updates, %d deletes before the block; %d writes refused; steps %v", ins, upd, del, b.proxy.Refused(), steps)
 	assertSameDocs(t, b.c.RouterClient(), ns, b.dst.MustClient(t), ns)
 }
+
+// TestShardedCutoverWritesAfterDrain: a sharded cut-over whose
+// verification fails after every shard drained, then succeeds when
+// requested again. Stand-ins as in TestShardedCutoverUnderLiveLoad, on
+// two shards, run by one process. The application writes once more after
+// every shard recorded its drain (an insert from the hook, on one shard
+// and through the router): the verification through mongos finds the
+// target behind, and the cut-over fails with the message that says the
+// source took writes after the drain. The shard board's Drained marks of
+// that attempt are left behind; requested again, the cut-over clears
+// them, replays the late write and completes with the target equal to the
+// union of the shards.
+func TestShardedCutoverWritesAfterDrain(t *testing.T) {
+	ctx := context.Background()
+	ns := "app.late"
+	c, dst, _, stopLoad := shardedCutoverSetup(t, 2, ns)
+	task := shardedTask(t, "cut-late", c, dst)
+	task.Cutover = config.Cutover{Requested: true, Verify: config.VerifyHash, MaxLagSeconds: 5}
+	opts := engineOpts()
+	opts.CheckpointInterval = 500 * time.Millisecond
+	const late = int64(1_000_001)
+	draining := 0
+	opts1 := opts
+	opts1.OnCutoverStep = func(step string) {
+		if step != workerapi.CutoverDraining {
+			return
+		}
+		draining++
+		switch draining {
+		case 1:
+			stopLoad() // the application stops when asked
+		case 2:
+			// Every shard has drained: one more write arrives anyway.
+			if err := c.Insert(ctx, ns, bson.D{{Key: "_id", Value: late}, {Key: "v", Value: 1}, {Key: "pad", Value: "late"}}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	e1, done1 := runToEnd(t, task, opts1)
+	err := waitDone(t, done1, 4*time.Minute)
+	if !errors.Is(err, engine.ErrCutoverFailed) || !errors.Is(err, engine.ErrVerificationFailed) {
+		t.Fatalf("first run: %v, want the cut-over failed on its verification (drained %d times)", err, draining)
+	}
+	for _, part := range []string{"took writes after the drain position", "nothing is lost", "request the cut-over again"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("error %q does not say %q", err, part)
+		}
+	}
+	if st := e1.Status(); st.Cutover == nil || st.Cutover.Step != workerapi.CutoverFailed {
+		t.Errorf("cut-over status %+v, want Failed", st.Cutover)
+	}
+	e1.Close()
+
+	e2, done2 := runToEnd(t, task, opts)
+	if err := waitDone(t, done2, 4*time.Minute); err != nil {
+		t.Fatalf("second run: %v (cut-over %+v, shards %+v)", err, e2.Status().Cutover, e2.Status().Shards)
+	}
+	if co := e2.Status().Cutover; co == nil || co.Step != workerapi.CutoverComplete || co.Verify == nil || !co.Verify.OK {
+		t.Fatalf("second run's cut-over %+v, want Complete with a verification that passed", co)
+	}
+	n, err := dst.MustClient(t).Database("app").Collection("late").CountDocuments(ctx, bson.D{{Key: "_id", Value: late}})
+	if err != nil || n != 1 {
+		t.Errorf("the write made after the drain: %d on the target (%v), want 1", n, err)
+	}
+	assertSameDocs(t, c.RouterClient(), ns, dst.MustClient(t), ns)
+}
