@@ -395,6 +395,59 @@ verify: {mode: none}
 	assertSameDocs(t, sc, "shop.orders", dc, "shop.orders")
 }
 
+// TestCutoverCLIBlocksWrites: `ferry cutover --block-source-writes` on a
+// task that has not run yet, while the application writes: it copies,
+// catches up, blocks the source's writes, drains, verifies and finalizes,
+// exits 0 and prints a summary that says the writes stay blocked and how
+// to unblock them. The source is reached through wiresim.WriteBlockProxy,
+// which stands in for MongoDB 6.0's write blocking in front of FerretDB
+// (see TestCutoverBlocksSourceWrites).
+func TestCutoverCLIBlocksWrites(t *testing.T) {
+	ctx := context.Background()
+	src, dst := testserver.Start(t), testserver.Start(t)
+	proxy, err := wiresim.StartWriteBlockProxy(src.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	app, err := mongo.Connect(options.Client().ApplyURI(proxy.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Disconnect(ctx) })
+	sc, dc := src.MustClient(t), dst.MustClient(t)
+	base := workload.Options{Database: "shop", Collection: "orders", RecordCount: 1000, FieldCount: 2, FieldLength: 20, Seed: 13}
+	if _, err := workload.Load(ctx, app, base); err != nil {
+		t.Fatal(err)
+	}
+	yaml := writeFile(t, fmt.Sprintf(`name: cli-block
+mode: fullAndIncremental
+source: {uri: %q}
+target: {uri: %q}
+verify: {mode: none}
+`, proxy.URI(), dst.URI))
+	stopLoad := startLoad(app, base, 30)
+	defer stopLoad()
+	var stdout bytes.Buffer
+	cut := exec.Command(ferryBinary(t), "cutover", "-f", yaml, "--block-source-writes", "--max-lag", "5s", "--verify", "hash", "--progress", "none", "--listen", "")
+	cut.Stdout, cut.Stderr = &stdout, os.Stderr
+	if err := cut.Run(); err != nil {
+		t.Fatalf("ferry cutover --block-source-writes: %v\n%s", err, stdout.String())
+	}
+	t.Logf("ferry cutover printed:\n%s", stdout.String())
+	for _, line := range []string{"cut-over:         Complete", "verification      hash: the target equals the source",
+		"source writes     blocked; they stay blocked (unblock with db.adminCommand({setUserWriteBlockMode: 1, global: false}))"} {
+		if !strings.Contains(stdout.String(), line) {
+			t.Errorf("summary lacks %q", line)
+		}
+	}
+	if !proxy.Blocked() {
+		t.Error("the source's writes are not blocked after the cut-over")
+	}
+	stopLoad()
+	assertSameDocs(t, sc, "shop.orders", dc, "shop.orders")
+}
+
 // TestCutoverResumesAtItsStep: a run stopped just after it recorded a
 // cut-over step (the drain position, the start of verification, of
 // finalization) leaves that step in the checkpoint database; the next run
