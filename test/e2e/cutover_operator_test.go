@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -13,19 +16,23 @@ import (
 	"github.com/mongoferry/mongoferry/controllers"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/internal/wiresim"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 	"github.com/mongoferry/mongoferry/pkg/workload"
 )
 
-// TestOperatorCutover: a streaming SyncTask under live load; the
-// application stops writing (FerretDB cannot block writes, so
-// blockSourceWrites is false and the test stops its load) and
-// spec.cutover.requested is set. The worker, restarted with the new task
-// file, resumes from its checkpoint, drains, verifies and completes: the
+// TestOperatorCutover: a streaming SyncTask under live load; the cut-over
+// is requested with blockSourceWrites, and the application goes on
+// writing until the block stops it. The source is reached, by the worker
+// and by the application, through wiresim.WriteBlockProxy, which stands in
+// for MongoDB 6.0's user write blocking in front of FerretDB. The worker,
+// restarted with the new task file, resumes from its checkpoint, blocks
+// the source's writes, drains, verifies and completes: the
 // CutoverComplete condition turns True (what `kubectl wait
-// --for=condition=CutoverComplete` waits for), status.cutover holds both
-// positions and the verification, the phase is Completed with the worker
+// --for=condition=CutoverComplete` waits for) and says the source's
+// writes stay blocked, status.cutover holds both positions, the
+// verification and writesBlocked, the phase is Completed with the worker
 // stopped, and the target equals the source.
 func TestOperatorCutover(t *testing.T) {
 	env := envtestutil.Start(t)
@@ -33,21 +40,31 @@ func TestOperatorCutover(t *testing.T) {
 	ctx := context.Background()
 	const name = "moving"
 	src, dst := testserver.Start(t), testserver.Start(t)
+	proxy, err := wiresim.StartWriteBlockProxy(src.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	app, err := mongo.Connect(options.Client().ApplyURI(proxy.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Disconnect(ctx) })
 	sc, dc := src.MustClient(t), dst.MustClient(t)
 	base := workload.Options{Database: "shop", Collection: "orders", RecordCount: 1500, FieldCount: 4, FieldLength: 30, Seed: 21}
-	if _, err := workload.Load(ctx, sc, base); err != nil {
+	if _, err := workload.Load(ctx, app, base); err != nil {
 		t.Fatal(err)
 	}
 	task := startOperatorTask(t, env, ns, operatorTaskOptions{
 		Name: name, FirstIP: "127.0.18.1",
 		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:   config.ModeFullAndIncremental,
-			Source: syncv1alpha1.Source{URI: src.URI},
+			Source: syncv1alpha1.Source{URI: proxy.URI()},
 			Target: syncv1alpha1.Target{URI: dst.URI},
 			Verify: config.Verify{Mode: config.VerifyNone},
 		},
 	})
-	stopLoad := startLoad(sc, base, 20)
+	stopLoad := startLoad(app, base, 20)
 	defer stopLoad()
 	get := task.get
 	waitFor(t, "Streaming under load", 3*time.Minute, func() bool {
@@ -55,17 +72,23 @@ func TestOperatorCutover(t *testing.T) {
 		return st.Phase == syncv1alpha1.PhaseStreaming && st.OpsPerSecond > 0
 	})
 
-	// The application stops writing; the cut-over is requested.
+	// The cut-over is requested while the application writes; the block
+	// stops its writes. kubectl wait --for=condition=CutoverComplete
+	st := task.cutover(config.Cutover{Requested: true, BlockSourceWrites: true, Verify: config.VerifyHash, MaxLagSeconds: 5}, 3*time.Minute)
 	stopLoad()
-	// kubectl wait --for=condition=CutoverComplete
-	st := task.cutover(config.Cutover{Requested: true, Verify: config.VerifyHash, MaxLagSeconds: 5}, 3*time.Minute)
 	if y, err := yaml.Marshal(map[string]any{"cutover": st.Status.Cutover, "conditions": st.Status.Conditions}); err == nil {
 		t.Logf("kubectl get synctask %s -o yaml (status, after the cut-over):\n%s", name, y)
 	}
 	co := st.Status.Cutover
 	if co == nil || co.Step != workerapi.CutoverComplete || !co.CaughtUp || co.SourcePosition == "" || co.TargetPosition == "" || co.FinishedAt == nil ||
-		co.Verification == nil || co.Verification.Result != syncv1alpha1.VerificationPassed {
-		t.Errorf("status.cutover %+v, want Complete with both positions and a passed verification", co)
+		co.Verification == nil || co.Verification.Result != syncv1alpha1.VerificationPassed || !co.WritesBlocked {
+		t.Errorf("status.cutover %+v, want Complete with both positions, a passed verification and writes blocked", co)
+	}
+	if c := meta.FindStatusCondition(st.Status.Conditions, syncv1alpha1.ConditionCutoverComplete); c == nil || !strings.Contains(c.Message, "writes on the source stay blocked") {
+		t.Errorf("CutoverComplete = %+v, want a message that says the source's writes stay blocked", c)
+	}
+	if !proxy.Blocked() {
+		t.Error("the source's writes are not blocked after the cut-over")
 	}
 	if c := meta.FindStatusCondition(st.Status.Conditions, syncv1alpha1.ConditionCutoverReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != controllers.ReasonCaughtUp {
 		t.Errorf("CutoverReady = %+v, want True/CaughtUp", c)
