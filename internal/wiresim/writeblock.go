@@ -3,9 +3,12 @@ package wiresim
 import (
 	"bufio"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
 // codeUserWritesBlocked is MongoDB's error for a user write refused while
@@ -30,7 +33,9 @@ var userWrites = map[string]bool{
 //   - while writes are blocked, a user write (insert, update, delete,
 //     findAndModify, bulkWrite and the DDL commands) to a database other
 //     than admin, config and local is refused with code 372,
-//     UserWritesBlocked, and never reaches the server.
+//     UserWritesBlocked, and never reaches the server: insert, update and
+//     delete as MongoDB refuses them, with a write error per statement
+//     tried; the others as a command error.
 //
 // What it leaves out: the bypassWriteBlockingMode privilege (every client
 // is a user without it), the oplog entry MongoDB writes when the mode
@@ -181,9 +186,50 @@ func (p *WriteBlockProxy) answer(req *request, dst []byte) []byte {
 	case p.blocked.Load() && userWrites[name] && writesUserData(req, name):
 		p.refused.Add(1)
 		dst = appendReplyStart(dst, req)
-		return finishReply(appendError(dst, &cmdError{code: codeUserWritesBlocked, codeName: "UserWritesBlocked", msg: "User writes blocked"}))
+		if key, ok := statementsKey[name]; ok {
+			return finishReply(appendBlockedStatements(dst, req, key))
+		}
+		return finishReply(appendError(dst, &cmdError{code: codeUserWritesBlocked, codeName: "UserWritesBlocked", msg: userWritesBlockedMsg}))
 	}
 	return nil
+}
+
+// userWritesBlockedMsg is MongoDB's message for a blocked write.
+const userWritesBlockedMsg = "User writes blocked"
+
+// statementsKey names the statements of the write commands MongoDB
+// refuses statement by statement: the block is checked as each document
+// is written, so the command succeeds with a write error per statement
+// it tried (the first of an ordered command, every one of an unordered
+// one).
+var statementsKey = map[string]string{"insert": "documents", "update": "updates", "delete": "deletes"}
+
+// appendBlockedStatements appends {n: 0, writeErrors: [...], ok: 1} for
+// a write command whose statements are all refused as blocked.
+func appendBlockedStatements(dst []byte, req *request, key string) []byte {
+	stmts, _ := req.docs(key)
+	tried := len(stmts)
+	if ordered, ok := req.body.Lookup("ordered").BooleanOK(); (!ok || ordered) && tried > 1 {
+		tried = 1
+	}
+	idx, dst := bsoncore.AppendDocumentStart(dst)
+	dst = bsoncore.AppendInt32Element(dst, "n", 0)
+	if tried > 0 {
+		var aidx int32
+		aidx, dst = bsoncore.AppendArrayElementStart(dst, "writeErrors")
+		for i := range tried {
+			var eidx int32
+			eidx, dst = bsoncore.AppendDocumentElementStart(dst, strconv.Itoa(i))
+			dst = bsoncore.AppendInt32Element(dst, "index", int32(i))
+			dst = bsoncore.AppendInt32Element(dst, "code", codeUserWritesBlocked)
+			dst = bsoncore.AppendStringElement(dst, "errmsg", userWritesBlockedMsg)
+			dst, _ = bsoncore.AppendDocumentEnd(dst, eidx)
+		}
+		dst, _ = bsoncore.AppendArrayEnd(dst, aidx)
+	}
+	dst = bsoncore.AppendDoubleElement(dst, "ok", 1)
+	dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
+	return dst
 }
 
 // writesUserData reports whether a write command touches a user database:

@@ -51,6 +51,16 @@ func TestWriteBlockProxy(t *testing.T) {
 		},
 		"delete": func() error { _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: 1}}); return err },
 		"create": func() error { return client.Database("app").CreateCollection(ctx, "d") },
+		"unordered insert of three": func() error {
+			_, err := coll.InsertMany(ctx, []any{bson.D{{Key: "_id", Value: 3}}, bson.D{{Key: "_id", Value: 4}}, bson.D{{Key: "_id", Value: 5}}},
+				options.InsertMany().SetOrdered(false))
+			// As MongoDB answers: one write error per statement.
+			var bwe mongo.BulkWriteException
+			if errors.As(err, &bwe) && len(bwe.WriteErrors) != 3 {
+				t.Errorf("unordered insert of three while blocked: %d write errors, want 3", len(bwe.WriteErrors))
+			}
+			return err
+		},
 	}
 	for name, write := range writes {
 		var ce mongo.ServerError

@@ -264,6 +264,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err == nil {
 		err = e.runLeased(ctx)
 	}
+	err = explainBlockedWrites(err)
 	e.mu.Lock()
 	e.finished = time.Now()
 	if err != nil && ctx.Err() == nil {

@@ -6,18 +6,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"sigs.k8s.io/yaml"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/internal/testutil"
+	"github.com/mongoferry/mongoferry/internal/wiresim"
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // newestTS is the ts of the newest entry of a server's oplog: the position
@@ -138,4 +143,78 @@ func TestReverseCLI(t *testing.T) {
 	if names, _ := oc.ListDatabaseNames(ctx, doc("name", "mongoferry")); len(names) != 0 {
 		t.Errorf("the forward task's checkpoint database was replayed onto the old deployment")
 	}
+}
+
+// TestReverseOntoBlockedSource: after a cut-over that blocked the old
+// deployment's writes, the reverse sync writes to that deployment. Its
+// user has no bypassWriteBlockingMode privilege, so its writes are
+// refused: the task stops at once with ErrTargetWritesBlocked, which
+// names both fixes, and the old deployment is unchanged. Once its writes
+// are unblocked (one of the fixes), the same reverse task replays the new
+// deployment's writes onto it. wiresim.WriteBlockProxy stands in for
+// MongoDB 6.0's write blocking in front of the old deployment (FerretDB),
+// refusing writes as MongoDB does (a write error per statement tried).
+func TestReverseOntoBlockedSource(t *testing.T) {
+	ctx := context.Background()
+	oldDep, newDep := testserver.Start(t), testserver.Start(t)
+	proxy, err := wiresim.StartWriteBlockProxy(oldDep.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	oldApp, err := mongo.Connect(options.Client().ApplyURI(proxy.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = oldApp.Disconnect(ctx) })
+	docs := make([]any, 200)
+	for i := range docs {
+		docs[i] = doc("_id", int32(i), "v", int32(0))
+	}
+	insertDocs(t, oldApp, "app", "c", docs)
+	fwd := newTask(t, "rev-blocked", oldDep, newDep, func(t *config.Task) {
+		t.Source.URI = proxy.URI()
+		t.Mode = config.ModeFullAndIncremental
+		t.Verify.Mode = config.VerifyNone
+		t.Cutover = config.Cutover{Requested: true, BlockSourceWrites: true, Verify: config.VerifyCount, MaxLagSeconds: 5}
+	})
+	st, err := runEngine(t, fwd, engineOpts())
+	if err != nil || st.Cutover == nil || st.Cutover.Step != workerapi.CutoverComplete || !st.Cutover.WritesBlocked || st.Cutover.TargetPosition == nil {
+		t.Fatalf("forward cut-over: %v, %+v; want Complete with writes blocked and a target position", err, st.Cutover)
+	}
+	// The application now writes to the new deployment.
+	nc, oc := newDep.MustClient(t), oldDep.MustClient(t)
+	if _, err := nc.Database("app").Collection("c").InsertOne(ctx, doc("_id", "after-cutover")); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := fwd.Reverse(config.FormatPosition(bson.Timestamp{T: st.Cutover.TargetPosition.T, I: st.Cutover.TargetPosition.I}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := engineOpts()
+	opts.UntilCaughtUp = true
+	_, err = runEngine(t, rev, opts)
+	if !errors.Is(err, engine.ErrTargetWritesBlocked) {
+		t.Fatalf("reverse onto the blocked deployment: %v, want ErrTargetWritesBlocked", err)
+	}
+	t.Logf("the reverse task stopped with: %v", err)
+	for _, part := range []string{"bypassWriteBlockingMode", "setUserWriteBlockMode: 1, global: false", "not applied"} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("error %q does not say %q", err, part)
+		}
+	}
+	if n, err := oc.Database("app").Collection("c").CountDocuments(ctx, doc("_id", "after-cutover")); err != nil || n != 0 {
+		t.Errorf("the blocked deployment took the reverse sync's write: %d (%v)", n, err)
+	}
+	// The user unblocks the old deployment's writes and runs the task again.
+	if err := oldApp.Database("admin").RunCommand(ctx, doc("setUserWriteBlockMode", int32(1), "global", false)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runEngine(t, rev, opts); err != nil {
+		t.Fatalf("reverse after unblocking: %v", err)
+	}
+	if n, err := oc.Database("app").Collection("c").CountDocuments(ctx, doc("_id", "after-cutover")); err != nil || n != 1 {
+		t.Errorf("the new deployment's write on the old one: %d (%v), want 1", n, err)
+	}
+	assertSameDocs(t, nc, "app.c", oc, "app.c")
 }

@@ -39,6 +39,10 @@ var ErrConflict = errors.New("document already exists on the target")
 // CodeDuplicateKey is the server's duplicate key error code.
 const CodeDuplicateKey = 11000
 
+// CodeUserWritesBlocked is the server's error for a write refused while
+// setUserWriteBlockMode blocks user writes (MongoDB 6.0 and later).
+const CodeUserWritesBlocked = 372
+
 // retryableCodes are server errors that go away on their own: elections,
 // shutdowns, network and lock timeouts.
 var retryableCodes = []int{6, 7, 89, 91, 189, 262, 9001, 10107, 11600, 11602, 13435, 13436, 112, 117, 251}
