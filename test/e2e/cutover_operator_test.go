@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -16,7 +14,6 @@ import (
 	"github.com/mongoferry/mongoferry/controllers"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/testserver"
-	"github.com/mongoferry/mongoferry/internal/wiresim"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 	"github.com/mongoferry/mongoferry/pkg/workload"
@@ -40,16 +37,7 @@ func TestOperatorCutover(t *testing.T) {
 	ctx := context.Background()
 	const name = "moving"
 	src, dst := testserver.Start(t), testserver.Start(t)
-	proxy, err := wiresim.StartWriteBlockProxy(src.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	app, err := mongo.Connect(options.Client().ApplyURI(proxy.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = app.Disconnect(ctx) })
+	proxy, app := writeBlockProxy(t, src.Addr)
 	sc, dc := src.MustClient(t), dst.MustClient(t)
 	base := workload.Options{Database: "shop", Collection: "orders", RecordCount: 1500, FieldCount: 4, FieldLength: 30, Seed: 21}
 	if _, err := workload.Load(ctx, app, base); err != nil {

@@ -58,11 +58,7 @@ func startShardedCutoverBed(t *testing.T, n int, ns string, blockable bool) shar
 	ctx := context.Background()
 	b := shardedCutoverBed{c: testserver.StartCluster(t, n), dst: testserver.Start(t)}
 	if blockable {
-		var err error
-		if b.proxy, err = wiresim.StartWriteBlockProxy(b.c.Router.Addr); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = b.proxy.Close() })
+		b.proxy, _ = writeBlockProxy(t, b.c.Router.Addr)
 		if err := b.c.RouteThrough(ctx, b.proxy.URI()); err != nil {
 			t.Fatal(err)
 		}

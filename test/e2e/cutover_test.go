@@ -64,6 +64,25 @@ func startLoad(sc *mongo.Client, base workload.Options, rate float64) (stop func
 	}
 }
 
+// writeBlockProxy starts a wiresim.WriteBlockProxy in front of the server
+// at addr (it stands in for MongoDB 6.0's user write blocking, which
+// FerretDB lacks) and returns it with a client that reaches the server
+// through it, as the application does. Both end with the test.
+func writeBlockProxy(t *testing.T, addr string) (*wiresim.WriteBlockProxy, *mongo.Client) {
+	t.Helper()
+	proxy, err := wiresim.StartWriteBlockProxy(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	app, err := mongo.Connect(options.Client().ApplyURI(proxy.URI()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = app.Disconnect(context.Background()) })
+	return proxy, app
+}
+
 // cutoverRecord reads the cut-over recorded in the target's checkpoint
 // database.
 func cutoverRecord(t *testing.T, dc *mongo.Client, task string) *checkpoint.CutoverRecord {
@@ -192,16 +211,7 @@ func TestCutoverBlockSourceWritesUnsupported(t *testing.T) {
 func TestCutoverBlocksSourceWrites(t *testing.T) {
 	ctx := context.Background()
 	src, dst := testserver.Start(t), testserver.Start(t)
-	proxy, err := wiresim.StartWriteBlockProxy(src.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	app, err := mongo.Connect(options.Client().ApplyURI(proxy.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = app.Disconnect(ctx) })
+	proxy, app := writeBlockProxy(t, src.Addr)
 	sc, dc := src.MustClient(t), dst.MustClient(t)
 	base := workload.Options{Database: "shop", Collection: "orders", RecordCount: 1000, FieldCount: 4, FieldLength: 30, Seed: 12}
 	if _, err := workload.Load(ctx, app, base); err != nil {
@@ -405,16 +415,7 @@ verify: {mode: none}
 func TestCutoverCLIBlocksWrites(t *testing.T) {
 	ctx := context.Background()
 	src, dst := testserver.Start(t), testserver.Start(t)
-	proxy, err := wiresim.StartWriteBlockProxy(src.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	app, err := mongo.Connect(options.Client().ApplyURI(proxy.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = app.Disconnect(ctx) })
+	proxy, app := writeBlockProxy(t, src.Addr)
 	sc, dc := src.MustClient(t), dst.MustClient(t)
 	base := workload.Options{Database: "shop", Collection: "orders", RecordCount: 1000, FieldCount: 2, FieldLength: 20, Seed: 13}
 	if _, err := workload.Load(ctx, app, base); err != nil {

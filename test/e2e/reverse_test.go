@@ -13,12 +13,10 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"sigs.k8s.io/yaml"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/internal/testutil"
-	"github.com/mongoferry/mongoferry/internal/wiresim"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
@@ -157,16 +155,7 @@ func TestReverseCLI(t *testing.T) {
 func TestReverseOntoBlockedSource(t *testing.T) {
 	ctx := context.Background()
 	oldDep, newDep := testserver.Start(t), testserver.Start(t)
-	proxy, err := wiresim.StartWriteBlockProxy(oldDep.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	oldApp, err := mongo.Connect(options.Client().ApplyURI(proxy.URI()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = oldApp.Disconnect(ctx) })
+	proxy, oldApp := writeBlockProxy(t, oldDep.Addr)
 	docs := make([]any, 200)
 	for i := range docs {
 		docs[i] = doc("_id", int32(i), "v", int32(0))
