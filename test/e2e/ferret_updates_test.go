@@ -86,13 +86,16 @@ func TestFerretDBSourceUpdateShapesUnderKills(t *testing.T) {
 	}
 	insertDocs(t, sc, "app", "shapes", seed)
 
+	// rateLimit makes the copy last a few seconds: /status is polled every
+	// 200 ms, and a copy of a few hundred documents at full speed can start
+	// and end between two polls, so the kill meant for it would never come.
 	yaml := writeFile(t, fmt.Sprintf(`name: shapes
 mode: fullAndIncremental
 source: {uri: %q}
 target: {uri: %q}
 threads: {readers: 2, writers: 3}
 cache: {batchSize: 100}
-rateLimit: 1500
+rateLimit: 200
 verify: {mode: hash}
 `, src.URI, dst.URI))
 	bin := ferryBinary(t)

@@ -39,6 +39,9 @@ func TestReplayKilledRepeatedly(t *testing.T) {
 	}
 	insertDocs(t, sc, "shop", "counters", counters)
 
+	// rateLimit makes the copy last a few seconds: /status is polled every
+	// 200 ms, and a copy of a few hundred documents at full speed can start
+	// and end between two polls, so the kill meant for it would never come.
 	yaml := writeFile(t, fmt.Sprintf(`name: killer
 mode: fullAndIncremental
 source: {uri: %q}
@@ -46,7 +49,7 @@ target: {uri: %q}
 threads: {readers: 2, writers: 3}
 fullSync: {rangeDocuments: 500, split: always}
 cache: {batchSize: 200}
-rateLimit: 3000
+rateLimit: 1000
 verify: {mode: hash}
 `, src.URI, dst.URI))
 	bin := ferryBinary(t)

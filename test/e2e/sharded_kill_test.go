@@ -44,6 +44,9 @@ func TestShardedRunKilled(t *testing.T) {
 	for _, o := range c.Overrides() {
 		fmt.Fprintf(&shards, "    - {name: %s, uri: %q}\n", o.Name, o.URI)
 	}
+	// rateLimit makes the copy last a few seconds: /status is polled every
+	// 200 ms, and a copy of a few hundred documents at full speed can start
+	// and end between two polls, so the kill meant for it would never come.
 	yaml := writeFile(t, fmt.Sprintf(`name: sharded-killer
 mode: fullAndIncremental
 source:
@@ -51,6 +54,8 @@ source:
   kind: sharded
   shards:
 %starget: {uri: %q}
+cache: {batchSize: 100}
+rateLimit: 300
 verify: {mode: hash}
 `, c.RouterURI(), shards.String(), dst.URI))
 	bin := ferryBinary(t)
