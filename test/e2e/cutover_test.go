@@ -265,8 +265,8 @@ func TestCutoverBlocksSourceWrites(t *testing.T) {
 
 // TestCutoverWritesAfterDrain: with blockSourceWrites false the
 // application keeps writing after the drain position was read (an insert
-// made from the hook once the position is recorded). The verification
-// finds the target behind, the cut-over fails with a message that says
+// made from the hook once the source is drained, as verification
+// starts). The verification finds the target behind, the cut-over fails with a message that says
 // the source took writes after the drain and what to do, and nothing is
 // lost: once the application stopped, the cut-over requested again
 // replays the late write and completes with the target equal to the
@@ -287,11 +287,12 @@ func TestCutoverWritesAfterDrain(t *testing.T) {
 	}
 	var wrote atomic.Bool
 	eng.SetCutoverHook(func(step string) {
-		if step != workerapi.CutoverDraining || wrote.Load() {
+		// At Verifying replay has stopped at the drain position. (During
+		// Draining it may still apply an entry past that position before
+		// it sees it has reached it, and the late write would then be on
+		// the target.)
+		if step != workerapi.CutoverVerifying || wrote.Load() {
 			return
-		}
-		if st := eng.Status().Cutover; st == nil || st.SourcePosition == nil {
-			return // the drain position is read next
 		}
 		// The application writes once more, after the drain position.
 		if _, err := sc.Database("app").Collection("c").InsertOne(context.Background(), bson.D{{Key: "_id", Value: "late-write"}}); err != nil {
