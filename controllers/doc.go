@@ -10,8 +10,9 @@
 // PodMonitor (workers.go); reading each worker's /status (the worker
 // contract, pkg/workerapi: the document, phases, exit codes and
 // environment) and aggregating it into status, conditions and events
-// (report.go, status.go), with figures that move on every poll written at
-// most every StatusMinInterval (settle.go); a failed task's workers
+// (report.go, status.go; the conditions Ready, Progressing, Degraded and
+// TargetSharding in conditions.go), with figures that move on every poll
+// written at most every StatusMinInterval (settle.go); a failed task's workers
 // stopped until a new generation or the retry annotation; the
 // finalizer that removes the checkpoints on deletion (cleanup.go); one
 // worker per shard of a sharded source, the shards the workers report and
