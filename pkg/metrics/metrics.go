@@ -16,11 +16,17 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/verify"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // Phases lists every phase, so each gets a 0/1 series.
 var Phases = []engine.Phase{engine.PhasePending, engine.PhaseFullSync, engine.PhaseStreaming,
 	engine.PhaseVerifying, engine.PhaseCompleted, engine.PhaseFailed}
+
+// CutoverSteps lists every cut-over step, so each gets a 0/1 series once
+// a cut-over is requested.
+var CutoverSteps = []string{workerapi.CutoverCatchingUp, workerapi.CutoverBlockingWrites, workerapi.CutoverDraining,
+	workerapi.CutoverVerifying, workerapi.CutoverFinalizing, workerapi.CutoverComplete, workerapi.CutoverFailed}
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc("mongoferry_"+name, help, append([]string{"task"}, labels...), nil)
@@ -68,15 +74,17 @@ var (
 	verifyOKDesc       = desc("verify_ok", "1 when the last verification matched, 0 when it found differences.")
 	verifyDiffDesc     = desc("verify_differing_namespaces", "Namespaces whose target differs from the source at the last verification.")
 
-	svRunningDesc    = desc("verify_streaming_running", "1 while a streaming verification pass runs.")
-	svPassesDesc     = desc("verify_streaming_passes_total", "Streaming verification passes finished.")
-	svDocsDesc       = desc("verify_streaming_documents", "Documents the current (or last) streaming verification pass compared.")
-	svPendingDesc    = desc("verify_streaming_pending_rechecks", "Mismatches waiting for replay to pass their source position before a recheck.")
-	svPendingBytes   = desc("verify_streaming_pending_bytes", "Bytes of the mismatches waiting for a recheck.")
-	svMaxPending     = desc("verify_streaming_max_pending_bytes", "Byte budget of the mismatches waiting for a recheck (verify.maxPendingBytes).")
-	svPersistingDesc = desc("verify_streaming_persisting", "Mismatches of the current (or last) pass that persisted through every recheck.")
-	svNotRechecked   = desc("verify_streaming_not_rechecked", "Mismatches of the current (or last) pass not rechecked: the recheck budget was full, or replay did not pass them before the pass ended.")
-	svOKDesc         = desc("verify_streaming_ok", "1 when the last finished streaming verification pass matched, 0 when it did not.")
+	svRunningDesc      = desc("verify_streaming_running", "1 while a streaming verification pass runs.")
+	svPassesDesc       = desc("verify_streaming_passes_total", "Streaming verification passes finished.")
+	svDocsDesc         = desc("verify_streaming_documents", "Documents the current (or last) streaming verification pass compared.")
+	svPendingDesc      = desc("verify_streaming_pending_rechecks", "Mismatches waiting for replay to pass their source position before a recheck.")
+	svPendingBytes     = desc("verify_streaming_pending_bytes", "Bytes of the mismatches waiting for a recheck.")
+	svMaxPending       = desc("verify_streaming_max_pending_bytes", "Byte budget of the mismatches waiting for a recheck (verify.maxPendingBytes).")
+	svPersistingDesc   = desc("verify_streaming_persisting", "Mismatches of the current (or last) pass that persisted through every recheck.")
+	svNotRechecked     = desc("verify_streaming_not_rechecked", "Mismatches of the current (or last) pass not rechecked: the recheck budget was full, or replay did not pass them before the pass ended.")
+	svOKDesc           = desc("verify_streaming_ok", "1 when the last finished streaming verification pass matched, 0 when it did not.")
+	cutoverStepDesc    = desc("cutover_step", "1 for the step a requested cut-over is at, 0 for the others.", "step")
+	cutoverBlockedDesc = desc("cutover_source_writes_blocked", "1 once the cut-over has blocked the application's writes on the source (they stay blocked after it), 0 otherwise.")
 )
 
 // Collector turns a task's Status into metrics at scrape time.
@@ -97,7 +105,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 
 		shardPhaseDesc, shardLagDesc, shardAppliedTSDesc, shardReadTSDesc, shardRateDesc, shardAppliedDesc, shardSkippedDesc,
 		headroomDesc, spanDesc,
-		svRunningDesc, svPassesDesc, svDocsDesc, svPendingDesc, svPendingBytes, svMaxPending, svPersistingDesc, svNotRechecked, svOKDesc} {
+		svRunningDesc, svPassesDesc, svDocsDesc, svPendingDesc, svPendingBytes, svMaxPending, svPersistingDesc, svNotRechecked, svOKDesc,
+		cutoverStepDesc, cutoverBlockedDesc} {
 		ch <- d
 	}
 }
@@ -113,11 +122,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{t}, labels...)...)
 	}
 	for _, p := range Phases {
-		v := 0.0
-		if s.Phase == p {
-			v = 1
-		}
-		gauge(phaseDesc, v, string(p))
+		gauge(phaseDesc, oneIf(s.Phase == p), string(p))
 	}
 	counter(copyDocsDesc, float64(s.Copy.Documents))
 	counter(copyBytesDesc, float64(s.Copy.Bytes))
@@ -160,11 +165,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, sh := range s.Shards {
 		for _, p := range []string{engine.SubtaskPending, engine.SubtaskStreaming, engine.SubtaskRetiring, engine.SubtaskRetired, engine.SubtaskFailed} {
-			v := 0.0
-			if sh.Phase == p {
-				v = 1
-			}
-			gauge(shardPhaseDesc, v, sh.Shard, p)
+			gauge(shardPhaseDesc, oneIf(sh.Phase == p), sh.Shard, p)
 		}
 		r := sh.Replay
 		if r == nil {
@@ -192,19 +193,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	if v := s.Verify; v != nil && !v.Running {
-		ok := 0.0
-		if v.OK {
-			ok = 1
-		}
-		gauge(verifyOKDesc, ok)
+		gauge(verifyOKDesc, oneIf(v.OK))
 		gauge(verifyDiffDesc, float64(len(v.Differing)))
 	}
 	if v := s.StreamingVerify; v != nil {
-		running := 0.0
-		if v.Running {
-			running = 1
-		}
-		gauge(svRunningDesc, running)
+		gauge(svRunningDesc, oneIf(v.Running))
 		counter(svPassesDesc, float64(v.Passes))
 		gauge(svDocsDesc, float64(v.Compared))
 		gauge(svPendingDesc, float64(v.PendingRechecks))
@@ -213,13 +206,23 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(svPersistingDesc, float64(v.Persisting))
 		gauge(svNotRechecked, float64(v.NotRechecked+v.Unsettled))
 		if v.Passes > 0 && !v.Running {
-			ok := 0.0
-			if v.OK {
-				ok = 1
-			}
-			gauge(svOKDesc, ok)
+			gauge(svOKDesc, oneIf(v.OK))
 		}
 	}
+	if co := s.Cutover; co != nil {
+		for _, step := range CutoverSteps {
+			gauge(cutoverStepDesc, oneIf(co.Step == step), step)
+		}
+		gauge(cutoverBlockedDesc, oneIf(co.WritesBlocked))
+	}
+}
+
+// oneIf is 1 when b holds, 0 otherwise: the value of a 0/1 gauge.
+func oneIf(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // WriteLatency is the histogram of target write batch durations.

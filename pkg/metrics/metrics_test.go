@@ -12,6 +12,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/verify"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // TestShardMetrics checks the per-shard series of a sharded source.
@@ -162,5 +163,35 @@ func TestVerifyEndpoint(t *testing.T) {
 				t.Error("GET started a pass")
 			}
 		})
+	}
+}
+
+// TestCutoverMetrics: a cut-over draining with the source's writes
+// blocked shows as one step at 1 and the block at 1; a task with no
+// cut-over requested has neither series.
+func TestCutoverMetrics(t *testing.T) {
+	status := engine.Status{Task: "t1", Phase: engine.PhaseStreaming,
+		Cutover: &workerapi.Cutover{Step: workerapi.CutoverDraining, CaughtUp: true, WritesBlocked: true}}
+	c := NewCollector(func() engine.Status { return status })
+	want := `
+# HELP mongoferry_cutover_source_writes_blocked 1 once the cut-over has blocked the application's writes on the source (they stay blocked after it), 0 otherwise.
+# TYPE mongoferry_cutover_source_writes_blocked gauge
+mongoferry_cutover_source_writes_blocked{task="t1"} 1
+# HELP mongoferry_cutover_step 1 for the step a requested cut-over is at, 0 for the others.
+# TYPE mongoferry_cutover_step gauge
+mongoferry_cutover_step{step="BlockingWrites",task="t1"} 0
+mongoferry_cutover_step{step="CatchingUp",task="t1"} 0
+mongoferry_cutover_step{step="Complete",task="t1"} 0
+mongoferry_cutover_step{step="Draining",task="t1"} 1
+mongoferry_cutover_step{step="Failed",task="t1"} 0
+mongoferry_cutover_step{step="Finalizing",task="t1"} 0
+mongoferry_cutover_step{step="Verifying",task="t1"} 0
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "mongoferry_cutover_step", "mongoferry_cutover_source_writes_blocked"); err != nil {
+		t.Error(err)
+	}
+	status.Cutover = nil
+	if n := testutil.CollectAndCount(c, "mongoferry_cutover_step", "mongoferry_cutover_source_writes_blocked"); n != 0 {
+		t.Errorf("%d cut-over series before a cut-over was requested, want none", n)
 	}
 }

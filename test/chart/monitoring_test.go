@@ -59,7 +59,8 @@ func (e exported) add(mfs []*dto.MetricFamily) {
 // workerStatus is a worker's /status in every part: copying done, replay
 // running with every kind of operation, the oplog tailer's counters, one
 // shard's subtask, a finished verification, a finished streaming
-// verification pass, the start-up time.
+// verification pass, a cut-over draining with the source's writes
+// blocked, the start-up time.
 const workerStatus = `{"task":"orders","mode":"fullAndIncremental","phase":"Streaming",
   "copy":{"stage":"done","estimatedDocuments":1000,"documents":1000,"bytes":51200,"ranges":2,"rangesDone":2,"percent":100,
           "namespaces":[{"ns":"shop.orders","target":"shop.orders","documents":1000,"percent":100,"done":true}],
@@ -78,6 +79,7 @@ const workerStatus = `{"task":"orders","mode":"fullAndIncremental","phase":"Stre
   "verify":{"mode":"hash","running":false,"ok":true},
   "streamingVerify":{"running":false,"passes":2,"namespaces":1,"namespacesDone":1,"documentsCompared":1000,"mismatches":3,"resolved":3,
                      "pendingRechecks":0,"pendingBytes":0,"maxPendingBytes":16777216,"persisting":0,"ok":true},
+  "cutover":{"step":"Draining","caughtUp":true,"writesBlocked":true,"startedAt":"2023-11-14T22:10:00Z"},
   "startedAt":"2023-11-14T22:00:00Z","startupSeconds":1.5}`
 
 // exportedMetrics gathers what the code exports: a worker's registry (as
