@@ -113,7 +113,7 @@ func Build() (gd.Dashboard, error) { //nolint:staticcheck // SA1019: see above
 	w := func(f string) string { return fmt.Sprintf(f, workerSel) }
 	//nolint:staticcheck // SA1019: see Build
 	b := gd.NewDashboardBuilder("MongoFerry / SyncTask").Uid(UID).
-		Description("One SyncTask: phase, copy progress, lag, throughput, buffers, write latency, errors, checkpoint age and the source oplog's headroom. Manager series (mongoferry_synctask_*) come from the chart's ServiceMonitor, worker series from the PodMonitor(s).").
+		Description("One SyncTask: phase, copy progress, lag, throughput, buffers, write latency, errors, checkpoint age, the source oplog's headroom and the cut-over. Manager series (mongoferry_synctask_*) come from the chart's ServiceMonitor, worker series from the PodMonitor(s).").
 		Tags([]string{"mongoferry", "mongodb"}).Editable().Tooltip(gd.DashboardCursorSyncCrosshair).Refresh("30s").Time("now-3h", "now").
 		Timezone("").Version(1).
 		Link(gd.NewDashboardLinkBuilder("Runbooks").Type(gd.DashboardLinkTypeLink).Url("https://github.com/mongoferry/mongoferry/blob/main/docs/runbooks.md").TargetBlank(true).Icon("doc")).
@@ -188,6 +188,12 @@ func Build() (gd.Dashboard, error) { //nolint:staticcheck // SA1019: see above
 			query{m(`max by (pod) (mongoferry_synctask_worker_restarts_total{%s})`), "{{pod}}"})).
 		WithPanel(statPanel(26, "Verification mismatches", "Namespaces whose target differed from the source at the last verification (0 when it matched; no value before one has run).", "", "", thresholds("green", 1, "red"),
 			query{w(`max(mongoferry_verify_differing_namespaces{%s})`), "namespaces"}).Span(12).Height(8))
+
+	b = b.WithRow(row(27, "Cut-over")).
+		WithPanel(statPanel(28, "Cut-over step", "The step a requested cut-over is at, over the workers: CatchingUp, BlockingWrites, Draining, Verifying, Finalizing, Complete or Failed (no value before one is requested).", "", "blue", nil,
+			query{w(`max by (step) (mongoferry_cutover_step{%s}) == 1`), "{{step}}"}).Span(12).Height(4)).
+		WithPanel(statPanel(29, "Source writes blocked", "1 once the cut-over has blocked the application's writes on the source (setUserWriteBlockMode); they stay blocked after it (no value before a cut-over is requested).", "", "", thresholds("green", 1, "orange"),
+			query{w(`max(mongoferry_cutover_source_writes_blocked{%s})`), "blocked"}).Span(12).Height(4))
 	return b.Build()
 }
 

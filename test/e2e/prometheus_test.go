@@ -51,6 +51,10 @@ var panelsWithoutData = map[string]string{
 	// or once caught up), whose worker then exits; a streaming task has
 	// none.
 	"mongoferry_verify_differing_namespaces": "a streaming task has not verified",
+	// Set once a cut-over is requested; TestOperatorCutover and
+	// TestKubectlPlugin run one, this test does not.
+	"mongoferry_cutover_step":                  "no cut-over is requested",
+	"mongoferry_cutover_source_writes_blocked": "no cut-over is requested",
 }
 
 // TestPrometheusMonitoring runs SyncTasks through the operator (envtest,
