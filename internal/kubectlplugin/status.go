@@ -11,6 +11,7 @@ import (
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 func (p *plugin) statusCommand() *cobra.Command {
@@ -156,10 +157,6 @@ func streamingLine(v *syncv1alpha1.StreamingVerification, now time.Time) string 
 	return s
 }
 
-// cutoverSteps are the cut-over's steps in order, as status.cutover.step
-// names them.
-var cutoverSteps = []string{"CatchingUp", "BlockingWrites", "Draining", "Verifying", "Finalizing", "Complete"}
-
 // writeCutover writes the cut-over's request, its steps (done, current,
 // to come) and the reverse task.
 func writeCutover(b *strings.Builder, task *syncv1alpha1.SyncTask, now time.Time) {
@@ -208,20 +205,20 @@ func writeCutover(b *strings.Builder, task *syncv1alpha1.SyncTask, now time.Time
 // "✓ CatchingUp  ▶ Draining  · Verifying  · Finalizing  · Complete".
 func stepLine(step string, blocking bool) string {
 	cur := -1
-	for i, s := range cutoverSteps {
+	for i, s := range workerapi.CutoverSteps {
 		if s == step {
 			cur = i
 		}
 	}
 	var parts []string
-	for i, s := range cutoverSteps {
-		if s == "BlockingWrites" && !blocking {
+	for i, s := range workerapi.CutoverSteps {
+		if s == workerapi.CutoverBlockingWrites && !blocking {
 			continue
 		}
 		mark := "·"
 		switch {
 		case cur < 0:
-		case i < cur || (i == cur && s == "Complete"):
+		case i < cur || (i == cur && s == workerapi.CutoverComplete):
 			mark = "✓"
 		case i == cur:
 			mark = "▶"

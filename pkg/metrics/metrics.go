@@ -23,11 +23,6 @@ import (
 var Phases = []engine.Phase{engine.PhasePending, engine.PhaseFullSync, engine.PhaseStreaming,
 	engine.PhaseVerifying, engine.PhaseCompleted, engine.PhaseFailed}
 
-// CutoverSteps lists every cut-over step, so each gets a 0/1 series once
-// a cut-over is requested.
-var CutoverSteps = []string{workerapi.CutoverCatchingUp, workerapi.CutoverBlockingWrites, workerapi.CutoverDraining,
-	workerapi.CutoverVerifying, workerapi.CutoverFinalizing, workerapi.CutoverComplete, workerapi.CutoverFailed}
-
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc("mongoferry_"+name, help, append([]string{"task"}, labels...), nil)
 }
@@ -210,9 +205,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	if co := s.Cutover; co != nil {
-		for _, step := range CutoverSteps {
+		for _, step := range workerapi.CutoverSteps {
 			gauge(cutoverStepDesc, oneIf(co.Step == step), step)
 		}
+		gauge(cutoverStepDesc, oneIf(co.Step == workerapi.CutoverFailed), workerapi.CutoverFailed)
 		gauge(cutoverBlockedDesc, oneIf(co.WritesBlocked))
 	}
 }

@@ -137,6 +137,10 @@ const (
 	CutoverFailed         = "Failed"
 )
 
+// CutoverSteps are the steps a cut-over passes through, in order; a failed
+// one ends at CutoverFailed instead.
+var CutoverSteps = []string{CutoverCatchingUp, CutoverBlockingWrites, CutoverDraining, CutoverVerifying, CutoverFinalizing, CutoverComplete}
+
 // Cutover is a cut-over's progress as a worker reports it.
 type Cutover struct {
 	Step          string `json:"step"`
