@@ -116,3 +116,9 @@ func describeOps(u Unit) []string {
 	}
 	return out
 }
+
+// literalJS describes the pipeline update that replaces a document with
+// doc as it is, [{$replaceWith: {$literal: doc}}], as model does.
+func literalJS(t testing.TB, doc bson.D) string {
+	return bson.RawArray(marshal(t, bson.D{{Key: "0", Value: bson.D{{Key: "$replaceWith", Value: bson.D{{Key: "$literal", Value: doc}}}}}})).String()
+}

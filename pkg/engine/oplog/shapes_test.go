@@ -124,8 +124,14 @@ func TestOplogShapes(t *testing.T) {
 			{Key: "u", Value: bson.D{{Key: "a.b", Value: 1}}}}}}, "o2", a1)}, err: ErrUnaddressablePath},
 		{name: "replacement", entries: []bson.D{ent(1, "u", "shop.orders", one, "o2", a1)},
 			want: []string{"ReplaceOne " + js(t, a1) + " " + js(t, one) + " upsert=true"}},
+		// 5.0+ stores top-level $ fields but refuses them in a
+		// replacement (code 52): a pipeline update writes them.
 		{name: "replacement with top-level $ fields", entries: []bson.D{ent(1, "u", "shop.orders", bson.D{{Key: "_id", Value: 1}, {Key: "$v", Value: 2}, {Key: "$p", Value: 1}}, "o2", a1)},
-			want: []string{"ReplaceOne " + js(t, a1) + " " + js(t, bson.D{{Key: "_id", Value: 1}, {Key: "$v", Value: 2}, {Key: "$p", Value: 1}}) + " upsert=true"}},
+			want: []string{"UpdateOne " + js(t, a1) + " " + literalJS(t, bson.D{{Key: "_id", Value: 1}, {Key: "$v", Value: 2}, {Key: "$p", Value: 1}}) + " upsert=true"}},
+		{name: "insert with top-level $ fields", entries: []bson.D{ent(1, "i", "shop.orders", bson.D{{Key: "_id", Value: 1}, {Key: "$p", Value: 1}})},
+			want: []string{"UpdateOne " + js(t, a1) + " " + literalJS(t, bson.D{{Key: "_id", Value: 1}, {Key: "$p", Value: 1}}) + " upsert=true"}},
+		{name: "replacement with nested $ and dotted fields", entries: []bson.D{ent(1, "u", "shop.orders", bson.D{{Key: "_id", Value: 1}, {Key: "a.b", Value: 1}, {Key: "c", Value: bson.D{{Key: "$d", Value: 1}}}}, "o2", a1)},
+			want: []string{"ReplaceOne " + js(t, a1) + " " + js(t, bson.D{{Key: "_id", Value: 1}, {Key: "a.b", Value: 1}, {Key: "c", Value: bson.D{{Key: "$d", Value: 1}}}}) + " upsert=true"}},
 		{name: "delete", entries: []bson.D{ent(1, "d", "shop.orders", a1)}, want: []string{"DeleteOne " + js(t, a1)}},
 		{name: "delete by document key", entries: []bson.D{ent(1, "d", "shop.orders", skKey)}, want: []string{"DeleteOne " + js(t, skKey)}},
 

@@ -7,6 +7,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 )
 
 // Write is one idempotent write on the target, made from one entry.
@@ -34,6 +36,8 @@ type Write struct {
 //   - insert: ReplaceOne with upsert, filtered on the document key (o2 when
 //     present, else {_id}), so replaying it again, or over the copy, is
 //     harmless (InsertOne of the document with Translator.InsertModels);
+//     a document with a top-level '$' field is replaced by a pipeline
+//     update instead, as every replacement below (sink.Replace);
 //   - update with $v: 2: the diff as $set/$unset/$push updates (UpdateOne,
 //     no upsert; see translateDiff); "is a diff" is decided by $v == 2 and
 //     nothing else, so a replacement with a field named diff stays one;
@@ -115,13 +119,11 @@ func (t Translator) translate(dst []Write, e Entry) ([]Write, error) {
 		if t.InsertModels {
 			return append(dst, Write{NS: e.ns, Kind: Insert, DocKey: key, Model: &mongo.InsertOneModel{Document: e.o}}), nil
 		}
-		m := &mongo.ReplaceOneModel{Filter: key, Replacement: e.o, Upsert: &upsert}
-		return append(dst, Write{NS: e.ns, Kind: Insert, DocKey: key, Model: m}), nil
+		return append(dst, Write{NS: e.ns, Kind: Insert, DocKey: key, Model: sink.Replace(key, e.o)}), nil
 	case OpUpdate:
 		if t.WholeDocumentUpdates {
 			if doc, ok := wholeDocumentSet(e.o, e.o2); ok {
-				m := &mongo.ReplaceOneModel{Filter: e.o2, Replacement: doc, Upsert: &upsert}
-				return append(dst, Write{NS: e.ns, Kind: Update, DocKey: e.o2, Model: m}), nil
+				return append(dst, Write{NS: e.ns, Kind: Update, DocKey: e.o2, Model: sink.Replace(e.o2, doc)}), nil
 			}
 		}
 		return translateUpdate(dst, e, t)
@@ -275,8 +277,7 @@ func translateUpdate(dst []Write, e Entry, t Translator) ([]Write, error) {
 	}
 	switch form {
 	case formReplacement:
-		m := &mongo.ReplaceOneModel{Filter: e.o2, Replacement: e.o, Upsert: &upsert}
-		return append(dst, Write{NS: e.ns, Kind: Update, DocKey: e.o2, Model: m}), nil
+		return append(dst, Write{NS: e.ns, Kind: Update, DocKey: e.o2, Model: sink.Replace(e.o2, e.o)}), nil
 	case formOperators:
 		u, err := operatorsWithoutVersion(e.o)
 		if err != nil {
@@ -353,13 +354,7 @@ func operatorsWithoutVersion(o []byte) ([]byte, error) {
 }
 
 // pipeline is a pipeline-style update: a BSON array of stages.
-type pipeline []byte
-
-// MarshalBSONValue implements bson.ValueMarshaler: the driver sends an
-// array update as a pipeline.
-func (p pipeline) MarshalBSONValue() (byte, []byte, error) {
-	return byte(bson.TypeArray), p, nil
-}
+type pipeline = sink.Pipeline
 
 // isPipeline reports whether an update built by translateDiff is a
 // pipeline: its first key is "0", where an update document's is an

@@ -20,6 +20,9 @@ func model(t *testing.T, m mongo.WriteModel) string {
 		if r, ok := v.(bson.Raw); ok {
 			return r.String()
 		}
+		if p, ok := v.(pipeline); ok {
+			return bson.RawArray(p).String()
+		}
 		return marshal(t, v).String()
 	}
 	switch m := m.(type) {
@@ -48,6 +51,8 @@ func TestTranslateCRUD(t *testing.T) {
 	js := func(v any) string { return marshal(t, v).String() }
 	diffDoc := bson.D{{Key: "_id", Value: 1}, {Key: "diff", Value: bson.D{{Key: "u", Value: bson.D{{Key: "x", Value: 1}}}}}, {Key: "n", Value: 2}}
 	dollarDoc := bson.D{{Key: "_id", Value: 1}, {Key: "$v", Value: 2}, {Key: "$price", Value: 3}, {Key: "diff", Value: bson.D{}}}
+	nestedDollar := bson.D{{Key: "_id", Value: 1}, {Key: "a.b", Value: 1}, {Key: "c", Value: bson.D{{Key: "$d", Value: 2}, {Key: "e.f", Value: 3}}}}
+	literal := func(doc bson.D) string { return literalJS(t, doc) }
 	tests := []struct {
 		name  string
 		entry bson.D
@@ -77,8 +82,14 @@ func TestTranslateCRUD(t *testing.T) {
 		// 5.0+: a replacement may hold top-level $-prefixed fields, $v
 		// included; mongod decides "has _id, so a replacement" first
 		// (UpdateModification::parseFromOplogEntry, update/update_oplog_entry_serialization.cpp).
+		// ... which a replacement cannot write (DollarPrefixedFieldName, 52):
+		// a pipeline update replaces the document with it as it is.
 		{"replacement with a top-level $v and $-field", with(outer(1, "u", "a.b"), "o", dollarDoc, "o2", id), Update, js(id),
-			[]string{"ReplaceOne " + js(id) + " " + js(dollarDoc) + " upsert=true"}},
+			[]string{"UpdateOne " + js(id) + " " + literal(dollarDoc) + " upsert=true"}},
+		{"insert with a top-level $-field", with(outer(1, "i", "a.b"), "o", bson.D{{Key: "_id", Value: 1}, {Key: "$price", Value: 3}}), Insert, js(id),
+			[]string{"UpdateOne " + js(id) + " " + literal(bson.D{{Key: "_id", Value: 1}, {Key: "$price", Value: 3}}) + " upsert=true"}},
+		{"replacement with nested $-fields and dotted names stays a replacement", with(outer(1, "u", "a.b"), "o", nestedDollar, "o2", id), Update, js(id),
+			[]string{"ReplaceOne " + js(id) + " " + js(nestedDollar) + " upsert=true"}},
 		// A user's applyOps may upsert an update (b: true); mongod then
 		// creates the missing document (repl/oplog.cpp, applyOperation_inlock).
 		{"$v:1 update with b: true", with(outer(1, "u", "a.b"), "o", bson.D{{Key: "$v", Value: 1}, {Key: "$set", Value: bson.D{{Key: "x", Value: 1}}}}, "o2", id, "b", true), Update, js(id),

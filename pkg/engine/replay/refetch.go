@@ -9,6 +9,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 )
 
 // kindRefetch is the kind of a write that re-reads its document from the
@@ -67,7 +68,7 @@ func (r *Replayer) refetch(ctx context.Context, it item) error {
 	case err != nil:
 		return fmt.Errorf("replay: re-read %s %s from the source: %w", it.src, it.key, err)
 	default:
-		model = mongo.NewReplaceOneModel().SetFilter(it.key).SetReplacement(doc).SetUpsert(true)
+		model = sink.Replace(it.key, doc)
 	}
 	it.model, it.kind, it.cmd = model, kindRefetch, commandOf(model)
 	if err := r.applyBatch(ctx, []item{it}); err != nil {

@@ -471,11 +471,19 @@ func (h *holds) status() HoldStatus {
 // _id, the insert replaces the old version instead of adding a second
 // document with the same _id.
 func byID(w oplog.Write) oplog.Write {
-	m, ok := w.Model.(*mongo.ReplaceOneModel)
-	if !ok || w.Kind != oplog.Insert {
+	if w.Kind != oplog.Insert {
 		return w
 	}
-	key, ok := m.Filter.(bson.Raw)
+	var filter any
+	switch m := w.Model.(type) {
+	case *mongo.ReplaceOneModel:
+		filter = m.Filter
+	case *mongo.UpdateOneModel: // a document with a top-level '$' field (sink.Replace)
+		filter = m.Filter
+	default:
+		return w
+	}
+	key, ok := filter.(bson.Raw)
 	if !ok {
 		return w
 	}
@@ -486,8 +494,16 @@ func byID(w oplog.Write) oplog.Write {
 	if err != nil {
 		return w
 	}
-	c := *m
-	c.Filter = bson.Raw(bsoncore.BuildDocumentFromElements(nil, bsoncore.AppendValueElement(nil, "_id", bsoncore.Value{Type: bsoncore.Type(id.Type), Data: id.Value})))
-	w.Model = &c
+	f := bson.Raw(bsoncore.BuildDocumentFromElements(nil, bsoncore.AppendValueElement(nil, "_id", bsoncore.Value{Type: bsoncore.Type(id.Type), Data: id.Value})))
+	switch m := w.Model.(type) {
+	case *mongo.ReplaceOneModel:
+		c := *m
+		c.Filter = f
+		w.Model = &c
+	case *mongo.UpdateOneModel:
+		c := *m
+		c.Filter = f
+		w.Model = &c
+	}
 	return w
 }

@@ -295,17 +295,17 @@ func (r *Replayer) replaceExisting(ctx context.Context, batch []item, idx []int)
 	items := make([]item, len(idx))
 	for i, k := range idx {
 		it := batch[k]
-		doc := it.model.(*mongo.InsertOneModel).Document
-		it.model = &mongo.ReplaceOneModel{Filter: it.key, Replacement: doc, Upsert: &upsert}
+		doc, ok := sink.RawDocument(it.model.(*mongo.InsertOneModel).Document)
+		if !ok {
+			return fmt.Errorf("replay into %s: an insert's document is not raw BSON", it.ns)
+		}
+		it.model = sink.Replace(it.key, doc)
 		it.cmd = cmdUpdate
 		items[i] = it
 	}
 	r.log.Debug("inserts met existing documents; replaced them", "ns", batch[0].ns.String(), "documents", len(items))
 	return r.applyBatch(ctx, items)
 }
-
-// upsert is the Upsert of the replacements replaceExisting sends.
-var upsert = true
 
 // applyBatch writes a run of one kind in order, retrying retryable
 // errors and stepping over duplicate keys of the copy/replay overlap.
