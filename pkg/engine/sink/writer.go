@@ -113,9 +113,11 @@ func (w *Writer) insertOnce(ctx context.Context, coll *mongo.Collection, docs []
 	models := make([]mongo.WriteModel, 0, len(bwe.WriteErrors))
 	for _, we := range bwe.WriteErrors {
 		d := docs[we.Index]
-		models = append(models, mongo.NewReplaceOneModel().
-			SetFilter(bson.D{{Key: "_id", Value: d.Lookup("_id")}}).
-			SetReplacement(d).SetUpsert(true))
+		filter, err := bson.Marshal(bson.D{{Key: "_id", Value: d.Lookup("_id")}})
+		if err != nil {
+			return res, fmt.Errorf("overwrite existing documents in %s: %w", ns(coll), err)
+		}
+		models = append(models, Replace(filter, d))
 	}
 	// Small bulks: some servers (FerretDB) stall on large upsert bulks.
 	for len(models) > 0 {
