@@ -3,12 +3,21 @@ package finalize
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 )
+
+// ErrIndexNotFound says a collMod names an index the target does not
+// have (the server's IndexNotFound, code 27). A checkpoint taken before a
+// later dropIndexes applies the collMod again after a restart, and the
+// index is gone by then: mongod's own oplog application accepts
+// IndexNotFound (and NamespaceNotFound) from a collMod entry as applied
+// (repl/oplog.cpp), and so does replay.
+var ErrIndexNotFound = errors.New("index not found (IndexNotFound, 27)")
 
 // CollMod takes a replayed collMod's options (the entry's o without the
 // collMod key) for target namespace ns and returns those to apply to the
@@ -104,7 +113,7 @@ func (h *Holder) indexExpiry(ctx context.Context, ns catalog.Namespace, idx bson
 			return nil, err
 		}
 		if spec == nil {
-			return nil, fmt.Errorf("collMod of %s: no index %s%s on the target to give expireAfterSeconds", ns, name, bson.Raw(key))
+			return nil, fmt.Errorf("collMod of %s: no index %s%s on the target to give expireAfterSeconds: %w", ns, name, bson.Raw(key), ErrIndexNotFound)
 		}
 		x = &Held{Kind: KindTTLIndex, Spec: spec}
 		x.Index, _ = spec.Lookup("name").StringValueOK()

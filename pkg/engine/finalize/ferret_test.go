@@ -2,6 +2,7 @@ package finalize
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -190,4 +191,42 @@ func TestHolderOnFerretDB(t *testing.T) {
 func bsonElements(doc bson.Raw) []bson.RawElement {
 	elems, _ := doc.Elements()
 	return elems
+}
+
+// TestCollModOfADroppedIndex: a collMod giving an index an expiry, applied
+// again after a restart from a checkpoint taken before a later
+// dropIndexes, finds neither a record nor the index on the target (a real
+// FerretDB). The error says IndexNotFound (ErrIndexNotFound), which replay
+// accepts as mongod's oplog application does; before, it carried no code
+// and stopped replay on every restart.
+func TestCollModOfADroppedIndex(t *testing.T) {
+	ctx := context.Background()
+	c := testserver.Start(t).MustClient(t)
+	h := NewHolder(c, "mongoferry", "t", nil)
+	sessions := catalog.Namespace{DB: "app", Coll: "sessions"}
+	if err := c.Database("app").CreateCollection(ctx, "sessions"); err != nil {
+		t.Fatal(err)
+	}
+	ttlSpec := raw(t, `{"v": 2, "key": {"lastSeen": 1}, "name": "lastSeen_1", "expireAfterSeconds": 60}`)
+	if err := h.CreateIndexes(ctx, catalog.Collection{Source: sessions, Target: sessions, Indexes: []bson.Raw{ttlSpec}}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.DroppedIndexes(ctx, sessions, []string{"lastSeen_1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Database("app").Collection("sessions").Indexes().DropOne(ctx, "lastSeen_1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, mod := range []string{
+		`{"index": {"name": "lastSeen_1", "expireAfterSeconds": 120}}`,
+		`{"index": {"keyPattern": {"lastSeen": 1}, "expireAfterSeconds": 120}}`,
+	} {
+		_, err := h.CollMod(ctx, sessions, raw(t, mod))
+		if !errors.Is(err, ErrIndexNotFound) {
+			t.Errorf("collMod %s of a dropped index: %v, want ErrIndexNotFound", mod, err)
+		}
+	}
+	if got := pendingStrings(t, c); len(got) != 0 {
+		t.Errorf("held after the dropped index's collMod: %q, want nothing", got)
+	}
 }

@@ -2,12 +2,14 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/finalize"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 )
@@ -106,8 +108,12 @@ func (r *Replayer) applyDDL(ctx context.Context, d oplog.DDL) error {
 	default:
 		return fmt.Errorf("replay: unexpected DDL %s on %s", d.Class, d.NS)
 	}
-	if hasCode(err, codeNamespaceNotFound, codeIndexNotFound) {
-		err = nil // applied before a restart, or nothing to act on
+	if hasCode(err, codeNamespaceNotFound, codeIndexNotFound) || errors.Is(err, finalize.ErrIndexNotFound) {
+		// Applied before a restart, or nothing to act on: mongod's own
+		// oplog application accepts these codes from DDL entries too
+		// (collMod: IndexNotFound and NamespaceNotFound, repl/oplog.cpp).
+		r.log.Info("DDL had nothing to act on on the target (applied before a restart?)", "command", d.Class.String(), "ns", d.NS.String(), "err", err)
+		err = nil
 	}
 	if err != nil {
 		return fmt.Errorf("replay %s on %s: %w", d.Class, d.NS, err)
