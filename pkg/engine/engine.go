@@ -307,7 +307,7 @@ func (e *Engine) run(ctx context.Context) error {
 		return err
 	}
 	if withReplay {
-		if err := replay.CheckReplayable(colls); err != nil {
+		if err := replay.CheckReplayable(colls, spec.Mode != config.ModeIncremental); err != nil {
 			return err
 		}
 	}

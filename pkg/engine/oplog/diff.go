@@ -253,6 +253,8 @@ func (w *diffWalker) document(diff []byte, prefix string, depth int) error {
 				return err
 			}
 			return w.sub(v, key, join(prefix, name), depth)
+		case key == "b":
+			return fmt.Errorf("%w at %s", ErrBinaryDiff, where(prefix))
 		case key == "a" && prefix == "":
 			return fmt.Errorf("%w: the top of a diff is a document, not an array (a: true)", ErrMalformedDiff)
 		default:
@@ -267,7 +269,14 @@ func (w *diffWalker) document(diff []byte, prefix string, depth int) error {
 
 // isDiffError reports whether err already says what was wrong with a diff.
 func isDiffError(err error) bool {
-	return errors.Is(err, ErrMalformedDiff) || errors.Is(err, ErrUnknownDiffSection) || errors.Is(err, ErrUnaddressablePath)
+	return errors.Is(err, ErrMalformedDiff) || errors.Is(err, ErrUnknownDiffSection) || errors.Is(err, ErrUnaddressablePath) || errors.Is(err, ErrBinaryDiff)
+}
+
+// NeedsRefetch reports whether an update's translation failed because no
+// update can write what it changed (ErrUnaddressablePath, ErrBinaryDiff):
+// the document is then re-read from the source and replaced.
+func NeedsRefetch(err error) bool {
+	return errors.Is(err, ErrUnaddressablePath) || errors.Is(err, ErrBinaryDiff)
 }
 
 // fields handles a d, u or i section. An i section is walked twice: its

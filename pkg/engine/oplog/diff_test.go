@@ -88,7 +88,7 @@ func TestTranslateDiffErrors(t *testing.T) {
 		text string
 	}{
 		{"unknown top-level section", D{kv("x", D{})}, ErrUnknownDiffSection, `"x" at the top of the diff`},
-		{"binary section", D{kv("b", D{})}, ErrUnknownDiffSection, `"b"`},
+		{"binary section (8.0 compressed bucket columns)", D{kv("sdata", D{kv("b", D{kv("t", D{kv("o", 10), kv("d", bson.Binary{Data: []byte{1}})})})})}, ErrBinaryDiff, `binary diff of a compressed column at "data"`},
 		{"unknown nested section", D{kv("sa", D{kv("sb", D{kv("q", 1)})})}, ErrUnknownDiffSection, `"q" at "a.b"`},
 		{"delete section in an array", D{kv("sarr", D{kv("a", true), kv("d", D{kv("0", false)})})}, ErrUnknownDiffSection, `"d" in array "arr"`},
 		{"array index not a number", D{kv("sarr", D{kv("a", true), kv("ux", 1)})}, ErrUnknownDiffSection, `"ux"`},

@@ -31,6 +31,13 @@ var (
 	// update. Refetching the whole document from the source is the way out.
 	ErrUnaddressablePath = errors.New("field cannot be addressed by an update path")
 
+	// ErrBinaryDiff: a $v:2 diff holds a binary section (b: {<field>:
+	// {o: <offset>, d: <bytes>}}), which MongoDB 8.0 writes for the
+	// compressed columns of a time-series bucket: the column's bytes from
+	// the offset on are replaced. No update operator can write part of a
+	// binary value, so the bucket is re-read from the source instead.
+	ErrBinaryDiff = errors.New("binary diff of a compressed column")
+
 	// ErrUnknownCommand: a command entry ('c') that is neither a DDL class
 	// nor a transaction entry this package knows.
 	ErrUnknownCommand = errors.New("unknown oplog command")

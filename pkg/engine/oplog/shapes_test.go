@@ -204,16 +204,39 @@ func TestOplogShapes(t *testing.T) {
 		{name: "dbCheck", entries: []bson.D{ent(1, "c", "shop.$cmd", bson.D{{Key: "dbCheck", Value: "orders"}})}, want: []string{"skip dbCheck"}},
 		{name: "emptycapped", entries: []bson.D{ent(1, "c", "shop.$cmd", bson.D{{Key: "emptycapped", Value: "logs"}})}, want: []string{"ddl emptycapped shop.logs"}},
 
-		// Time series (timeseries/timeseries_*.cpp): the buckets
-		// collection's create, the view in system.views, bucket writes.
-		// The replayer refuses them (replay.ErrTimeSeriesReplay).
+		// Time series (timeseries/*.cpp, catalog/create_collection.cpp;
+		// fixtures in timeseries_test.go): the buckets collection's
+		// create (the view insert makes nothing: the create makes the
+		// whole collection, see TimeSeriesDDL), bucket writes as they are.
 		{name: "time-series create", entries: []bson.D{
-			ent(1, "c", "shop.$cmd", bson.D{{Key: "create", Value: "system.buckets.weather"}, {Key: "clusteredIndex", Value: true}, {Key: "timeseries", Value: bson.D{{Key: "timeField", Value: "t"}, {Key: "granularity", Value: "seconds"}, {Key: "bucketMaxSpanSeconds", Value: 3600}}}}),
+			ent(1, "c", "shop.$cmd", tsBucketsCreate()),
 			ent(2, "i", "shop.system.views", bson.D{{Key: "_id", Value: "shop.weather"}, {Key: "viewOn", Value: "system.buckets.weather"}, {Key: "pipeline", Value: bson.A{}}})},
-			want: []string{"ddl create shop.system.buckets.weather", "ddl create shop.weather"}},
-		{name: "time-series bucket insert", entries: []bson.D{
-			ent(1, "i", "shop.system.buckets.weather", bson.D{{Key: "_id", Value: 7}, {Key: "control", Value: bson.D{{Key: "version", Value: 1}}}, {Key: "data", Value: bson.D{}}})},
-			want: []string{"ReplaceOne " + js(t, idOf(7)) + " " + js(t, bson.D{{Key: "_id", Value: 7}, {Key: "control", Value: bson.D{{Key: "version", Value: 1}}}, {Key: "data", Value: bson.D{}}}) + " upsert=true"}},
+			want: []string{"ddl create shop.system.buckets.weather"}},
+		{name: "time-series bucket insert (control.version 1)", entries: []bson.D{ent(1, "i", "shop.system.buckets.weather", tsBucketV1())},
+			want: []string{"ReplaceOne " + js(t, idOf(tsBucketID)) + " " + js(t, tsBucketV1()) + " upsert=true"}},
+		{name: "time-series measurement added ($v:2 bucket diff)", entries: []bson.D{ent(1, "u", "shop.system.buckets.weather", tsAddMeasurement(), "o2", idOf(tsBucketID))},
+			want: []string{
+				"UpdateOne " + js(t, idOf(tsBucketID)) + " " + js(t, bson.D{{Key: "$set", Value: bson.D{{Key: "control.max.t", Value: tsT1}, {Key: "control.max.temp", Value: int32(22)}}}, {Key: "$unset", Value: bson.D{{Key: "data.t.1", Value: ""}}}}) + " upsert=false",
+				"UpdateOne " + js(t, idOf(tsBucketID)) + " " + js(t, bson.D{{Key: "$set", Value: bson.D{{Key: "data.t.1", Value: tsT1}}}, {Key: "$unset", Value: bson.D{{Key: "data.temp.1", Value: ""}}}}) + " upsert=false",
+				"UpdateOne " + js(t, idOf(tsBucketID)) + " " + js(t, bson.D{{Key: "$set", Value: bson.D{{Key: "data.temp.1", Value: int32(22)}}}}) + " upsert=false"}},
+		{name: "time-series bucket compressed (6.0-7.0 replacement, control.version 2)", entries: []bson.D{ent(1, "u", "shop.system.buckets.weather", tsBucketV2(2), "o2", idOf(tsBucketID))},
+			want: []string{"ReplaceOne " + js(t, idOf(tsBucketID)) + " " + js(t, tsBucketV2(2)) + " upsert=true"}},
+		{name: "time-series compressed bucket insert (8.0)", entries: []bson.D{ent(1, "i", "shop.system.buckets.weather", tsBucketV2(1))},
+			want: []string{"ReplaceOne " + js(t, idOf(tsBucketID)) + " " + js(t, tsBucketV2(1)) + " upsert=true"}},
+		{name: "time-series binary diff of a compressed bucket (8.0)", entries: []bson.D{ent(1, "u", "shop.system.buckets.weather", tsBinaryDiff(), "o2", idOf(tsBucketID))},
+			err: ErrBinaryDiff},
+		{name: "time-series bucket delete", entries: []bson.D{ent(1, "d", "shop.system.buckets.weather", idOf(tsBucketID))},
+			want: []string{"DeleteOne " + js(t, idOf(tsBucketID))}},
+		{name: "time-series batched bucket deletes (7.0+)", entries: []bson.D{
+			ent(1, "c", "admin.$cmd", bson.D{{Key: "applyOps", Value: bson.A{deleteOp("shop.system.buckets.weather", tsBucketID), deleteOp("shop.system.buckets.weather", 2)}}})},
+			want: []string{"unit 1/1", "DeleteOne " + js(t, idOf(tsBucketID)), "DeleteOne " + js(t, idOf(2))}},
+		{name: "time-series collMod of the granularity", entries: []bson.D{
+			ent(1, "c", "shop.$cmd", bson.D{{Key: "collMod", Value: "system.buckets.weather"}, {Key: "timeseries", Value: bson.D{{Key: "granularity", Value: "minutes"}}}})},
+			want: []string{"ddl collMod shop.system.buckets.weather"}},
+		{name: "time-series drop", entries: []bson.D{
+			ent(1, "d", "shop.system.views", idOf("shop.weather")),
+			ent(2, "c", "shop.$cmd", bson.D{{Key: "drop", Value: "system.buckets.weather"}})},
+			want: []string{"ddl drop shop.weather", "ddl drop shop.system.buckets.weather"}},
 
 		// Views (catalog/durable_view_catalog.cpp).
 		{name: "view created", entries: []bson.D{ent(1, "i", "shop.system.views", view)}, want: []string{"ddl create shop.paid"}},

@@ -29,6 +29,19 @@ func BucketsOf(ns catalog.Namespace) (catalog.Namespace, bool) {
 	return catalog.Namespace{DB: ns.DB, Coll: name}, true
 }
 
+// BucketsNamespace returns the buckets collection of time-series
+// collection ts (db.weather -> db.system.buckets.weather).
+func BucketsNamespace(ts catalog.Namespace) catalog.Namespace {
+	return catalog.Namespace{DB: ts.DB, Coll: bucketsPrefix + ts.Coll}
+}
+
+// IsBucketsName reports whether a collection name is a buckets
+// collection's (system.buckets.<name>).
+func IsBucketsName(coll string) bool {
+	name, ok := strings.CutPrefix(coll, bucketsPrefix)
+	return ok && name != ""
+}
+
 // CappedCloneOf returns the collection a convertToCapped clones: the server
 // copies it into tmpXXXXX.convertToCapped.<name> (capped_utils.cpp), then
 // renames the clone over it with dropTarget.

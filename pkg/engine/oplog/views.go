@@ -32,6 +32,12 @@ func translateView(dst []Write, e Entry) ([]Write, error) {
 	d := DDL{NS: view}
 	switch e.op {
 	case OpInsert:
+		if on, _ := lookupString(e.o, "viewOn"); IsBucketsName(on) {
+			// The view half of a time-series create: the create of its
+			// buckets collection, logged before it, makes the whole
+			// time-series collection on the target (TimeSeriesCreate).
+			return dst, nil
+		}
 		d.Class = CmdCreate
 		d.Command, err = viewCommand("create", view.Coll, e.o, "viewOn", "pipeline", "collation")
 	case OpUpdate:

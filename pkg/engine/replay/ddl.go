@@ -28,7 +28,9 @@ const (
 // namespace filters and renames. Every command is safe to apply twice.
 func (r *Replayer) applyDDL(ctx context.Context, d oplog.DDL) error {
 	m := r.o.Mapper
-	src := d
+	if ts, ok := oplog.BucketsOf(d.NS); ok && d.Class != oplog.CmdDropDatabase && d.Class != oplog.CmdRenameCollection {
+		return r.applyTimeSeriesDDL(ctx, d, ts)
+	}
 	if d.Class == oplog.CmdDropDatabase {
 		if !m.SelectedDB(d.NS.DB) {
 			return nil
@@ -37,8 +39,13 @@ func (r *Replayer) applyDDL(ctx context.Context, d oplog.DDL) error {
 		r.count("filtered", true)
 		return nil
 	}
-	d = d.Map(m.Target)
-	t := r.o.Target
+	return r.applyMapped(ctx, d, d.Map(m.Target))
+}
+
+// applyMapped applies src, a selected DDL command, as d: src with the
+// target's names.
+func (r *Replayer) applyMapped(ctx context.Context, src, d oplog.DDL) error {
+	m, t := r.o.Mapper, r.o.Target
 	var err error
 	switch d.Class {
 	case oplog.CmdCreate:

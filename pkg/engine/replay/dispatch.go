@@ -3,7 +3,6 @@ package replay
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"time"
@@ -162,19 +161,17 @@ func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson
 		r.wm.Dispatch(ts, 0)
 		return nil
 	}
-	if err := r.refuseTimeSeries(op); err != nil {
-		return err
-	}
 	if k := op.Kind(); k == oplog.Insert || k == oplog.Update || k == oplog.Delete {
 		if rt := r.route(op.NS()); !rt.views {
 			return r.dispatchCRUD(ctx, op, ts, rt)
 		}
 	}
 	ws, err := r.o.Translator.Append(nil, op)
-	if errors.Is(err, oplog.ErrUnaddressablePath) && op.Kind() == oplog.Update {
+	if oplog.NeedsRefetch(err) && op.Kind() == oplog.Update {
 		// A field name no update path can address ($setField on a name
-		// with '.' or '$'): the document is re-read from the source when
-		// its writer reaches this point.
+		// with '.' or '$'), a binary diff of a compressed bucket: the
+		// document is re-read from the source when its writer reaches
+		// this point.
 		ws, err = []oplog.Write{{NS: op.NS(), Kind: oplog.Update, DocKey: op.O2()}}, nil
 	}
 	if err != nil {
@@ -232,6 +229,11 @@ func (r *Replayer) route(ns string) nsRoute {
 	}
 	src := sourceOf(ns)
 	rt := nsRoute{src: src, target: r.o.Mapper.Target(src), selected: r.o.Mapper.Selected(src), views: oplog.IsViews(src)}
+	if ts, ok := oplog.BucketsOf(src); ok {
+		// A time-series collection's buckets: selected with it, written
+		// to its buckets on the target (timeseries.go).
+		rt.target, rt.selected = r.bucketsTarget(ts), r.o.Mapper.Selected(ts)
+	}
 	if len(r.routes) >= 10_000 {
 		clear(r.routes) // a bound on memory with very many namespaces
 	}

@@ -102,6 +102,9 @@ func (r *Replayer) late(ctx, wctx context.Context, e oplog.Entry) error {
 			e.Kind(), ts.T, ts.I)
 	}
 	ws, err := r.o.Translator.Append(nil, e)
+	if oplog.NeedsRefetch(err) && e.Kind() == oplog.Update {
+		ws, err = []oplog.Write{{NS: e.NS(), Kind: oplog.Update, DocKey: e.O2()}}, nil
+	}
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
@@ -109,11 +112,11 @@ func (r *Replayer) late(ctx, wctx context.Context, e oplog.Entry) error {
 		return err
 	}
 	for _, w := range ws {
-		src := sourceOf(w.NS)
-		if w.Model == nil || !r.o.Mapper.Selected(src) {
+		rt := r.route(w.NS)
+		if w.DDL != nil || !rt.selected {
 			continue
 		}
-		it := item{ts: r.lastTS, ns: r.o.Mapper.Target(src), key: w.DocKey, src: src}
+		it := item{ts: r.lastTS, ns: rt.target, key: w.DocKey, src: rt.src}
 		if it.tk, err = r.targetKeyOf(ctx, it.ns); err != nil {
 			return err
 		}

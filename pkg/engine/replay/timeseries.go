@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -8,54 +9,80 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 )
 
-// ErrTimeSeriesReplay says writes to a time-series collection cannot be
-// replayed yet. mongod logs them as inserts and $v:2 updates of the
-// collection's buckets (compressed columns on 7.0+), which only apply to a
-// target whose buckets are the same documents as the source's; the full
-// copy writes measurements, so the target's buckets differ. Replaying
-// them as updates would miss, silently, so the task stops instead.
-var ErrTimeSeriesReplay = errors.New("time-series collections cannot be replayed")
+// Time-series collections (oplog/timeseries.go has their oplog shapes).
+// Replay writes a selected time-series collection's bucket inserts,
+// updates and deletes to the target's buckets collection, as the source
+// logged them, and applies the DDL of the collection (oplog.TimeSeriesDDL):
+// its create makes the time-series collection on the target with the
+// source's options, so its buckets are the source's from then on. A
+// bucket update with a binary diff (8.0's compressed columns) re-reads
+// the bucket from the source's buckets collection.
+//
+// What is not done: the full copy of a time-series collection. The copy
+// reads and writes measurements, so the target's buckets would differ
+// from the source's and the bucket writes replayed after it would miss
+// or double measurements. A task that copies is refused before the copy
+// when it selects a time-series collection (CheckReplayable); one the
+// source creates during the sync is replayed.
 
-// CheckReplayable refuses, before anything is copied, a task that would
-// replay writes it cannot apply: a selected time-series collection.
-func CheckReplayable(colls []catalog.Collection) error {
+// ErrTimeSeriesReplay says a task would copy a time-series collection and
+// then replay its writes, which is not supported (see above).
+var ErrTimeSeriesReplay = errors.New("time-series collections cannot be copied and then replayed")
+
+// CheckReplayable refuses, before anything is copied, a task that copies
+// a selected time-series collection (copies: the task's mode includes a
+// full copy) and then replays it. A task in mode: incremental replays one
+// onto the target's time-series collection of that name, which must hold
+// the source's buckets as of the task's start (mongodump and mongorestore
+// of the collection copy its buckets as they are).
+func CheckReplayable(colls []catalog.Collection, copies bool) error {
+	if !copies {
+		return nil
+	}
 	var errs []error
 	for _, c := range colls {
 		if c.Type == "timeseries" {
-			errs = append(errs, fmt.Errorf("%w: %s is a time-series collection: exclude it from the task (namespaces.exclude: ['%s'])"+
-				" and copy it with a separate task in mode: full, or stop its writes during the sync", ErrTimeSeriesReplay, c.Source, regexpQuote(c.Source.String())))
+			errs = append(errs, fmt.Errorf("%w: %s is a time-series collection, and its full copy would write measurements, not the source's buckets, "+
+				"which the replayed bucket writes need: exclude it from the task (namespaces.exclude: ['%s']) and copy it with mongodump/mongorestore "+
+				"(which copy its buckets), or stop its writes and copy it with a separate task in mode: full",
+				ErrTimeSeriesReplay, c.Source, regexpQuote(c.Source.String())))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// refuseTimeSeries stops replay on a write to, or the creation of, a
-// selected time-series collection (see ErrTimeSeriesReplay).
-func (r *Replayer) refuseTimeSeries(op oplog.Entry) error {
-	ns := op.Namespace()
-	if op.Kind() == oplog.Command {
-		if !op.Command().IsDDL() {
-			return nil
-		}
-		d, err := op.DDL()
-		if err != nil {
-			return nil // Translate reports it
-		}
-		ns = d.NS
-	} else if oplog.IsViews(ns) && op.Kind() == oplog.Insert {
-		// The view half of a time-series create: {viewOn: system.buckets.<name>}.
-		if on, ok := op.O().Lookup("viewOn").StringValueOK(); ok {
-			ns = catalog.Namespace{DB: ns.DB, Coll: on}
-		}
-	}
-	ts, ok := oplog.BucketsOf(ns)
-	if !ok || !r.o.Mapper.Selected(ts) {
+// bucketsTarget returns the target's buckets collection of time-series
+// collection ts (a source name): that of its target name.
+func (r *Replayer) bucketsTarget(ts catalog.Namespace) catalog.Namespace {
+	return oplog.BucketsNamespace(r.o.Mapper.Target(ts))
+}
+
+// applyTimeSeriesDDL applies DDL logged on the buckets collection of
+// time-series collection ts (oplog.TimeSeriesDDL): what acts on ts goes
+// through applyDDL under ts's name, what stays on the buckets acts on
+// the target's buckets.
+func (r *Replayer) applyTimeSeriesDDL(ctx context.Context, d oplog.DDL, ts catalog.Namespace) error {
+	if !r.o.Mapper.Selected(ts) {
+		r.count("filtered", true)
 		return nil
 	}
-	t := op.TS()
-	return fmt.Errorf("replay: %s at ts %d,%d: %w: a write to %s (its buckets, %s) cannot be replayed; the target would silently miss it."+
-		" Exclude it from the task (namespaces.exclude: ['%s']) and resync, or copy it with a separate task in mode: full once its writes stop",
-		op.Kind(), t.T, t.I, ErrTimeSeriesReplay, ts, ns, regexpQuote(ts.String()))
+	ds, err := oplog.TimeSeriesDDL(d, ts)
+	if err != nil {
+		return fmt.Errorf("replay %s on %s: %w", d.Class, d.NS, err)
+	}
+	for _, x := range ds {
+		if _, onBuckets := oplog.BucketsOf(x.NS); !onBuckets {
+			err = r.applyDDL(ctx, x)
+		} else {
+			mapped := x
+			mapped.NS = r.bucketsTarget(ts)
+			err = r.applyMapped(ctx, x, mapped)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // regexpQuote escapes the dots of a namespace for namespaces.exclude.

@@ -192,10 +192,10 @@ func (r *Replayer) expand(batch, out []item, ws []oplog.Write) ([]item, []oplog.
 		it.op = oplog.Entry{}
 		var err error
 		ws, err = r.o.Translator.Append(ws[:0], op)
-		if errors.Is(err, oplog.ErrUnaddressablePath) && op.Kind() == oplog.Update {
+		if oplog.NeedsRefetch(err) && op.Kind() == oplog.Update {
 			// A field name no update path can address ($setField on a
-			// name with '.' or '$'): the document is re-read from the
-			// source.
+			// name with '.' or '$'), a binary diff of a compressed
+			// bucket: the document is re-read from the source.
 			it.kind, it.cmd = kindRefetch, cmdRefetch
 			out = append(out, it)
 			continue
