@@ -398,6 +398,22 @@ func (tk *targetKey) change(update any, base []bsoncore.Value) ([]bsoncore.Value
 		for _, e := range elems {
 			op := e.Key()
 			body := e.Value()
+			if op == "$replaceWith" {
+				// sink.Replace's [{$replaceWith: {$literal: doc}}]: the
+				// document becomes doc, its key doc's.
+				var lit bsoncore.Document
+				if body.Type == bsoncore.TypeEmbeddedDocument {
+					if v, err := bsoncore.Document(body.Data).LookupErr("$literal"); err == nil {
+						lit, _ = v.DocumentOK()
+					}
+				}
+				if lit != nil {
+					next = tk.valuesIn(bson.Raw(lit))
+				} else {
+					known = false
+				}
+				continue
+			}
 			switch body.Type {
 			case bsoncore.TypeEmbeddedDocument:
 				fields, _ := bsoncore.Document(body.Data).Elements()

@@ -190,6 +190,12 @@ func TestShardKeyFilters(t *testing.T) {
 			want: func(s shape, _ bool) []string { return []string{"replace upsert " + s.old} }},
 		{name: "replacement of a missing document", missing: true, entries: []bson.D{{{Key: "op", Value: "u"}, {Key: "o", Value: newDoc}, {Key: "o2", Value: id}}},
 			want: func(s shape, _ bool) []string { return []string{"replace upsert " + s.written} }},
+		// A top-level $ field: a pipeline update replaces the document
+		// (sink.Replace), filtered as the replacement would be.
+		{name: "replacement with a top-level $ field (changes sk)", entries: []bson.D{{{Key: "op", Value: "u"}, {Key: "o", Value: append(newDoc[:len(newDoc):len(newDoc)], bson.E{Key: "$p", Value: int32(1)})}, {Key: "o2", Value: id}}},
+			want: func(s shape, _ bool) []string { return []string{"update " + s.old} }},
+		{name: "replacement with a top-level $ field of a missing document", missing: true, entries: []bson.D{{{Key: "op", Value: "u"}, {Key: "o", Value: append(newDoc[:len(newDoc):len(newDoc)], bson.E{Key: "$p", Value: int32(1)})}, {Key: "o2", Value: id}}},
+			want: func(s shape, _ bool) []string { return []string{"update " + s.written} }},
 		{name: "delete", entries: []bson.D{{{Key: "op", Value: "d"}, {Key: "o", Value: id}}},
 			want: func(s shape, _ bool) []string { return []string{"delete " + s.old} }},
 		{name: "delete of a missing document", missing: true, entries: []bson.D{{{Key: "op", Value: "d"}, {Key: "o", Value: id}}},
