@@ -209,9 +209,10 @@ func TestOplogShapes(t *testing.T) {
 		// create (the view insert makes nothing: the create makes the
 		// whole collection, see TimeSeriesDDL), bucket writes as they are.
 		{name: "time-series create", entries: []bson.D{
+			ent(0, "c", "shop.$cmd", bson.D{{Key: "create", Value: "system.views"}}), // the database's first view
 			ent(1, "c", "shop.$cmd", tsBucketsCreate()),
 			ent(2, "i", "shop.system.views", bson.D{{Key: "_id", Value: "shop.weather"}, {Key: "viewOn", Value: "system.buckets.weather"}, {Key: "pipeline", Value: bson.A{}}})},
-			want: []string{"ddl create shop.system.buckets.weather"}},
+			want: []string{"skip internalNamespace", "ddl create shop.system.buckets.weather"}},
 		{name: "time-series bucket insert (control.version 1)", entries: []bson.D{ent(1, "i", "shop.system.buckets.weather", tsBucketV1())},
 			want: []string{"ReplaceOne " + js(t, idOf(tsBucketID)) + " " + js(t, tsBucketV1()) + " upsert=true"}},
 		{name: "time-series measurement added ($v:2 bucket diff)", entries: []bson.D{ent(1, "u", "shop.system.buckets.weather", tsAddMeasurement(), "o2", idOf(tsBucketID))},
