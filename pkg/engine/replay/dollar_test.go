@@ -123,20 +123,7 @@ func TestReplayDollarFields(t *testing.T) {
 	reader := source.NewScripted(bson.Timestamp{T: 100}, entries...)
 	r := New(Options{Task: "t", Spec: &spec, Reader: reader, Mapper: mapper, From: bson.Timestamp{T: 100},
 		CheckpointInterval: time.Hour, Apply: f.apply})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	for deadline := time.Now().Add(10 * time.Second); r.Checkpoint() != (bson.Timestamp{T: 100, I: 3}) && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		select {
-		case err := <-done:
-			t.Fatalf("replay stopped: %v", err)
-		default:
-		}
-	}
-	cancel()
-	if err := <-done; err != nil && ctx.Err() == nil {
-		t.Fatal(err)
-	}
+	runUntil(t, r, bson.Timestamp{T: 100, I: 3}, 10*time.Second)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for k, w := range want {
@@ -145,4 +132,31 @@ func TestReplayDollarFields(t *testing.T) {
 		}
 	}
 	t.Logf("writes sent: %v", f.sent)
+}
+
+// runUntil runs r until its checkpoint reaches last, failing the test
+// when replay stops first or does not get there within d.
+func runUntil(t *testing.T, r *Replayer, last bson.Timestamp, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	for deadline := time.Now().Add(d); r.Checkpoint() != last; time.Sleep(5 * time.Millisecond) {
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("replay stopped at %v before %v: %v", r.Checkpoint(), last, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+	}
+	cancel()
+	if err := <-done; err != nil && ctx.Err() == nil {
+		t.Fatal(err)
+	}
+	if got := r.Checkpoint(); got != last {
+		t.Fatalf("replay reached %v within %s, want %v", got, d, last)
+	}
 }

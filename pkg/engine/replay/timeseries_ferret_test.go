@@ -118,20 +118,7 @@ func TestReplayBucketWrites(t *testing.T) {
 	from := bson.Timestamp{T: 99}
 	r := New(Options{Task: "t", Spec: &spec, Reader: source.NewScripted(from, entries...), Source: src, Target: dst, Mapper: mapper, From: from,
 		CheckpointInterval: time.Hour})
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(rctx) }()
-	for deadline := time.Now().Add(30 * time.Second); r.Checkpoint() != (bson.Timestamp{T: 100, I: n}) && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		select {
-		case err := <-done:
-			t.Fatalf("replay stopped: %v", err)
-		default:
-		}
-	}
-	cancel()
-	if err := <-done; err != nil && rctx.Err() == nil {
-		t.Fatal(err)
-	}
+	runUntil(t, r, bson.Timestamp{T: 100, I: n}, 30*time.Second)
 
 	cur, err := dst.Database("shop").Collection("system.buckets.weather").Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
 	if err != nil {
