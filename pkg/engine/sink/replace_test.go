@@ -87,3 +87,23 @@ func TestTopLevelDollar(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReplace: the common path (no top-level '$' field) costs one
+// scan of the top-level keys and the model's allocation.
+func BenchmarkReplace(b *testing.B) {
+	d := bson.D{{Key: "_id", Value: 7}}
+	for i := range 20 {
+		d = append(d, bson.E{Key: "field" + string(rune('a'+i)), Value: bson.D{{Key: "x", Value: i}, {Key: "y", Value: "some text"}}})
+	}
+	doc, err := bson.Marshal(d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	key, _ := bson.Marshal(bson.D{{Key: "_id", Value: 7}})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := Replace(key, doc).(*mongo.ReplaceOneModel); !ok {
+			b.Fatal("not a replacement")
+		}
+	}
+}
