@@ -3,15 +3,21 @@ package replay
 import (
 	"bytes"
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/finalize"
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
@@ -146,5 +152,102 @@ func TestReplayBucketWrites(t *testing.T) {
 	}
 	if names, _ := dst.Database("shop").ListCollectionNames(ctx, bson.D{{Key: "name", Value: "system.buckets.other"}}); len(names) != 0 {
 		t.Errorf("the buckets of shop.other, which the task excludes, reached the target")
+	}
+}
+
+// TestTimeSeriesDDLOnTheTarget applies a time-series collection's DDL, as
+// logged on its buckets, and checks the commands the target receives:
+// the create of the collection with its options (expireAfterSeconds held
+// back until cut-over, as for any TTL), the collMod of its granularity on
+// its name, an index build on its buckets, its drop. FerretDB stands in
+// for the target and refuses what it lacks (create with timeseries,
+// collMod); the commands are read from the driver's command monitor.
+func TestTimeSeriesDDLOnTheTarget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts FerretDB")
+	}
+	ctx := context.Background()
+	srv := testserver.Start(t)
+	var mu sync.Mutex
+	var sent []string
+	mon := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		switch e.CommandName {
+		case "create", "collMod", "createIndexes", "drop":
+			mu.Lock()
+			defer mu.Unlock()
+			if e.DatabaseName == "shop" {
+				cmd, _ := bson.Raw(e.Command).Elements()
+				var keep bson.D
+				for _, el := range cmd {
+					if k := el.Key(); k != "$db" && k != "lsid" && k != "$clusterTime" && k != "writeConcern" {
+						keep = append(keep, bson.E{Key: k, Value: el.Value()})
+					}
+				}
+				sent = append(sent, mustRaw(t, keep).String())
+			}
+		}
+	}}
+	client, err := mongo.Connect(options.Client().ApplyURI(srv.URI).SetMonitor(mon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(ctx) })
+	spec := config.Spec{}
+	spec.SetDefaults()
+	mapper, err := catalog.NewMapper(spec.Namespaces, spec.Checkpoint.Database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(Options{Task: "t", Spec: &spec, Reader: source.NewScripted(bson.Timestamp{}), Target: client, Mapper: mapper})
+	ddl := func(o bson.D) oplog.DDL {
+		e, err := oplog.Parse(mustRaw(t, bson.D{{Key: "ts", Value: bson.Timestamp{T: 100, I: 1}}, {Key: "t", Value: int64(1)}, {Key: "op", Value: "c"}, {Key: "ns", Value: "shop.$cmd"}, {Key: "o", Value: o}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := e.DDL()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	tsOpts := bson.D{{Key: "timeField", Value: "t"}, {Key: "metaField", Value: "meta"}, {Key: "granularity", Value: "seconds"}, {Key: "bucketMaxSpanSeconds", Value: int32(3600)}}
+	indexKey := bson.D{{Key: "meta", Value: int32(1)}, {Key: "control.min.t", Value: int32(1)}, {Key: "control.max.t", Value: int32(1)}}
+	steps := []struct {
+		name string
+		o    bson.D
+		want []bson.D // commands the target receives
+	}{
+		{"create", bson.D{{Key: "create", Value: "system.buckets.weather"}, {Key: "validator", Value: bson.D{{Key: "$jsonSchema", Value: bson.D{}}}},
+			{Key: "clusteredIndex", Value: true}, {Key: "timeseries", Value: tsOpts}, {Key: "expireAfterSeconds", Value: int64(86400)}},
+			[]bson.D{{{Key: "create", Value: "weather"}, {Key: "timeseries", Value: tsOpts[:3]}}}},
+		{"collMod of the granularity", bson.D{{Key: "collMod", Value: "system.buckets.weather"}, {Key: "timeseries", Value: bson.D{{Key: "granularity", Value: "minutes"}}}},
+			[]bson.D{{{Key: "collMod", Value: "weather"}, {Key: "timeseries", Value: bson.D{{Key: "granularity", Value: "minutes"}}}}}},
+		{"collMod of expireAfterSeconds: held", bson.D{{Key: "collMod", Value: "system.buckets.weather"}, {Key: "expireAfterSeconds", Value: int64(3600)}}, nil},
+		{"index build on the buckets", bson.D{{Key: "createIndexes", Value: "system.buckets.weather"}, {Key: "v", Value: int32(2)}, {Key: "key", Value: indexKey}, {Key: "name", Value: "meta_1_t_1"}},
+			[]bson.D{{{Key: "createIndexes", Value: "system.buckets.weather"}, {Key: "indexes", Value: bson.A{bson.D{{Key: "key", Value: indexKey}, {Key: "name", Value: "meta_1_t_1"}}}}}}},
+		{"drop", bson.D{{Key: "drop", Value: "system.buckets.weather"}},
+			[]bson.D{{{Key: "drop", Value: "weather"}}, {{Key: "drop", Value: "system.buckets.weather"}}}},
+	}
+	for _, st := range steps {
+		mu.Lock()
+		sent = nil
+		mu.Unlock()
+		err := r.applyDDL(ctx, ddl(st.o))
+		t.Logf("%s: %v", st.name, err) // FerretDB refuses create with timeseries
+		mu.Lock()
+		var want []string
+		for _, w := range st.want {
+			want = append(want, mustRaw(t, w).String())
+		}
+		if strings.Join(sent, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: the target received\n%s\nwant\n%s", st.name, strings.Join(sent, "\n"), strings.Join(want, "\n"))
+		}
+		mu.Unlock()
+		if st.name == "collMod of expireAfterSeconds: held" {
+			held, err := finalize.Pending(ctx, client, spec.Checkpoint.Database, "t")
+			if err != nil || len(held) != 1 || held[0].ExpireAfterSeconds != 3600 {
+				t.Errorf("held back: %v (%v), want shop.weather's expireAfterSeconds 3600", held, err)
+			}
+		}
 	}
 }
