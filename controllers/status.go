@@ -305,13 +305,16 @@ func exitOutcome(w workerObservation) (syncv1alpha1.Phase, *shardFailure) {
 // reportedFailure is the failure a worker's /status shows before it
 // exits: the controller may read the report first and the exit code only
 // later, so the reason must not depend on which it sees first.
+//
+// A failed cut-over is CutoverFailed whichever step failed, its
+// verification included, as the worker's exit code (4) says.
 func reportedFailure(pod string, r *workerapi.Status) *shardFailure {
+	if c := r.Cutover; c != nil && c.Step == workerapi.CutoverFailed {
+		return &shardFailure{ReasonCutoverFailed, fmt.Sprintf("%s: %s", pod, c.Message)}
+	}
 	if v := r.Verify; v != nil && !v.Running && !v.OK {
 		return &shardFailure{ReasonVerificationFailed, fmt.Sprintf("%s: verification found %d namespaces that differ between source and target (%s)",
 			pod, len(v.Differing), strings.Join(v.Differing, ", "))}
-	}
-	if c := r.Cutover; c != nil && c.Step == workerapi.CutoverFailed {
-		return &shardFailure{ReasonCutoverFailed, fmt.Sprintf("%s: %s", pod, c.Message)}
 	}
 	return &shardFailure{reason: ReasonFailed, message: fmt.Sprintf("%s: %s", pod, r.Error)}
 }

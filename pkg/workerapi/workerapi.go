@@ -51,12 +51,14 @@ const (
 	ExitDone = 0
 	// ExitFailed: an error (the message says which); restarting may help.
 	ExitFailed = 1
-	// ExitVerificationFailed: verification found differences.
+	// ExitVerificationFailed: verification found differences (a cut-over's
+	// verification exits ExitCutoverFailed).
 	ExitVerificationFailed = 2
 	// ExitOplogWindowLost: the checkpoint is older than the source's
 	// oldest oplog entry; only a new full copy helps.
 	ExitOplogWindowLost = 3
-	// ExitCutoverFailed: a cut-over step failed, or the task cannot cut
+	// ExitCutoverFailed: a cut-over step failed (its verification
+	// included), or the task cannot cut
 	// over (the message says which step and what to do); restarting
 	// fails again until the request or the deployment changes.
 	ExitCutoverFailed = 4

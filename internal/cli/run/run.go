@@ -68,7 +68,8 @@ stopped, without copying finished ranges again.
 While it runs, --listen serves /metrics (Prometheus), /status (JSON) and
 /healthz. Exit codes: 0 done, 1 failed, 2 verification found differences,
 3 the source's oplog no longer holds the checkpoint (OplogWindowLost), 4 the
-cut-over failed or cannot run (the message says why), 130 interrupted.
+cut-over failed at any step, its verification included, or cannot run (the
+message says which step and why), 130 interrupted.
 
 With mode incremental or fullAndIncremental, replay follows the copy and
 runs until interrupted; --until-caught-up ends it once the target has
@@ -271,25 +272,40 @@ func Run(ctx context.Context, f Flags) error {
 			}
 		}
 	}
-	switch {
-	case errors.Is(err, source.ErrOplogWindowLost):
-		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
-		return exit.Error{Code: workerapi.ExitOplogWindowLost}
-	case errors.Is(err, engine.ErrVerificationFailed):
-		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
-		return exit.Error{Code: workerapi.ExitVerificationFailed}
-	case errors.Is(err, engine.ErrCutoverFailed), errors.Is(err, engine.ErrCutoverNotSupported):
-		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
-		return exit.Error{Code: workerapi.ExitCutoverFailed}
-	case err != nil && ctx.Err() != nil:
-		log.Info("stopped; run the same command again to continue from the checkpoint", "task", task.Name)
-		return exit.Error{Code: workerapi.ExitInterrupted}
-	case err != nil:
-		return err
+	if err != nil {
+		code := exitCode(ctx, err)
+		switch code {
+		case workerapi.ExitFailed:
+			return err
+		case workerapi.ExitInterrupted:
+			log.Info("stopped; run the same command again to continue from the checkpoint", "task", task.Name)
+		default:
+			fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
+		}
+		return exit.Error{Code: code}
 	}
 	log.Info("done", "task", task.Name, "phase", s.Phase, "documents", s.Copy.Documents, "bytes", s.Copy.Bytes,
 		"seconds", fmt.Sprintf("%.1f", s.ElapsedSeconds), "peakBufferedBytes", s.Copy.PeakBufferedBytes, "peakRSSBytes", procstat.SelfPeakRSS())
 	return nil
+}
+
+// exitCode is the exit status of a run that ended with err (not nil).
+// A cut-over's failure is ExitCutoverFailed whichever step failed, its
+// verification included: the operator turns it into the cut-over's
+// failure, and the message says which step it was. Only a lost oplog
+// window, which needs a new copy whatever was running, comes first.
+func exitCode(ctx context.Context, err error) int {
+	switch {
+	case errors.Is(err, source.ErrOplogWindowLost):
+		return workerapi.ExitOplogWindowLost
+	case errors.Is(err, engine.ErrCutoverFailed), errors.Is(err, engine.ErrCutoverNotSupported):
+		return workerapi.ExitCutoverFailed
+	case errors.Is(err, engine.ErrVerificationFailed):
+		return workerapi.ExitVerificationFailed
+	case ctx.Err() != nil:
+		return workerapi.ExitInterrupted
+	}
+	return workerapi.ExitFailed
 }
 
 // serve serves h on --listen, over HTTPS with /status for the
