@@ -134,7 +134,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(bufferedDesc, float64(s.Copy.BufferedBytes))
 	gauge(maxBytesDesc, float64(s.Copy.MaxBytes))
 	if r := s.Replay; r != nil {
-		gauge(lagDesc, r.LagSeconds)
+		if r.LagKnown() {
+			// Absent while unknown: a 0 would read as caught up.
+			gauge(lagDesc, r.LagSeconds)
+		}
 		for op, n := range r.Applied {
 			counter(appliedDesc, float64(n), op)
 		}
@@ -166,7 +169,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if r == nil {
 			continue
 		}
-		gauge(shardLagDesc, r.LagSeconds, sh.Shard)
+		if r.LagKnown() {
+			gauge(shardLagDesc, r.LagSeconds, sh.Shard)
+		}
 		gauge(shardAppliedTSDesc, float64(r.AppliedTS.T), sh.Shard)
 		gauge(shardReadTSDesc, float64(r.ReadTS.T), sh.Shard)
 		gauge(shardRateDesc, r.OpsPerSecond, sh.Shard)
