@@ -311,7 +311,8 @@ func printSummary(out io.Writer, st engine.Status, timing demoTiming, runErr err
 		fmt.Fprintf(tw, "  catch-up after the load stopped\t%.1fs (lag now %s)\n", timing.caughtUpAt.Sub(timing.loadStoppedAt).Seconds(), r.LagText())
 	}
 	fmt.Fprintf(tw, "  task seconds (copy + replay + verify)\t%.1f\n", st.ElapsedSeconds)
-	fmt.Fprintf(tw, "  peak buffered bytes (budget %s)\t%s\n", progress.Bytes(c.MaxBytes), progress.Bytes(c.PeakBufferedBytes))
+	fmt.Fprintf(tw, "  peak buffered bytes (cache.maxBytes %s, %s of it for queued documents)\t%s\n",
+		progress.Bytes(c.MaxBytes), progress.Bytes(c.QueueBudgetBytes), progress.Bytes(c.PeakBufferedBytes))
 	fmt.Fprintf(tw, "  peak memory (RSS of this process)\t%s\n", progress.Bytes(procstat.SelfPeakRSS()))
 	fmt.Fprintf(tw, "  verification (hash)\t%s\n", verdict(st, runErr))
 	_ = tw.Flush()
