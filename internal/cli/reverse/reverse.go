@@ -62,7 +62,7 @@ written.`,
 	cmd.Flags().StringVar(&f.from, "from", "", "where the reverse sync starts: the target's oplog position at cut-over (seconds,increment) or an RFC 3339 time")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "", "write the reverse task file here (default: standard output)")
 	cmd.Flags().BoolVar(&f.run, "run", false, "run the reverse task once written (needs -o)")
-	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:9750", "with --run: address for /metrics, /status and /healthz; empty to disable")
+	cmd.Flags().StringVar(&f.listen, "listen", run.DefaultListen, "with --run: address for /metrics, /status and /healthz; empty to disable (as ferry run's --listen)")
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagRequired("from")
 	return cmd
@@ -101,7 +101,12 @@ func reverse(cmd *cobra.Command, f reverseFlags) error {
 		return nil
 	}
 	r := run.NewCommand()
-	r.SetArgs([]string{"-f", f.output, "--listen", f.listen})
+	args := []string{"-f", f.output}
+	if cmd.Flags().Changed("listen") {
+		// Only when given: the default's port taken, ferry run picks another.
+		args = append(args, "--listen", f.listen)
+	}
+	r.SetArgs(args)
 	r.SetOut(cmd.OutOrStdout())
 	r.SetErr(io.Discard)
 	r.SilenceErrors, r.SilenceUsage = true, true
