@@ -180,6 +180,10 @@ func readyCondition(st *syncv1alpha1.SyncTaskStatus, o observed, degraded shardF
 	case syncv1alpha1.PhaseFailed:
 		return cond{false, ReasonFailed, degraded.message}, cond{false, ReasonFailed, degraded.message}
 	case syncv1alpha1.PhaseStreaming:
+		if st.LagUnknown != "" {
+			return cond{false, ReasonLagUnknown, fmt.Sprintf("streaming changes; the lag is not known yet (%s), so Ready waits for it", st.LagUnknown)},
+				cond{true, ReasonStreaming, "replaying the source's changes"}
+		}
 		if st.LagSeconds < ReadyLagSeconds {
 			return cond{true, ReasonStreaming, fmt.Sprintf("streaming changes: %ds behind the source, %d ops/s", st.LagSeconds, st.OpsPerSecond)},
 				cond{true, ReasonStreaming, "replaying the source's changes"}

@@ -181,7 +181,10 @@ func collectSyncTask(ch chan<- prometheus.Metric, t *syncv1alpha1.SyncTask) {
 	for _, p := range SyncTaskPhases {
 		gauge(stPhaseDesc, boolValue(p == phase), string(p))
 	}
-	gauge(stLagDesc, float64(st.LagSeconds))
+	if st.LagUnknown == "" {
+		// Absent while unknown: a 0 would read as caught up.
+		gauge(stLagDesc, float64(st.LagSeconds))
+	}
 	if r, ok := progressRatio(st.Progress); ok {
 		gauge(stProgressDesc, r)
 	}
@@ -213,7 +216,9 @@ func collectSyncTask(ch chan<- prometheus.Metric, t *syncv1alpha1.SyncTask) {
 	for _, s := range st.Shards {
 		if !seen[s.Name] {
 			seen[s.Name] = true
-			gauge(stShardLagDesc, float64(s.LagSeconds), s.Name)
+			if s.LagUnknown == "" {
+				gauge(stShardLagDesc, float64(s.LagSeconds), s.Name)
+			}
 			gauge(stShardHeldDesc, float64(s.HeldWrites), s.Name)
 		}
 	}

@@ -45,7 +45,7 @@ func unstamped(st *syncv1alpha1.SyncTaskStatus) *syncv1alpha1.SyncTaskStatus {
 // steady is st without the figures that move on every poll.
 func steady(st *syncv1alpha1.SyncTaskStatus) *syncv1alpha1.SyncTaskStatus {
 	s := st.DeepCopy()
-	s.LagSeconds, s.OpsPerSecond, s.BytesPerSecond, s.CheckpointTime = 0, 0, 0, nil
+	s.LagSeconds, s.Lag, s.OpsPerSecond, s.BytesPerSecond, s.CheckpointTime = 0, "", 0, 0, nil
 	if s.Progress != nil && s.Phase != syncv1alpha1.PhaseFullSync {
 		// The copy's progress moves the status while it runs; after it,
 		// only the count of documents replay adds changes.

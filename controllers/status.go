@@ -30,6 +30,7 @@ const (
 	ReasonCompleted          = "Completed"
 	ReasonStreaming          = "Streaming"
 	ReasonLagging            = "Lagging"
+	ReasonLagUnknown         = "LagUnknown"
 	ReasonWorkersStarting    = "WorkersStarting"
 	ReasonFailed             = "Failed"
 	ReasonHealthy            = "Healthy"
@@ -183,9 +184,14 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 	// Figures: lag is the largest over shards, rates are sums over the
 	// workers that reported now.
 	st.LagSeconds, st.OpsPerSecond, st.BytesPerSecond = 0, 0, 0
+	st.LagUnknown = ""
 	for _, s := range st.Shards {
 		st.LagSeconds = max(st.LagSeconds, s.LagSeconds)
+		if s.LagUnknown != "" && st.LagUnknown == "" {
+			st.LagUnknown = s.Name + ": " + s.LagUnknown
+		}
 	}
+	st.Lag = lagColumn(&st)
 	for _, r := range reports {
 		if r.Replay != nil {
 			st.OpsPerSecond += int64(math.Round(r.Replay.OpsPerSecond))
@@ -302,16 +308,31 @@ func exitOutcome(w workerObservation) (syncv1alpha1.Phase, *shardFailure) {
 	return "", nil
 }
 
+// lagColumn is the Lag column of st: "unknown" while a worker's lag is,
+// the lag in seconds once the copy is over, nothing before.
+func lagColumn(st *syncv1alpha1.SyncTaskStatus) string {
+	switch {
+	case st.LagUnknown != "":
+		return "unknown"
+	case st.Phase == "", st.Phase == syncv1alpha1.PhasePending, st.Phase == syncv1alpha1.PhaseFullSync:
+		return ""
+	}
+	return fmt.Sprintf("%ds", st.LagSeconds)
+}
+
 // reportedFailure is the failure a worker's /status shows before it
 // exits: the controller may read the report first and the exit code only
 // later, so the reason must not depend on which it sees first.
+//
+// A failed cut-over is CutoverFailed whichever step failed, its
+// verification included, as the worker's exit code (4) says.
 func reportedFailure(pod string, r *workerapi.Status) *shardFailure {
+	if c := r.Cutover; c != nil && c.Step == workerapi.CutoverFailed {
+		return &shardFailure{ReasonCutoverFailed, fmt.Sprintf("%s: %s", pod, c.Message)}
+	}
 	if v := r.Verify; v != nil && !v.Running && !v.OK {
 		return &shardFailure{ReasonVerificationFailed, fmt.Sprintf("%s: verification found %d namespaces that differ between source and target (%s)",
 			pod, len(v.Differing), strings.Join(v.Differing, ", "))}
-	}
-	if c := r.Cutover; c != nil && c.Step == workerapi.CutoverFailed {
-		return &shardFailure{ReasonCutoverFailed, fmt.Sprintf("%s: %s", pod, c.Message)}
 	}
 	return &shardFailure{reason: ReasonFailed, message: fmt.Sprintf("%s: %s", pod, r.Error)}
 }
@@ -351,9 +372,12 @@ func applyReport(sh *syncv1alpha1.ShardStatus, r *workerapi.Status, now time.Tim
 	// A worker that resumes after the copy copies nothing this run and
 	// reports no documents: keep what earlier runs reported.
 	sh.Documents = max(sh.Documents, r.Copy.Documents)
-	sh.LagSeconds = 0
+	sh.LagSeconds, sh.LagUnknown = 0, ""
 	if rp := r.Replay; rp != nil {
 		sh.LagSeconds = int64(math.Ceil(rp.LagSeconds))
+		if !rp.LagKnown() {
+			sh.LagSeconds, sh.LagUnknown = 0, rp.LagUnknown
+		}
 		sh.OpsPerSecond = int64(math.Round(rp.OpsPerSecond))
 		if !rp.AppliedTS.IsZero() {
 			sh.AppliedTimestamp = fmt.Sprintf("%d:%d", rp.AppliedTS.T, rp.AppliedTS.I)

@@ -458,3 +458,22 @@ func TestStreamingVerificationStatus(t *testing.T) {
 		})
 	}
 }
+
+// TestCutoverVerificationFailure: a cut-over that fails at its
+// verification is CutoverFailed whether the controller reads the worker's
+// /status (step Failed, the verification's differences) or its exit code
+// (4) first.
+func TestCutoverVerificationFailure(t *testing.T) {
+	report := &workerapi.Status{Phase: workerapi.PhaseFailed,
+		Verify:  &workerapi.Verify{Mode: "hash", OK: false, Differing: []string{"shop.orders"}},
+		Cutover: &workerapi.Cutover{Step: workerapi.CutoverFailed, Message: "Verifying: verification found differences: [shop.orders] differ"}}
+	if f := reportedFailure("orders-0", report); f.reason != ReasonCutoverFailed {
+		t.Errorf("from /status: reason %s, want %s", f.reason, ReasonCutoverFailed)
+	}
+	w := worker(0, nil)
+	w.running, w.ready, w.restarts = false, false, 1
+	w.lastExit = &corev1.ContainerStateTerminated{ExitCode: workerapi.ExitCutoverFailed, Message: "ferry: cut-over failed, step Verifying: verification found differences", FinishedAt: metav1.NewTime(statusNow)}
+	if _, f := exitOutcome(w); f == nil || f.reason != ReasonCutoverFailed {
+		t.Errorf("from the exit code: %+v, want %s", f, ReasonCutoverFailed)
+	}
+}

@@ -55,10 +55,16 @@ type ShardStatus struct {
 	Phase Phase `json:"phase,omitempty"`
 	// LagSeconds is how far the applied changes are behind the newest
 	// change read from this shard's source, in seconds. Unset while the
-	// copy runs; once set, 0 (caught up) is kept rather than omitted.
+	// copy runs; once set, 0 (caught up) is kept rather than omitted. It
+	// means nothing (and reads 0) while lagUnknown is set.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	LagSeconds int64 `json:"lagSeconds"`
+	// LagUnknown says why this worker's lag is not known yet (it has not
+	// read the source's newest position since it started); empty once it
+	// is.
+	// +optional
+	LagUnknown string `json:"lagUnknown,omitempty"`
 	// OpsPerSecond is the rate at which this worker applies changes.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
@@ -211,11 +217,21 @@ type SyncTaskStatus struct {
 	Progress *CopyProgress `json:"progress,omitempty"`
 	// LagSeconds is how far the target is behind the source, in seconds:
 	// the largest lag over shards. Unset while the copy runs; once set, 0
-	// (caught up) is kept rather than omitted, so the Lag column shows 0,
-	// not <none>.
+	// (caught up) is kept rather than omitted. It means nothing (and reads
+	// 0) while lagUnknown is set.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	LagSeconds int64 `json:"lagSeconds"`
+	// LagUnknown says why the lag is not known yet: a worker replays but
+	// has not read the source's newest position since it started, so it
+	// cannot tell how far behind it is. Empty once every worker's lag is
+	// known.
+	// +optional
+	LagUnknown string `json:"lagUnknown,omitempty"`
+	// Lag is the Lag column: lagSeconds as "12s", or "unknown" while
+	// lagUnknown is set; empty while the copy runs.
+	// +optional
+	Lag string `json:"lag,omitempty"`
 	// OpsPerSecond is the rate at which changes are applied to the target,
 	// summed over shards; 0 is kept, like lagSeconds.
 	// +kubebuilder:validation:Minimum=0

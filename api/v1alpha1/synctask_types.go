@@ -313,7 +313,7 @@ const VerifyAnnotation = "sync.mongoferry.io/verify"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress.percent`
 // +kubebuilder:printcolumn:name="Shards",type=string,JSONPath=`.status.shardSummary`,description="Shards whose workers stream"
-// +kubebuilder:printcolumn:name="Lag",type=integer,JSONPath=`.status.lagSeconds`,description="Seconds the target is behind the source"
+// +kubebuilder:printcolumn:name="Lag",type=string,JSONPath=`.status.lag`,description="How far the target is behind the source (unknown until a worker has read the source's newest position)"
 // +kubebuilder:printcolumn:name="Ops/s",type=integer,JSONPath=`.status.opsPerSecond`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -1,7 +1,7 @@
 // Package cli is the ferry command line: the root command and its
 // subcommands, one package each under internal/cli (run, cutover, reverse,
-// verify, load, demo, bench, version), with the pieces they share in exit, flags,
-// progress and servers.
+// verify, load, demo, bench, servers, version), with the pieces they share
+// in exit, flags, progress and servers.
 package cli
 
 import (
@@ -18,6 +18,7 @@ import (
 	"github.com/mongoferry/mongoferry/internal/cli/load"
 	"github.com/mongoferry/mongoferry/internal/cli/reverse"
 	"github.com/mongoferry/mongoferry/internal/cli/run"
+	"github.com/mongoferry/mongoferry/internal/cli/servers"
 	"github.com/mongoferry/mongoferry/internal/cli/verify"
 	"github.com/mongoferry/mongoferry/internal/cli/version"
 )
@@ -34,7 +35,7 @@ how hard to push; the same fields make up a SyncTask's spec in Kubernetes.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(bench.NewCommand(), cutover.NewCommand(), demo.NewCommand(), load.NewCommand(), reverse.NewCommand(), run.NewCommand(), verify.NewCommand(), version.NewCommand())
+	root.AddCommand(bench.NewCommand(), cutover.NewCommand(), demo.NewCommand(), load.NewCommand(), reverse.NewCommand(), run.NewCommand(), servers.NewCommand(), verify.NewCommand(), version.NewCommand())
 	return root
 }
 

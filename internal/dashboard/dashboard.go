@@ -128,7 +128,7 @@ func Build() (gd.Dashboard, error) { //nolint:staticcheck // SA1019: see above
 			Datasource(ds).Span(4).Height(4).Unit("percentunit").Min(0).Max(1).Thresholds(thresholds("blue", 1, "green")).
 			ReduceOptions(lastValue()).ShowThresholdMarkers(false).
 			Targets(targets(true, query{m(`max(mongoferry_synctask_progress_ratio{%s})`), "progress"}))).
-		WithPanel(statPanel(4, "Lag", "How far the target is behind the source (status.lagSeconds, the largest over shards). Ready below 30 s.", "s", "",
+		WithPanel(statPanel(4, "Lag", "How far the target is behind the source (status.lagSeconds, the largest over shards). Ready below 30 s. No data while the lag is unknown (status.lagUnknown: a worker has not read the source's newest position yet).", "s", "",
 			thresholds("green", 30, "orange", 60, "red"), query{m(`max(mongoferry_synctask_lag_seconds{%s})`), "lag"})).
 		WithPanel(statPanel(5, "Checkpoint age", "Now minus the source time up to which every shard's changes are applied and saved (status.checkpointTime).", "s", "",
 			thresholds("green", 120, "orange", 600, "red"), query{m(`time() - max(mongoferry_synctask_checkpoint_timestamp_seconds{%s})`), "checkpoint age"})).

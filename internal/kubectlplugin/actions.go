@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
+	cliflags "github.com/mongoferry/mongoferry/internal/cli/flags"
 	"github.com/mongoferry/mongoferry/pkg/config"
 )
 
@@ -58,21 +59,21 @@ type cutoverFlags struct {
 	waitFlags
 	blockSourceWrites bool
 	verify            string
-	maxLag            int
+	maxLag            cliflags.MaxLag
 }
 
 func (p *plugin) cutoverCommand() *cobra.Command {
 	var f cutoverFlags
 	cmd := &cobra.Command{
-		Use:   "cutover TASK [--block-source-writes] [--verify hash] [--max-lag 5] [--wait]",
+		Use:   "cutover TASK [--block-source-writes] [--verify hash] [--max-lag 5s] [--wait]",
 		Short: "Cut a streaming SyncTask over to its target (spec.cutover), optionally waiting and showing each step",
 		Long: `cutover sets spec.cutover.requested on a streaming task: its workers wait until
-the lag is at most --max-lag seconds, block user writes on the source when
+the lag is at most --max-lag (a duration: 5s, 1m), block user writes on the source when
 --block-source-writes is set (MongoDB 6.0 and later), drain to the source's
 newest position, verify (--verify) and finalize the target. With --wait it
 prints each step as status.cutover reports it and ends when the condition
 CutoverComplete is True (exit 0) or the cut-over failed (exit 1).`,
-		Example: `  kubectl mongoferry cutover orders --block-source-writes --verify hash --max-lag 5 --wait`,
+		Example: `  kubectl mongoferry cutover orders --block-source-writes --verify hash --max-lag 5s --wait`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return p.cutover(cmd, args[0], f)
@@ -80,7 +81,8 @@ CutoverComplete is True (exit 0) or the cut-over failed (exit 1).`,
 	}
 	cmd.Flags().BoolVar(&f.blockSourceWrites, "block-source-writes", false, "block user writes on the source before the final drain (setUserWriteBlockMode)")
 	cmd.Flags().StringVar(&f.verify, "verify", string(config.VerifyHash), "comparison after the final drain: none, count, hash or sample")
-	cmd.Flags().IntVar(&f.maxLag, "max-lag", config.DefaultCutoverMaxLagSeconds, "lag in seconds under which the cut-over proceeds (1-3600)")
+	f.maxLag.Seconds = config.DefaultCutoverMaxLagSeconds
+	cmd.Flags().Var(&f.maxLag, "max-lag", "lag under which the cut-over proceeds: a duration of whole seconds from 1s to 1h (a bare number is seconds)")
 	f.add(cmd, "wait until the cut-over completes or fails, showing its steps", 30*time.Minute)
 	return cmd
 }
@@ -91,9 +93,6 @@ func (p *plugin) cutover(cmd *cobra.Command, name string, f cutoverFlags) error 
 	case config.VerifyNone, config.VerifyCount, config.VerifyHash, config.VerifySample:
 	default:
 		return fmt.Errorf("--verify: %q is not one of none, count, hash, sample", f.verify)
-	}
-	if f.maxLag < 1 || f.maxLag > 3600 {
-		return fmt.Errorf("--max-lag: %d is outside 1 to 3600 seconds", f.maxLag)
 	}
 	task, err := p.get(ctx, name)
 	if err != nil {
@@ -109,22 +108,22 @@ func (p *plugin) cutover(cmd *cobra.Command, name string, f cutoverFlags) error 
 		err := p.patch(ctx, task, map[string]any{
 			"metadata": map[string]any{"annotations": map[string]any{syncv1alpha1.RetryAnnotation: retry}},
 			"spec": map[string]any{"cutover": map[string]any{
-				"requested": true, "blockSourceWrites": f.blockSourceWrites, "verify": f.verify, "maxLagSeconds": f.maxLag}}})
+				"requested": true, "blockSourceWrites": f.blockSourceWrites, "verify": f.verify, "maxLagSeconds": f.maxLag.Seconds}}})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "synctask %s: the last cut-over failed; requested again (blockSourceWrites %v, verify %s, maxLagSeconds %d)\n", name, f.blockSourceWrites, f.verify, f.maxLag)
+		fmt.Fprintf(cmd.OutOrStdout(), "synctask %s: the last cut-over failed; requested again (blockSourceWrites %v, verify %s, maxLagSeconds %d)\n", name, f.blockSourceWrites, f.verify, f.maxLag.Seconds)
 	case !task.Spec.Cutover.Requested:
 		if task.Status.Phase != syncv1alpha1.PhaseStreaming || task.Spec.Suspend {
 			return fmt.Errorf("SyncTask %s is %s: a cut-over starts from a streaming task (the copy done, changes replaying); wait until kubectl mongoferry status %s shows phase Streaming%s",
 				name, phaseWords(task), name, resumeHint(task))
 		}
 		err := p.patch(ctx, task, map[string]any{"spec": map[string]any{"cutover": map[string]any{
-			"requested": true, "blockSourceWrites": f.blockSourceWrites, "verify": f.verify, "maxLagSeconds": f.maxLag}}})
+			"requested": true, "blockSourceWrites": f.blockSourceWrites, "verify": f.verify, "maxLagSeconds": f.maxLag.Seconds}}})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "synctask %s: cut-over requested (blockSourceWrites %v, verify %s, maxLagSeconds %d)\n", name, f.blockSourceWrites, f.verify, f.maxLag)
+		fmt.Fprintf(cmd.OutOrStdout(), "synctask %s: cut-over requested (blockSourceWrites %v, verify %s, maxLagSeconds %d)\n", name, f.blockSourceWrites, f.verify, f.maxLag.Seconds)
 	default:
 		fmt.Fprintf(cmd.OutOrStdout(), "synctask %s: a cut-over is already requested\n", name)
 	}

@@ -68,9 +68,10 @@ func cutoverModel(t *testing.T, ns, name, last string) {
 func TestCutoverWait(t *testing.T) {
 	cases := []struct {
 		name, last, wantErr string
+		maxLag              string // a duration, or seconds as before
 	}{
-		{"complete", "Complete", ""},
-		{"failed", "Failed", "the cut-over failed at Failed: verification found 2 differing documents in shop.orders"},
+		{"complete", "Complete", "", "7s"},
+		{"failed", "Failed", "the cut-over failed at Failed: verification found 2 differing documents in shop.orders", "7"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -80,7 +81,7 @@ func TestCutoverWait(t *testing.T) {
 			createTask(t, task)
 			done := make(chan struct{})
 			go func() { defer close(done); cutoverModel(t, ns, "orders", c.last) }()
-			out, err := run(t, ns, "cutover", "orders", "--verify", "count", "--max-lag", "7", "--wait", "--timeout", "30s")
+			out, err := run(t, ns, "cutover", "orders", "--verify", "count", "--max-lag", c.maxLag, "--wait", "--timeout", "30s")
 			<-done
 			if c.wantErr == "" && err != nil || c.wantErr != "" && (err == nil || err.Error() != c.wantErr) {
 				t.Fatalf("cutover: %v, want %q\n%s", err, c.wantErr, out)

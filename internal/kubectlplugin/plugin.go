@@ -8,8 +8,10 @@ package kubectlplugin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -47,15 +49,17 @@ type plugin struct {
 	ns    string
 }
 
-// NewCommand returns the kubectl-mongoferry command with every subcommand.
+// NewCommand returns the kubectl mongoferry command with every subcommand.
 func NewCommand(opts Options) *cobra.Command {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
 	p := &plugin{opts: opts, flags: genericclioptions.NewConfigFlags(true)}
 	root := &cobra.Command{
-		Use:   "kubectl-mongoferry",
-		Short: "Watch and steer MongoFerry SyncTasks",
+		Use: "mongoferry",
+		// Usage lines read "kubectl mongoferry ...", as the user types it.
+		Annotations: map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl mongoferry"},
+		Short:       "Watch and steer MongoFerry SyncTasks",
 		Long: `kubectl mongoferry shows a SyncTask's progress and steers it: suspend and
 resume it, cut over to the target, verify the target while it streams, start a
 reverse sync after the cut-over, and read its workers' logs.
@@ -79,6 +83,9 @@ for logs.`,
 
 // connect makes the API client from the connection flags.
 func (p *plugin) connect() error {
+	if err := p.clusterConfigured(); err != nil {
+		return err
+	}
 	cfg, err := p.flags.ToRESTConfig()
 	if err != nil {
 		return err
@@ -99,6 +106,31 @@ func (p *plugin) connect() error {
 		return err
 	}
 	p.c, p.ns = c, ns
+	return nil
+}
+
+// ErrNoCluster is the error of a command run with no cluster to talk to:
+// no kubeconfig, no --server, not inside a pod. (client-go would try
+// localhost:8080 and fail with a bare "connection refused".)
+var ErrNoCluster = errors.New("no Kubernetes cluster is configured: no kubeconfig found ($KUBECONFIG, ~/.kube/config) and no --server given; " +
+	"point KUBECONFIG or --kubeconfig at the cluster's kubeconfig (as kubectl uses it), or pass --server")
+
+// clusterConfigured returns ErrNoCluster when the connection flags, the
+// kubeconfig files and the pod's environment name no API server.
+func (p *plugin) clusterConfigured() error {
+	if f := p.flags.APIServer; f != nil && *f != "" {
+		return nil
+	}
+	if os.Getenv("KUBERNETES_SERVICE_HOST") != "" {
+		return nil // in a pod: client-go's in-cluster configuration
+	}
+	raw, err := p.flags.ToRawKubeConfigLoader().RawConfig()
+	if err != nil {
+		return nil // a broken kubeconfig: client-go's error says where
+	}
+	if len(raw.Clusters) == 0 {
+		return ErrNoCluster
+	}
 	return nil
 }
 

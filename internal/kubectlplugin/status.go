@@ -52,7 +52,7 @@ func WriteStatus(w io.Writer, task *syncv1alpha1.SyncTask, now time.Time) error 
 	}
 	fmt.Fprintf(b, "  Copy:       %s\n", copyLine(st.Progress))
 	if st.Phase == syncv1alpha1.PhaseStreaming || st.Phase == syncv1alpha1.PhaseCompleted || st.CheckpointTime != nil {
-		fmt.Fprintf(b, "  Lag:        %ds   Ops/s: %d   Bytes/s: %s\n", st.LagSeconds, st.OpsPerSecond, config.FormatBytes(st.BytesPerSecond))
+		fmt.Fprintf(b, "  Lag:        %s   Ops/s: %d   Bytes/s: %s\n", lagText(st.LagSeconds, st.LagUnknown, true), st.OpsPerSecond, config.FormatBytes(st.BytesPerSecond))
 	}
 	if st.CheckpointTime != nil {
 		fmt.Fprintf(b, "  Checkpoint: %s (%s ago)\n", st.CheckpointTime.UTC().Format(time.RFC3339), age(st.CheckpointTime.Time, now))
@@ -70,8 +70,8 @@ func WriteStatus(w io.Writer, task *syncv1alpha1.SyncTask, now time.Time) error 
 			if s.LastReportTime != nil {
 				reported = age(s.LastReportTime.Time, now) + " ago"
 			}
-			fmt.Fprintf(tw, "  %s\t%d\t%s\t%d\t%ds\t%d\t%d\t%s\t%s\t%s\n", s.Name, s.Ordinal, orDash(string(s.Phase)), s.Documents,
-				s.LagSeconds, s.OpsPerSecond, s.HeldWrites, orDash(s.AppliedTimestamp), reported, orDash(s.LastError))
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\n", s.Name, s.Ordinal, orDash(string(s.Phase)), s.Documents,
+				lagText(s.LagSeconds, s.LagUnknown, false), s.OpsPerSecond, s.HeldWrites, orDash(s.AppliedTimestamp), reported, orDash(s.LastError))
 		}
 		_ = tw.Flush()
 	}
@@ -256,4 +256,16 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// lagText is a lag as the status shows it: "12s", or "unknown" (with why
+// when long) while the worker has not read the source's newest position.
+func lagText(seconds int64, unknown string, long bool) string {
+	switch {
+	case unknown == "":
+		return fmt.Sprintf("%ds", seconds)
+	case long:
+		return "unknown (" + unknown + ")"
+	}
+	return "unknown"
 }

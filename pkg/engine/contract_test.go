@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,9 @@ func TestWorkerContract(t *testing.T) {
 		return &replay.Status{AppliedTS: bson.Timestamp{T: 1772366400, I: 7}, AppliedTime: at, LagSeconds: 1.5, OpsPerSecond: 240.5,
 			Shard: shard, Holds: replay.HoldStatus{HeldWrites: held, HeldNow: 2}}
 	}
+	// shard1's lag is not known yet: its lagSeconds is left out, and
+	// reads 0 with LagUnknown set.
+	unknownLag := func(s *replay.Status) *replay.Status { s.LagSeconds, s.LagUnknown = 0, replay.LagNotRead; return s }
 	finished := at.Add(time.Minute)
 	cutover := &workerapi.Cutover{Step: workerapi.CutoverComplete, CaughtUp: true, WritesBlocked: true,
 		SourcePosition: &workerapi.Timestamp{T: 1772366460, I: 3}, TargetPosition: &workerapi.Timestamp{T: 1772366461, I: 1},
@@ -38,7 +42,7 @@ func TestWorkerContract(t *testing.T) {
 		Copy: fullsync.Status{Stage: "done", EstimatedDocuments: 1000, Documents: 990, Bytes: 99000, Percent: 100, DocsPerSecond: 12.5, BytesPerSecond: 1250,
 			Ranges: 4, RangesDone: 4, Namespaces: []fullsync.NamespaceStatus{{NS: "shop.orders", Target: "shop.orders", EstimatedDocuments: 1000, Documents: 990, Percent: 100, Done: true}}},
 		Replay:    rs("shard0", 5),
-		Shards:    []ShardStatus{{Shard: "shard0", Phase: SubtaskStreaming, Replay: rs("shard0", 3), Error: "retrying", Cutover: shardCutover}, {Shard: "shard1", Phase: SubtaskRetired, Replay: rs("shard1", 4), Error: "gone", Cutover: shardCutover}},
+		Shards:    []ShardStatus{{Shard: "shard0", Phase: SubtaskStreaming, Replay: rs("shard0", 3), Error: "retrying", Cutover: shardCutover}, {Shard: "shard1", Phase: SubtaskRetired, Replay: unknownLag(rs("shard1", 4)), Error: "gone", Cutover: shardCutover}},
 		Verify:    &VerifyStatus{Mode: "hash", Running: true, CurrentNS: "shop.orders", Done: 1, Total: 2, OK: false, Differing: []string{"shop.orders"}},
 		StartedAt: at, TargetSharding: sharding, Cutover: cutover, Topology: topo,
 		StreamingVerify: &verify.StreamStatus{Running: true, Passes: 2, StartedAt: at, FinishedAt: at.Add(time.Minute), Namespaces: 3, NamespacesDone: 1,
@@ -57,11 +61,15 @@ func TestWorkerContract(t *testing.T) {
 		return &workerapi.Replay{AppliedTS: workerapi.Timestamp{T: 1772366400, I: 7}, AppliedTime: at, LagSeconds: 1.5, OpsPerSecond: 240.5,
 			Shard: shard, Holds: workerapi.Holds{HeldWrites: held, HeldNow: 2}}
 	}
+	wrUnknown := func(r *workerapi.Replay) *workerapi.Replay {
+		r.LagSeconds, r.LagUnknown = 0, replay.LagNotRead
+		return r
+	}
 	want := workerapi.Status{Contract: workerapi.ContractVersion, Task: "orders", Mode: "fullAndIncremental", Phase: workerapi.PhaseStreaming, Error: "a warning",
 		Copy: workerapi.Copy{Stage: "done", EstimatedDocuments: 1000, Documents: 990, Bytes: 99000, Percent: 100, DocsPerSecond: 12.5, BytesPerSecond: 1250,
 			Ranges: 4, RangesDone: 4, Namespaces: []workerapi.Namespace{{NS: "shop.orders", Target: "shop.orders", EstimatedDocuments: 1000, Documents: 990, Percent: 100, Done: true}}},
 		Replay:    wr("shard0", 5),
-		Shards:    []workerapi.Shard{{Shard: "shard0", Phase: workerapi.SubtaskStreaming, Replay: wr("shard0", 3), Error: "retrying", Cutover: shardCutover}, {Shard: "shard1", Phase: workerapi.SubtaskRetired, Replay: wr("shard1", 4), Error: "gone", Cutover: shardCutover}},
+		Shards:    []workerapi.Shard{{Shard: "shard0", Phase: workerapi.SubtaskStreaming, Replay: wr("shard0", 3), Error: "retrying", Cutover: shardCutover}, {Shard: "shard1", Phase: workerapi.SubtaskRetired, Replay: wrUnknown(wr("shard1", 4)), Error: "gone", Cutover: shardCutover}},
 		Verify:    &workerapi.Verify{Mode: "hash", Running: true, CurrentNS: "shop.orders", Done: 1, Total: 2, OK: false, Differing: []string{"shop.orders"}},
 		StartedAt: at, TargetSharding: sharding, Cutover: cutover, Topology: topo,
 		StreamingVerify: &workerapi.StreamingVerify{Running: true, Passes: 2, StartedAt: at, FinishedAt: at.Add(time.Minute), Namespaces: 3, NamespacesDone: 1,
@@ -73,6 +81,10 @@ func TestWorkerContract(t *testing.T) {
 	}
 	if n := got.ShardingNotes(); len(n) != 1 || n[0] != sharding[0].Notes[0] {
 		t.Errorf("sharding notes %q", n)
+	}
+	if !got.Replay.LagKnown() || got.Shards[1].Replay.LagKnown() || strings.Count(string(raw), `"lagSeconds"`) != 2 {
+		t.Errorf("lag known %v and %v, %d lagSeconds in %s; want shard1's lag unknown and left out",
+			got.Replay.LagKnown(), got.Shards[1].Replay.LagKnown(), strings.Count(string(raw), `"lagSeconds"`), raw)
 	}
 	if n := got.HeldWrites(); n != 7 {
 		t.Errorf("held writes %d, want the shards' 7", n)
@@ -104,6 +116,9 @@ func assertNoZeroFields(t *testing.T, v reflect.Value, path string) {
 			f := v.Type().Field(i)
 			if f.Name == "OK" || f.Name == "Running" || f.Name == "Done" && f.Type.Kind() == reflect.Bool {
 				continue // booleans: both values are meaningful
+			}
+			if f.Name == "LagSeconds" || f.Name == "LagUnknown" {
+				continue // one of the two is set: shard1's lag is unknown, the others' known
 			}
 			assertNoZeroFields(t, v.Field(i), path+"."+f.Name)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
@@ -136,6 +137,22 @@ func (e *Engine) failCutover(ctx context.Context, err error) error {
 	return fmt.Errorf("%w, step %s: %w", ErrCutoverFailed, step, err)
 }
 
+// lagGate reports whether replay is close enough to the source for the
+// cut-over to leave CatchingUp (lag at most maxLag seconds, measured from
+// a fresh read of the source's newest position), and otherwise what it
+// waits for. A lag not known yet never passes: it is not a small one.
+func lagGate(s replay.Status, maxLag int, fresh bool) (bool, string) {
+	switch {
+	case !s.LagKnown():
+		return false, fmt.Sprintf("lag unknown (%s); the cut-over goes on once it is at most %ds", s.LagUnknown, maxLag)
+	case s.LagSeconds > float64(maxLag):
+		return false, fmt.Sprintf("lag %s; the cut-over goes on once it is at most %ds", s.LagText(), maxLag)
+	case !fresh:
+		return false, fmt.Sprintf("lag %s by a read of the source's newest position made before the cut-over was asked for; waiting for a newer one", s.LagText())
+	}
+	return true, ""
+}
+
 // driveCutover runs the cut-over's steps that need replay running:
 // CatchingUp, BlockingWrites and Draining. It returns nil once replay has
 // applied everything up to the drain position and may stop.
@@ -152,9 +169,8 @@ func (e *Engine) driveCutover(ctx context.Context, r Replayer) error {
 		c := e.cutoverRecord()
 		switch c.Step {
 		case workerapi.CutoverCatchingUp:
-			s := r.Status()
-			maxLag := float64(e.task.Cutover.MaxLagSeconds)
-			if s.NewestKnown && s.LagSeconds <= maxLag && e.freshNewest(e.tailer.Load()) {
+			pass, why := lagGate(r.Status(), e.task.Cutover.MaxLagSeconds, e.freshNewest(e.tailer.Load()))
+			if pass {
 				next := workerapi.CutoverDraining
 				if e.task.Cutover.BlockSourceWrites {
 					next = workerapi.CutoverBlockingWrites
@@ -164,7 +180,7 @@ func (e *Engine) driveCutover(ctx context.Context, r Replayer) error {
 				}
 				continue
 			}
-			e.setCutoverMessage(fmt.Sprintf("lag %.0fs; the cut-over goes on once it is at most %ds", s.LagSeconds, e.task.Cutover.MaxLagSeconds))
+			e.setCutoverMessage(why)
 		case workerapi.CutoverBlockingWrites:
 			if err := source.SetUserWriteBlock(ctx, e.source, true); err != nil {
 				return e.failCutover(ctx, err)

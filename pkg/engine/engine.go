@@ -354,6 +354,9 @@ func (e *Engine) run(ctx context.Context) error {
 			shardStarts, err = e.shardPositions(ctx)
 		} else {
 			startTS, startEmpty, err = startAt(ctx, e.source)
+			if err != nil {
+				err = fmt.Errorf("the source's replay start position: %w", err)
+			}
 		}
 		if err != nil {
 			return err
@@ -414,7 +417,9 @@ func (e *Engine) run(ctx context.Context) error {
 			case withReplay && useOplog && e.srcProfile.OplogQueriesScan:
 				endTS, err = copyEndByClock(ctx, e.source)
 			case withReplay:
-				endTS, _, err = startAt(ctx, e.source)
+				if endTS, _, err = startAt(ctx, e.source); err != nil {
+					err = fmt.Errorf("the source's position at the end of the copy: %w", err)
+				}
 			}
 			if err != nil {
 				return err

@@ -119,6 +119,9 @@ func aggregateReplay(shards []ShardStatus) *replay.Status {
 			c.Applied, c.Skipped = map[string]int64{}, map[string]int64{}
 			c.WriteCommands, c.WritesSent = map[string]int64{}, map[string]int64{}
 			c.OpsPerSecond, c.BufferedBytes, c.InFlight, c.ToleratedConflicts = 0, 0, 0, 0
+			if !c.LagKnown() {
+				c.LagUnknown = shardLagUnknown(s.Shard, c.LagUnknown)
+			}
 			out = &c
 		} else {
 			if r.AppliedTS.Compare(out.AppliedTS) < 0 {
@@ -132,6 +135,9 @@ func aggregateReplay(shards []ShardStatus) *replay.Status {
 			}
 			out.NewestKnown = out.NewestKnown && r.NewestKnown
 			out.LagSeconds = max(out.LagSeconds, r.LagSeconds)
+			if !r.LagKnown() && out.LagKnown() {
+				out.LagUnknown = shardLagUnknown(s.Shard, r.LagUnknown)
+			}
 			if r.CheckpointAt.After(out.CheckpointAt) {
 				out.CheckpointAt = r.CheckpointAt
 			}
@@ -164,4 +170,11 @@ func addCounts(out, r *replay.Status) {
 	for k, v := range r.WritesSent {
 		out.WritesSent[k] += v
 	}
+}
+
+// shardLagUnknown is why a sharded task's lag is unknown: one of its
+// shards' is, for this reason. Its lag is the largest over the shards, so
+// one unknown shard makes it unknown.
+func shardLagUnknown(shard, why string) string {
+	return "shard " + shard + ": " + why
 }

@@ -32,7 +32,7 @@ func (e *Engine) verifyWith(ctx context.Context, mode config.VerifyMode) (*verif
 	}
 	rep, err := verify.Run(ctx, e.source, e.target, colls, verify.Options{
 		Mode: mode, SampleSize: spec.Verify.SampleSize,
-		Progress: func(ns string, done, total int64) {
+		Progress: func(ns, _ string, done, total int64) {
 			e.mu.Lock()
 			e.verifyProg = verifyProgress{NS: ns, Done: done, Total: total}
 			e.mu.Unlock()

@@ -39,7 +39,7 @@ var (
 	conflictsDesc      = desc("copy_conflicts_total", "Documents that already existed on the target, by what was done.", "action")
 	retriesDesc        = desc("write_retries_total", "Write batches retried after a retryable error.")
 	bufferedDesc       = desc("cache_buffered_bytes", "Bytes of documents buffered between readers and writers.")
-	maxBytesDesc       = desc("cache_max_bytes", "Byte budget of the buffer between readers and writers.")
+	maxBytesDesc       = desc("cache_max_bytes", "Byte budget of the copy's queue between readers and writers: cache.maxBytes less one batch per reader and per writer.")
 	lagDesc            = desc("replay_lag_seconds", "Seconds between the source's newest oplog entry and the applied checkpoint.")
 	appliedDesc        = desc("replay_applied_ops_total", "Oplog operations applied to the target, by operation.", "op")
 	skippedDesc        = desc("replay_skipped_entries_total", "Oplog entries skipped, by reason.", "reason")
@@ -132,9 +132,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(conflictsDesc, float64(s.Copy.Skipped), "skipped")
 	counter(retriesDesc, float64(s.Copy.Retries))
 	gauge(bufferedDesc, float64(s.Copy.BufferedBytes))
-	gauge(maxBytesDesc, float64(s.Copy.MaxBytes))
+	gauge(maxBytesDesc, float64(s.Copy.QueueBudgetBytes))
 	if r := s.Replay; r != nil {
-		gauge(lagDesc, r.LagSeconds)
+		if r.LagKnown() {
+			// Absent while unknown: a 0 would read as caught up.
+			gauge(lagDesc, r.LagSeconds)
+		}
 		for op, n := range r.Applied {
 			counter(appliedDesc, float64(n), op)
 		}
@@ -166,7 +169,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if r == nil {
 			continue
 		}
-		gauge(shardLagDesc, r.LagSeconds, sh.Shard)
+		if r.LagKnown() {
+			gauge(shardLagDesc, r.LagSeconds, sh.Shard)
+		}
 		gauge(shardAppliedTSDesc, float64(r.AppliedTS.T), sh.Shard)
 		gauge(shardReadTSDesc, float64(r.ReadTS.T), sh.Shard)
 		gauge(shardRateDesc, r.OpsPerSecond, sh.Shard)

@@ -195,3 +195,30 @@ mongoferry_cutover_step{step="Verifying",task="t1"} 0
 		t.Errorf("%d cut-over series before a cut-over was requested, want none", n)
 	}
 }
+
+// TestLagUnknownAbsent: while replay's lag is unknown the lag gauges are
+// absent, not 0 (which reads as caught up, and would keep a lag alert
+// quiet); a known lag of 0 is exported.
+func TestLagUnknownAbsent(t *testing.T) {
+	lagSeries := []string{"mongoferry_replay_lag_seconds", "mongoferry_shard_replay_lag_seconds"}
+	status := func(r replay.Status) engine.Status {
+		return engine.Status{Task: "t1", Phase: engine.PhaseStreaming, Replay: &r,
+			Shards: []engine.ShardStatus{{Shard: "rs0", Phase: engine.SubtaskStreaming, Replay: &r}}}
+	}
+	unknown := status(replay.Status{LagUnknown: replay.LagNotRead})
+	if n := testutil.CollectAndCount(NewCollector(func() engine.Status { return unknown }), lagSeries...); n != 0 {
+		t.Errorf("unknown lag: %d lag series, want none", n)
+	}
+	caughtUp := status(replay.Status{NewestKnown: true})
+	want := `
+# HELP mongoferry_replay_lag_seconds Seconds between the source's newest oplog entry and the applied checkpoint.
+# TYPE mongoferry_replay_lag_seconds gauge
+mongoferry_replay_lag_seconds{task="t1"} 0
+# HELP mongoferry_shard_replay_lag_seconds Seconds between a shard's newest oplog entry and its subtask's applied checkpoint.
+# TYPE mongoferry_shard_replay_lag_seconds gauge
+mongoferry_shard_replay_lag_seconds{shard="rs0",task="t1"} 0
+`
+	if err := testutil.CollectAndCompare(NewCollector(func() engine.Status { return caughtUp }), strings.NewReader(want), lagSeries...); err != nil {
+		t.Error(err)
+	}
+}

@@ -51,12 +51,14 @@ const (
 	ExitDone = 0
 	// ExitFailed: an error (the message says which); restarting may help.
 	ExitFailed = 1
-	// ExitVerificationFailed: verification found differences.
+	// ExitVerificationFailed: verification found differences (a cut-over's
+	// verification exits ExitCutoverFailed).
 	ExitVerificationFailed = 2
 	// ExitOplogWindowLost: the checkpoint is older than the source's
 	// oldest oplog entry; only a new full copy helps.
 	ExitOplogWindowLost = 3
-	// ExitCutoverFailed: a cut-over step failed, or the task cannot cut
+	// ExitCutoverFailed: a cut-over step failed (its verification
+	// included), or the task cannot cut
 	// over (the message says which step and what to do); restarting
 	// fails again until the request or the deployment changes.
 	ExitCutoverFailed = 4
@@ -251,13 +253,22 @@ func (ts Timestamp) IsZero() bool { return ts.T == 0 && ts.I == 0 }
 // Replay is the replay's state.
 type Replay struct {
 	// AppliedTS is the saved checkpoint, AppliedTime its source time.
-	AppliedTS    Timestamp `json:"appliedTS"`
-	AppliedTime  time.Time `json:"appliedTime"`
-	LagSeconds   float64   `json:"lagSeconds"`
-	OpsPerSecond float64   `json:"opsPerSecond"`
-	Shard        string    `json:"shard,omitempty"`
-	Holds        Holds     `json:"holds"`
+	AppliedTS   Timestamp `json:"appliedTS"`
+	AppliedTime time.Time `json:"appliedTime"`
+	// LagSeconds is how far AppliedTS is behind the source's newest
+	// position; absent from the document (0 here) while LagUnknown is set.
+	LagSeconds float64 `json:"lagSeconds"`
+	// LagUnknown says why the lag cannot be known yet (the source's newest
+	// position not read since the worker started, or a shard's not);
+	// empty once it is known, and from workers older than it.
+	LagUnknown   string  `json:"lagUnknown,omitempty"`
+	OpsPerSecond float64 `json:"opsPerSecond"`
+	Shard        string  `json:"shard,omitempty"`
+	Holds        Holds   `json:"holds"`
 }
+
+// LagKnown reports whether LagSeconds says how far the target is behind.
+func (r *Replay) LagKnown() bool { return r.LagUnknown == "" }
 
 // Holds counts writes held after chunk migrations.
 type Holds struct {

@@ -218,7 +218,7 @@ func TestOperatorMetrics(t *testing.T) {
 	waitFor(t, "Streaming, 100%, lag under 5 s", 5*time.Minute, func() bool {
 		st := status()
 		return st.Phase == syncv1alpha1.PhaseStreaming && st.Progress != nil && st.Progress.Percent == "100%" &&
-			st.LagSeconds < 5 && st.OpsPerSecond > 0 && st.CheckpointTime != nil
+			st.LagUnknown == "" && st.LagSeconds < 5 && st.OpsPerSecond > 0 && st.CheckpointTime != nil
 	})
 	take("streaming")
 	applied := func(s metricsScrape) float64 {

@@ -192,7 +192,7 @@ func TestPrometheusMonitoring(t *testing.T) {
 	waitFor(t, "orders Streaming, 100%, lag under 5 s, applying", 5*time.Minute, func() bool {
 		st := status("orders")
 		return st.Phase == syncv1alpha1.PhaseStreaming && st.Progress != nil && st.Progress.Percent == "100%" &&
-			st.LagSeconds < 5 && st.OpsPerSecond > 0 && st.CheckpointTime != nil
+			st.LagUnknown == "" && st.LagSeconds < 5 && st.OpsPerSecond > 0 && st.CheckpointTime != nil
 	})
 	// Enough streaming samples for rate() over the panels' interval.
 	time.Sleep(20 * time.Second)

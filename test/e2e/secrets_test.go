@@ -57,6 +57,19 @@ func (s *canaryScan) hits() []string {
 	return out
 }
 
+// all is every text read from where (a name given to add).
+func (s *canaryScan) all(where string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	for w, text := range s.texts {
+		if strings.HasPrefix(w, where+" #") {
+			b.WriteString(text)
+		}
+	}
+	return b.String()
+}
+
 // watch reads /status, /metrics and the process's command line every
 // 100ms until stop is closed.
 func (s *canaryScan) watch(addr string, pid int, stop <-chan struct{}) {
@@ -83,7 +96,8 @@ func (s *canaryScan) watch(addr string, pid int, stop <-chan struct{}) {
 // TestSecretsNeverLeak gives the servers a canary password, puts it in a
 // task file (in a URI, a passwordFile and a passwordEnv) and runs `ferry
 // run` through a success, a wrong password, a target that goes away while
-// the task replays, and a verification failure. Every line of output,
+// the task replays, and a verification failure, then `ferry cutover` of
+// the replaying task and `ferry reverse` printing its reverse task. Every line of output,
 // every /status, /metrics and /healthz response, the process's command
 // line and every record in the target's checkpoint database are scanned
 // for the canary: zero hits.
@@ -112,12 +126,15 @@ func TestSecretsNeverLeak(t *testing.T) {
 		return writeFile(t, fmt.Sprintf("name: %s\nmode: %s\nsource: {uri: %q}\ntarget: {uri: %q, username: ferry, %s}\n%s",
 			name, mode, srcURI, dst.URI, target, extra))
 	}
-	// run starts `ferry run`, watches it, and returns its exit code once
-	// during returns (then it is interrupted) or it exits.
-	run := func(name, taskFile string, env []string, args []string, during func(addr string)) int {
+	// ferry starts `ferry <command> -f taskFile`, watches it, and returns
+	// its exit code once during returns (then it is interrupted) or it
+	// exits.
+	ferry := func(name, command, taskFile string, env []string, args []string, during func(addr string)) int {
 		addr := testutil.FreeAddr(t)
-		cmd := exec.Command(bin, append([]string{"run", "-f", taskFile, "--progress", "log", "--progress-interval", "200ms",
-			"--log-level", "debug", "--listen", addr}, args...)...)
+		if command != "reverse" {
+			args = append([]string{"--progress", "log", "--progress-interval", "200ms", "--log-level", "debug", "--listen", addr}, args...)
+		}
+		cmd := exec.Command(bin, append([]string{command, "-f", taskFile}, args...)...)
 		cmd.Env = append(os.Environ(), env...)
 		var out, errOut testutil.SyncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -139,7 +156,7 @@ func TestSecretsNeverLeak(t *testing.T) {
 		case <-time.After(3 * time.Minute):
 			_ = cmd.Process.Kill()
 			err = <-exited
-			t.Errorf("%s: ferry run did not finish within 3 minutes", name)
+			t.Errorf("%s: ferry %s did not finish within 3 minutes", name, command)
 		}
 		close(stop)
 		<-watched
@@ -147,6 +164,9 @@ func TestSecretsNeverLeak(t *testing.T) {
 		scan.add(name+" stderr", errOut.String())
 		t.Logf("%s: exit %v, %d bytes of output", name, err, len(out.String())+len(errOut.String()))
 		return cmd.ProcessState.ExitCode()
+	}
+	run := func(name, taskFile string, env []string, args []string, during func(addr string)) int {
+		return ferry(name, "run", taskFile, env, args, during)
 	}
 
 	t.Run("success", func(t *testing.T) {
@@ -161,8 +181,9 @@ func TestSecretsNeverLeak(t *testing.T) {
 			t.Fatal("exit code 0 with a wrong password")
 		}
 	})
+	gone := task("canary-gone", "fullAndIncremental", "passwordEnv: FERRY_CANARY", "namespaces: {rename: [{from: app, to: app3}]}")
 	t.Run("target goes away", func(t *testing.T) {
-		code := run("target goes away", task("canary-gone", "fullAndIncremental", "passwordEnv: FERRY_CANARY", "namespaces: {rename: [{from: app, to: app3}]}"),
+		code := run("target goes away", gone,
 			[]string{"FERRY_CANARY=" + canary}, nil, func(addr string) {
 				waitFor(t, "replay", 2*time.Minute, func() bool {
 					s, err := getStatus(addr)
@@ -188,6 +209,21 @@ func TestSecretsNeverLeak(t *testing.T) {
 			"namespaces: {rename: [{from: app, to: app2}]}\nfullSync: {onConflict: skip}\nverify: {mode: hash}"), nil, nil, nil)
 		if code != 2 {
 			t.Fatalf("exit code %d, want 2 (verification found differences)", code)
+		}
+	})
+
+	t.Run("cutover and reverse", func(t *testing.T) {
+		// The task left streaming above, cut over (its summary goes to
+		// stdout), then turned around: the reverse task printed for
+		// review holds the forward task's source URI.
+		if code := ferry("cutover", "cutover", gone, []string{"FERRY_CANARY=" + canary}, []string{"--verify", "count"}, nil); code != 0 {
+			t.Fatalf("ferry cutover: exit code %d, want 0", code)
+		}
+		if code := ferry("reverse", "reverse", gone, nil, []string{"--from", time.Now().UTC().Format(time.RFC3339)}, nil); code != 0 {
+			t.Fatalf("ferry reverse: exit code %d, want 0", code)
+		}
+		if !strings.Contains(scan.all("reverse stdout"), "name: canary-gone-reverse") {
+			t.Errorf("ferry reverse printed no reverse task:\n%s", scan.all("reverse stdout"))
 		}
 	})
 

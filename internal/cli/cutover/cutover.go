@@ -5,10 +5,10 @@ package cutover
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	cliflags "github.com/mongoferry/mongoferry/internal/cli/flags"
 	"github.com/mongoferry/mongoferry/internal/cli/run"
 	"github.com/mongoferry/mongoferry/pkg/config"
 )
@@ -17,7 +17,7 @@ import (
 type flags struct {
 	blockSourceWrites bool
 	verify            string
-	maxLag            time.Duration
+	maxLag            cliflags.MaxLag
 }
 
 // NewCommand returns `ferry cutover`.
@@ -70,7 +70,7 @@ task file sets cutover.requested: true.`,
 	run.AddFlags(cmd, &rf)
 	cmd.Flags().BoolVar(&f.blockSourceWrites, "block-source-writes", false, "block user writes on the source before the drain (setUserWriteBlockMode; MongoDB 6.0 or later); default: cutover.blockSourceWrites of the task file")
 	cmd.Flags().StringVar(&f.verify, "verify", "", "comparison after the drain: none, count, hash or sample; default: cutover.verify of the task file (hash)")
-	cmd.Flags().DurationVar(&f.maxLag, "max-lag", 0, "lag under which the cut-over proceeds (whole seconds, 1s-1h); default: cutover.maxLagSeconds of the task file (5s)")
+	cmd.Flags().Var(&f.maxLag, "max-lag", "lag under which the cut-over proceeds: a duration of whole seconds from 1s to 1h (or a number of seconds); default: cutover.maxLagSeconds of the task file (5s)")
 	cmd.MarkFlagsOneRequired("file", "task-env")
 	cmd.MarkFlagsMutuallyExclusive("file", "task-env")
 	return cmd
@@ -86,10 +86,7 @@ func (f flags) apply(cmd *cobra.Command, t *config.Task) error {
 		t.Cutover.Verify = config.VerifyMode(f.verify)
 	}
 	if cmd.Flags().Changed("max-lag") {
-		if f.maxLag < time.Second || f.maxLag%time.Second != 0 {
-			return fmt.Errorf("--max-lag: %s is not a whole number of seconds of at least 1s", f.maxLag)
-		}
-		t.Cutover.MaxLagSeconds = int(f.maxLag / time.Second)
+		t.Cutover.MaxLagSeconds = f.maxLag.Seconds
 	}
 	if err := t.Validate(); err != nil {
 		return fmt.Errorf("cutover: %w", err)

@@ -308,10 +308,11 @@ func printSummary(out io.Writer, st engine.Status, timing demoTiming, runErr err
 			timing.load.Inserts+timing.load.Updates+timing.load.Deletes, timing.load.Inserts, timing.load.Updates, timing.load.Deletes, timing.load.OpsPerSec)
 		fmt.Fprintf(tw, "  replay\t%d ops applied in %.1fs of streaming: %.0f ops/s (%d overlap conflicts stepped over)\n",
 			applied, streamSecs, float64(applied)/max(streamSecs, 0.001), r.ToleratedConflicts)
-		fmt.Fprintf(tw, "  catch-up after the load stopped\t%.1fs (lag now %.0fs)\n", timing.caughtUpAt.Sub(timing.loadStoppedAt).Seconds(), r.LagSeconds)
+		fmt.Fprintf(tw, "  catch-up after the load stopped\t%.1fs (lag now %s)\n", timing.caughtUpAt.Sub(timing.loadStoppedAt).Seconds(), r.LagText())
 	}
 	fmt.Fprintf(tw, "  task seconds (copy + replay + verify)\t%.1f\n", st.ElapsedSeconds)
-	fmt.Fprintf(tw, "  peak buffered bytes (budget %s)\t%s\n", progress.Bytes(c.MaxBytes), progress.Bytes(c.PeakBufferedBytes))
+	fmt.Fprintf(tw, "  peak buffered bytes (cache.maxBytes %s, %s of it for queued documents)\t%s\n",
+		progress.Bytes(c.MaxBytes), progress.Bytes(c.QueueBudgetBytes), progress.Bytes(c.PeakBufferedBytes))
 	fmt.Fprintf(tw, "  peak memory (RSS of this process)\t%s\n", progress.Bytes(procstat.SelfPeakRSS()))
 	fmt.Fprintf(tw, "  verification (hash)\t%s\n", verdict(st, runErr))
 	_ = tw.Flush()

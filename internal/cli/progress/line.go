@@ -8,6 +8,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 )
 
 // Line prints the newest progress of verify.Run to w at a fixed
@@ -20,6 +21,7 @@ type Line struct {
 	began time.Time
 	mu    sync.Mutex
 	ns    string
+	pass  string
 	done  int64
 	total int64
 }
@@ -34,11 +36,11 @@ func NewLine(w io.Writer, colls []catalog.Collection, mode config.VerifyMode) *L
 }
 
 // Update is the verify.Options.Progress callback.
-func (p *Line) Update(ns string, done, total int64) {
+func (p *Line) Update(ns, pass string, done, total int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ns != p.ns {
-		p.ns, p.done, p.total = ns, 0, 0
+	if ns != p.ns || pass != p.pass {
+		p.ns, p.pass, p.done, p.total = ns, pass, 0, 0
 	}
 	p.done, p.total = max(p.done, done), max(p.total, total)
 }
@@ -66,21 +68,33 @@ func (p *Line) Start(interval time.Duration) (stop func()) {
 }
 
 func (p *Line) print() {
+	fmt.Fprint(p.w, p.text(time.Since(p.began)))
+}
+
+// text is the progress line after elapsed, or nothing before the first
+// namespace.
+func (p *Line) text(elapsed time.Duration) string {
 	p.mu.Lock()
-	ns, done, total := p.ns, p.done, p.total
+	ns, pass, done, total := p.ns, p.pass, p.done, p.total
 	p.mu.Unlock()
 	if ns == "" {
-		return
+		return ""
 	}
-	var docs string
+	docs := fmt.Sprintf("%d documents", done)
+	if total > 0 {
+		docs = fmt.Sprintf("%d of about %d documents", done, total)
+	}
 	switch {
-	case p.mode == config.VerifyCount:
+	case p.mode == config.VerifyCount || pass == verify.PassCount:
 		docs = "counting documents"
-	case total > 0:
-		docs = fmt.Sprintf("%d of about %d documents read", done, total)
-	default:
-		docs = fmt.Sprintf("%d documents read", done)
+	case pass == verify.PassHash:
+		docs = "hashing source and target: " + docs
+	case pass == verify.PassDiff:
+		docs = "the hashes differ; reading both sides again to list the documents that differ: " + docs
+	case pass == verify.PassSampleIDs:
+		docs = "picking the sample from the source's _ids: " + docs
+	case pass == verify.PassSample:
+		docs = "comparing sampled documents: " + docs
 	}
-	fmt.Fprintf(p.w, "verify: %s (%d of %d): %s, %s elapsed\n",
-		ns, p.index[ns], p.n, docs, time.Since(p.began).Round(time.Second))
+	return fmt.Sprintf("verify: %s (%d of %d): %s, %s elapsed\n", ns, p.index[ns], p.n, docs, elapsed.Round(time.Second))
 }

@@ -101,11 +101,15 @@ func barLine(s engine.Status) string {
 	case s.Phase == engine.PhaseStreaming && s.Replay != nil:
 		r := s.Replay
 		pct = 100
-		if r.LagSeconds > 0 {
+		lag := "unknown"
+		if r.LagKnown() {
+			lag = r.LagText()
+		}
+		if !r.LagKnown() || r.LagSeconds > 0 {
 			pct = 0
 		}
-		detail = fmt.Sprintf("lag %.0fs  applied %s ops  %s ops/s  buffered %s  checkpoint %s",
-			r.LagSeconds, Count(Applied(r)), Count(int64(r.OpsPerSecond)), Bytes(r.BufferedBytes), CheckpointText(r, time.TimeOnly))
+		detail = fmt.Sprintf("lag %s  applied %s ops  %s ops/s  buffered %s  checkpoint %s",
+			lag, Count(Applied(r)), Count(int64(r.OpsPerSecond)), Bytes(r.BufferedBytes), CheckpointText(r, time.TimeOnly))
 		if n := len(s.Shards); n > 0 {
 			streaming := 0
 			for _, sh := range s.Shards {
@@ -148,6 +152,15 @@ func barLine(s engine.Status) string {
 	return fmt.Sprintf("%-120s", line)
 }
 
+// lagAttrs are a progress line's lag: lagSeconds when it is known,
+// otherwise lag=unknown and why, never a 0 that reads as caught up.
+func lagAttrs(r *replay.Status) []any {
+	if !r.LagKnown() {
+		return []any{"lag", "unknown", "lagUnknown", r.LagUnknown}
+	}
+	return []any{"lagSeconds", r.LagSeconds}
+}
+
 func logProgress(log *slog.Logger, s engine.Status) {
 	c := s.Copy
 	if co := s.Cutover; co != nil {
@@ -156,15 +169,15 @@ func logProgress(log *slog.Logger, s engine.Status) {
 	switch {
 	case s.Phase == engine.PhaseStreaming && s.Replay != nil:
 		r := s.Replay
-		log.Info("progress", "phase", s.Phase, "lagSeconds", r.LagSeconds, "applied", Applied(r), "opsPerSecond", int64(r.OpsPerSecond),
-			"bufferedBytes", r.BufferedBytes, "checkpoint", CheckpointText(r, time.RFC3339))
+		log.Info("progress", append([]any{"phase", s.Phase}, append(lagAttrs(r), "applied", Applied(r), "opsPerSecond", int64(r.OpsPerSecond),
+			"bufferedBytes", r.BufferedBytes, "checkpoint", CheckpointText(r, time.RFC3339))...)...)
 		for _, sh := range s.Shards {
 			if sh.Replay == nil {
 				log.Info("shard progress", "shard", sh.Shard, "phase", sh.Phase)
 				continue
 			}
-			log.Info("shard progress", "shard", sh.Shard, "phase", sh.Phase, "lagSeconds", sh.Replay.LagSeconds, "applied", Applied(sh.Replay),
-				"opsPerSecond", int64(sh.Replay.OpsPerSecond), "fromMigrate", sh.Replay.Skipped["fromMigrate"], "checkpoint", CheckpointText(sh.Replay, time.RFC3339))
+			log.Info("shard progress", append([]any{"shard", sh.Shard, "phase", sh.Phase}, append(lagAttrs(sh.Replay), "applied", Applied(sh.Replay),
+				"opsPerSecond", int64(sh.Replay.OpsPerSecond), "fromMigrate", sh.Replay.Skipped["fromMigrate"], "checkpoint", CheckpointText(sh.Replay, time.RFC3339))...)...)
 		}
 	case s.Phase == engine.PhaseVerifying && s.Verify != nil && s.Verify.Running:
 		log.Info("progress", "phase", s.Phase, "ns", s.Verify.CurrentNS, "done", s.Verify.Done, "total", s.Verify.Total)

@@ -42,8 +42,10 @@ credentials and TLS settings, renames are inverted, and it is named
 so it never resumes from, or writes into, the forward task's checkpoint. The
 forward task's checkpoint database is excluded from the replay.
 
-The task file is written to -o (standard output when absent); --run then runs
-it as 'ferry run -f' would, until interrupted. A position no longer in the
+The task file is written to -o; --run then runs it as 'ferry run -f' would,
+until interrupted. Without -o it is printed to standard output for review,
+with any password in a URI replaced by *** (give credentials with username
+and passwordFile or passwordEnv, or write the file with -o). A position no longer in the
 target's oplog stops it with OplogWindowLost (exit 3) before anything is
 written.`,
 		Example: `  # the reverse task, to review
@@ -60,7 +62,7 @@ written.`,
 	cmd.Flags().StringVar(&f.from, "from", "", "where the reverse sync starts: the target's oplog position at cut-over (seconds,increment) or an RFC 3339 time")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "", "write the reverse task file here (default: standard output)")
 	cmd.Flags().BoolVar(&f.run, "run", false, "run the reverse task once written (needs -o)")
-	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:9750", "with --run: address for /metrics, /status and /healthz; empty to disable")
+	cmd.Flags().StringVar(&f.listen, "listen", run.DefaultListen, "with --run: address for /metrics, /status and /healthz; empty to disable (as ferry run's --listen)")
 	_ = cmd.MarkFlagRequired("file")
 	_ = cmd.MarkFlagRequired("from")
 	return cmd
@@ -78,13 +80,17 @@ func reverse(cmd *cobra.Command, f reverseFlags) error {
 	if err != nil {
 		return fmt.Errorf("--from %s: %w", f.from, err)
 	}
-	data, err := yaml.Marshal(rev)
-	if err != nil {
-		return fmt.Errorf("write the reverse task: %w", err)
-	}
-	data = append([]byte(fmt.Sprintf("# The reverse sync of %s (ferry reverse --from %s): from its target back to its source.\n", task.Name, f.from)), data...)
+	header := fmt.Sprintf("# The reverse sync of %s (ferry reverse --from %s): from its target back to its source.\n", task.Name, f.from)
 	if f.output == "" {
-		_, err := cmd.OutOrStdout().Write(data)
+		data, err := render(header, redacted(rev))
+		if err != nil {
+			return err
+		}
+		_, err = cmd.OutOrStdout().Write(data)
+		return err
+	}
+	data, err := render(header, rev)
+	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(f.output, data, 0o600); err != nil {
@@ -95,9 +101,32 @@ func reverse(cmd *cobra.Command, f reverseFlags) error {
 		return nil
 	}
 	r := run.NewCommand()
-	r.SetArgs([]string{"-f", f.output, "--listen", f.listen})
+	args := []string{"-f", f.output}
+	if cmd.Flags().Changed("listen") {
+		// Only when given: the default's port taken, ferry run picks another.
+		args = append(args, "--listen", f.listen)
+	}
+	r.SetArgs(args)
 	r.SetOut(cmd.OutOrStdout())
 	r.SetErr(io.Discard)
 	r.SilenceErrors, r.SilenceUsage = true, true
 	return r.ExecuteContext(cmd.Context())
+}
+
+// render is the task file of t under header.
+func render(header string, t *config.Task) ([]byte, error) {
+	data, err := yaml.Marshal(t)
+	if err != nil {
+		return nil, fmt.Errorf("write the reverse task: %w", err)
+	}
+	return append([]byte(header), data...), nil
+}
+
+// redacted is t with the credentials of its URIs replaced by ***, for a
+// task printed rather than written to a file of its own: standard output
+// ends up in terminals, logs and CI transcripts.
+func redacted(t *config.Task) *config.Task {
+	c := *t
+	c.Source.URI, c.Target.URI = config.Redact(t.Source.URI), config.Redact(t.Target.URI)
+	return &c
 }

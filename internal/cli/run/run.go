@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +29,11 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 	"github.com/mongoferry/mongoferry/pkg/workertls"
 )
+
+// DefaultListen is --listen's default address. When its port is taken (a
+// second ferry run on the host) a free port is used instead; an address
+// the user gave is used or refused.
+const DefaultListen = "127.0.0.1:9750"
 
 // cutoverLinger is how long a worker serves /status after its cut-over
 // completed: the manager polls every 5 seconds.
@@ -51,6 +57,8 @@ type Flags struct {
 	// Edit, when set, changes the task once it is loaded (ferry cutover
 	// requests the cut-over with it).
 	Edit func(*config.Task) error
+	// changed reports whether the user set a flag (cobra's); nil: none.
+	changed func(name string) bool
 }
 
 // NewCommand returns `ferry run`.
@@ -58,7 +66,7 @@ func NewCommand() *cobra.Command {
 	var f Flags
 	cmd := &cobra.Command{
 		Use:   "run (-f task.yaml | --task-env VAR)",
-		Short: "Run a sync task: copy, then verify",
+		Short: "Run a sync task: copy, then replay the source's changes until Ctrl-C (mode full: copy, then verify)",
 		Long: `run executes the task in a task file until it completes or fails.
 
 Progress is kept in the target's checkpoint database (mongoferry by default):
@@ -66,9 +74,14 @@ run the same command again after a crash or Ctrl-C and it continues where it
 stopped, without copying finished ranges again.
 
 While it runs, --listen serves /metrics (Prometheus), /status (JSON) and
-/healthz. Exit codes: 0 done, 1 failed, 2 verification found differences,
-3 the source's oplog no longer holds the checkpoint (OplogWindowLost), 4 the
-cut-over failed or cannot run (the message says why), 130 interrupted.
+/healthz; when its default's port is taken (another ferry run on this host)
+a free port is used and logged, and an address given with --listen that is
+taken stops the run.
+
+Exit codes: 0 done, 1 failed, 2 verification found differences, 3 the
+source's oplog no longer holds the checkpoint (OplogWindowLost), 4 the
+cut-over failed at any step, its verification included, or cannot run (the
+message says which step and why), 130 interrupted.
 
 With mode incremental or fullAndIncremental, replay follows the copy and
 runs until interrupted; --until-caught-up ends it once the target has
@@ -129,7 +142,8 @@ lease in the checkpoint database.`,
 func AddFlags(cmd *cobra.Command, f *Flags) {
 	cmd.Flags().StringVarP(&f.file, "file", "f", "", "task file (YAML)")
 	cmd.Flags().StringVar(&f.taskEnv, "task-env", "", "read the task (YAML) from this environment variable instead of a file (how the operator's workers get it)")
-	cmd.Flags().StringVar(&f.listen, "listen", "127.0.0.1:9750", "address for /metrics, /status and /healthz; empty to disable")
+	f.changed = cmd.Flags().Changed
+	cmd.Flags().StringVar(&f.listen, "listen", DefaultListen, "address for /metrics, /status and /healthz; empty to disable (the default's port taken, by another ferry run on this host, a free one is picked and logged)")
 	cmd.Flags().StringVar(&f.progress, "progress", "auto", "progress output: auto (bar on a terminal, log lines otherwise), bar, log or none")
 	cmd.Flags().DurationVar(&f.progressInterval, "progress-interval", 10*time.Second, "interval between progress log lines")
 	cmd.Flags().StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
@@ -271,25 +285,64 @@ func Run(ctx context.Context, f Flags) error {
 			}
 		}
 	}
-	switch {
-	case errors.Is(err, source.ErrOplogWindowLost):
-		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
-		return exit.Error{Code: workerapi.ExitOplogWindowLost}
-	case errors.Is(err, engine.ErrVerificationFailed):
-		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
-		return exit.Error{Code: workerapi.ExitVerificationFailed}
-	case errors.Is(err, engine.ErrCutoverFailed), errors.Is(err, engine.ErrCutoverNotSupported):
-		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
-		return exit.Error{Code: workerapi.ExitCutoverFailed}
-	case err != nil && ctx.Err() != nil:
-		log.Info("stopped; run the same command again to continue from the checkpoint", "task", task.Name)
-		return exit.Error{Code: workerapi.ExitInterrupted}
-	case err != nil:
-		return err
+	if err != nil {
+		code := exitCode(ctx, err)
+		switch code {
+		case workerapi.ExitFailed:
+			return err
+		case workerapi.ExitInterrupted:
+			log.Info("stopped; run the same command again to continue from the checkpoint", "task", task.Name)
+		default:
+			fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
+		}
+		return exit.Error{Code: code}
 	}
 	log.Info("done", "task", task.Name, "phase", s.Phase, "documents", s.Copy.Documents, "bytes", s.Copy.Bytes,
 		"seconds", fmt.Sprintf("%.1f", s.ElapsedSeconds), "peakBufferedBytes", s.Copy.PeakBufferedBytes, "peakRSSBytes", procstat.SelfPeakRSS())
 	return nil
+}
+
+// listen opens --listen. Two tasks on one host are normal: when the
+// default address is taken and the user did not give one, it listens on a
+// free port of the same host instead and logs which; an address the user
+// gave that is taken fails naming the flag.
+func listen(f Flags, log *slog.Logger) (net.Listener, error) {
+	ln, err := net.Listen("tcp", f.listen)
+	if err == nil {
+		return ln, nil
+	}
+	explicit := f.changed != nil && f.changed("listen")
+	if errors.Is(err, syscall.EADDRINUSE) && !explicit {
+		host, _, _ := net.SplitHostPort(f.listen)
+		if ln, ferr := net.Listen("tcp", net.JoinHostPort(host, "0")); ferr == nil {
+			log.Warn("the default --listen address is taken (another ferry run on this host?): serving on a free port instead; set --listen to choose one",
+				"default", f.listen, "addr", ln.Addr().String())
+			return ln, nil
+		}
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("--listen %s: the address is in use (another ferry run on this host?): give --listen another address, or --listen \"\" to serve nothing", f.listen)
+	}
+	return nil, fmt.Errorf("--listen %s: %w", f.listen, err)
+}
+
+// exitCode is the exit status of a run that ended with err (not nil).
+// A cut-over's failure is ExitCutoverFailed whichever step failed, its
+// verification included: the operator turns it into the cut-over's
+// failure, and the message says which step it was. Only a lost oplog
+// window, which needs a new copy whatever was running, comes first.
+func exitCode(ctx context.Context, err error) int {
+	switch {
+	case errors.Is(err, source.ErrOplogWindowLost):
+		return workerapi.ExitOplogWindowLost
+	case errors.Is(err, engine.ErrCutoverFailed), errors.Is(err, engine.ErrCutoverNotSupported):
+		return workerapi.ExitCutoverFailed
+	case errors.Is(err, engine.ErrVerificationFailed):
+		return workerapi.ExitVerificationFailed
+	case ctx.Err() != nil:
+		return workerapi.ExitInterrupted
+	}
+	return workerapi.ExitFailed
 }
 
 // serve serves h on --listen, over HTTPS with /status for the
@@ -306,9 +359,9 @@ func serve(f Flags, h http.Handler, log *slog.Logger) (func(), error) {
 		srv.Handler = workertls.StatusGuard(h, f.statusClient, log)
 		srv.ErrorLog = workertls.ErrorLog(log)
 	}
-	ln, err := net.Listen("tcp", f.listen)
+	ln, err := listen(f, log)
 	if err != nil {
-		return nil, fmt.Errorf("--listen %s: %w", f.listen, err)
+		return nil, err
 	}
 	if srv.TLSConfig != nil {
 		ln = tls.NewListener(ln, srv.TLSConfig)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -130,5 +131,36 @@ func TestServeTLS(t *testing.T) {
 	}
 	if strings.Contains(out, "PRIVATE KEY") {
 		t.Errorf("a private key reached the log")
+	}
+}
+
+// TestListenTaken: a second ferry run on the host finds --listen's default
+// port taken and serves on a free one, logging which; an address the user
+// gave that is taken fails, naming --listen.
+func TestListenTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = taken.Close() }()
+	addr := taken.Addr().String()
+	var logs testutil.SyncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+
+	ln, err := listen(Flags{listen: addr, changed: func(string) bool { return false }}, log)
+	if err != nil {
+		t.Fatalf("default address taken: %v", err)
+	}
+	defer func() { _ = ln.Close() }()
+	if ln.Addr().String() == addr || !strings.HasPrefix(ln.Addr().String(), "127.0.0.1:") {
+		t.Errorf("listens on %s, want a free port of 127.0.0.1", ln.Addr())
+	}
+	if !strings.Contains(logs.String(), "serving on a free port instead") || !strings.Contains(logs.String(), ln.Addr().String()) {
+		t.Errorf("log:\n%s", logs.String())
+	}
+
+	_, err = listen(Flags{listen: addr, changed: func(name string) bool { return name == "listen" }}, log)
+	if err == nil || !strings.Contains(err.Error(), "--listen "+addr+": the address is in use") {
+		t.Errorf("given address taken: %v", err)
 	}
 }

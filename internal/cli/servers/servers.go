@@ -1,6 +1,7 @@
 // Package servers starts the throwaway FerretDB servers (bin/ferretdb)
 // that `ferry demo` and `ferry bench` run on: a source and a target on
-// free loopback ports, removed when stopped.
+// free loopback ports, removed when stopped; `ferry servers` (command.go)
+// starts them for trying ferry by hand.
 package servers
 
 import (

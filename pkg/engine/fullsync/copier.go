@@ -80,6 +80,8 @@ type Copier struct {
 	// batchBytes caps one batch; cursor buffers and writer buffers hold
 	// about this much each, outside the queue budget.
 	batchBytes int64
+	// maxBytes is cache.maxBytes, which the budget and the batches share.
+	maxBytes int64
 	// routers are the ShardTarget routers by source namespace, set while
 	// collections are prepared, before any write.
 	routers map[string]Router
@@ -114,6 +116,7 @@ func New(o Options) (*Copier, error) {
 		progress:   newProgress(),
 		writer:     &sink.Writer{MaxRetries: 8, Log: log, SerialUpdates: o.TargetProfile.SerialUpdates},
 		batchBytes: batchBytes,
+		maxBytes:   maxBytes,
 	}
 	c.holder = finalize.NewHolder(o.Target, o.Spec.Checkpoint.Database, o.Task, log)
 	if o.Spec.Mode == config.ModeFull {
@@ -130,7 +133,7 @@ func (c *Copier) Status() Status {
 	s := c.progress.snapshot()
 	s.BufferedBytes = c.budget.InUse()
 	s.PeakBufferedBytes = c.budget.Peak()
-	s.MaxBytes = c.budget.Limit()
+	s.MaxBytes, s.QueueBudgetBytes = c.maxBytes, c.budget.Limit()
 	return s
 }
 

@@ -25,16 +25,21 @@ type Status struct {
 	DocsPerSecond  float64 `json:"docsPerSecond"`
 	BytesPerSecond float64 `json:"bytesPerSecond"`
 	// ETASeconds is the estimated time left, -1 when unknown.
-	ETASeconds        float64   `json:"etaSeconds"`
-	Ranges            int       `json:"ranges"`
-	RangesDone        int       `json:"rangesDone"`
-	Overwritten       int64     `json:"overwritten"`
-	Skipped           int64     `json:"skipped"`
-	Retries           int64     `json:"retries"`
-	BufferedBytes     int64     `json:"bufferedBytes"`
-	PeakBufferedBytes int64     `json:"peakBufferedBytes"`
-	MaxBytes          int64     `json:"maxBytes"`
-	StartedAt         time.Time `json:"startedAt"`
+	ETASeconds        float64 `json:"etaSeconds"`
+	Ranges            int     `json:"ranges"`
+	RangesDone        int     `json:"rangesDone"`
+	Overwritten       int64   `json:"overwritten"`
+	Skipped           int64   `json:"skipped"`
+	Retries           int64   `json:"retries"`
+	BufferedBytes     int64   `json:"bufferedBytes"`
+	PeakBufferedBytes int64   `json:"peakBufferedBytes"`
+	// MaxBytes is cache.maxBytes: the ceiling on document bytes in memory
+	// anywhere in the copy. QueueBudgetBytes is the part of it queued
+	// documents (BufferedBytes) may take; the rest is one batch per reader
+	// (its cursor buffer) and per writer (its encoded request).
+	MaxBytes         int64     `json:"maxBytes"`
+	QueueBudgetBytes int64     `json:"queueBudgetBytes"`
+	StartedAt        time.Time `json:"startedAt"`
 	// FirstDocumentAt is when this run wrote its first document to the
 	// target (zero before).
 	FirstDocumentAt time.Time `json:"firstDocumentAt,omitzero"`

@@ -2,6 +2,8 @@ package replay
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"maps"
 	"time"
 
@@ -20,8 +22,14 @@ type Status struct {
 	// NewestKnown is true once the source's newest position has been read;
 	// NewestTS is zero then only when the source's oplog is empty.
 	NewestKnown bool `json:"newestKnown"`
-	// LagSeconds is NewestTS - AppliedTS in seconds (0 when caught up).
+	// LagSeconds is NewestTS - AppliedTS in seconds (0 when caught up);
+	// it means nothing while LagUnknown is set, and /status leaves it out
+	// then.
 	LagSeconds float64 `json:"lagSeconds"`
+	// LagUnknown says why the lag cannot be known yet (the source's
+	// newest position has not been read since replay started); empty once
+	// it is known.
+	LagUnknown string `json:"lagUnknown,omitempty"`
 	// Applied counts applied operations by kind (insert, update, delete,
 	// ddl, transaction); Skipped counts entries skipped by reason.
 	Applied map[string]int64 `json:"applied"`
@@ -49,6 +57,35 @@ type Status struct {
 	Holds HoldStatus `json:"holds"`
 }
 
+// LagNotRead is LagUnknown until the source's newest position has been
+// read: replay cannot tell how far behind it is.
+const LagNotRead = "the source's newest position is not read yet"
+
+// LagKnown reports whether LagSeconds says how far replay is behind.
+func (s Status) LagKnown() bool { return s.LagUnknown == "" }
+
+// LagText is the lag as people read it: "12s", or "unknown" and why.
+func (s Status) LagText() string {
+	if !s.LagKnown() {
+		return "unknown (" + s.LagUnknown + ")"
+	}
+	return fmt.Sprintf("%.0fs", s.LagSeconds)
+}
+
+// MarshalJSON writes s with lagSeconds left out while the lag is
+// unknown, so that no reader of /status takes it for 0 (caught up).
+func (s Status) MarshalJSON() ([]byte, error) {
+	type plain Status
+	out := struct {
+		plain
+		LagSeconds *float64 `json:"lagSeconds,omitempty"`
+	}{plain: plain(s)}
+	if s.LagKnown() {
+		out.LagSeconds = &s.LagSeconds
+	}
+	return json.Marshal(out)
+}
+
 // CaughtUp reports whether everything the source has written is applied.
 // An idle source whose oplog is empty (FerretDB writes no periodic no-ops,
 // unlike MongoDB) is caught up from the start.
@@ -73,7 +110,10 @@ func (r *Replayer) Status() Status {
 	if wm := r.wm.Applied(); wm.Compare(s.NewestTS) >= 0 && r.oldestOpen == nil && r.hold == nil {
 		s.AppliedTS = maxTS(s.AppliedTS, wm)
 	}
-	if s.NewestTS.T > s.AppliedTS.T {
+	switch {
+	case !s.NewestKnown:
+		s.LagUnknown = LagNotRead
+	case s.NewestTS.T > s.AppliedTS.T:
 		s.LagSeconds = float64(s.NewestTS.T - s.AppliedTS.T)
 	}
 	s.Shard, s.Holds = r.o.Shard, holds

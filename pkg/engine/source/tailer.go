@@ -415,7 +415,9 @@ func oplogEdge(ctx context.Context, client *mongo.Client, opts *options.FindOneO
 		return bson.Timestamp{}, nil
 	}
 	if err != nil {
-		return bson.Timestamp{}, fmt.Errorf("read the source's oplog (local.oplog.rs): %w; replay needs a replica set member or a server that keeps an oplog", err)
+		// The caller says whose: the source's for replay, the target's at
+		// cut-over (where a reverse sync starts).
+		return bson.Timestamp{}, fmt.Errorf("read the oplog (local.oplog.rs): %w; it takes a replica set member or a server that keeps an oplog", err)
 	}
 	return tsOf(raw), nil
 }

@@ -13,6 +13,7 @@ import (
 // hash compares the digests of both sides and, when they differ, lists the
 // differing documents.
 func (v *verifier) hash(ctx context.Context, c catalog.Collection, r *NamespaceResult, p *progress) error {
+	p.start(PassHash, 2, 0)
 	stop := v.estimate(ctx, c, p, 2) // both sides, assuming they are alike
 	defer stop()
 	var digests [2]Digest
@@ -23,6 +24,7 @@ func (v *verifier) hash(ctx context.Context, c catalog.Collection, r *NamespaceR
 			return nil
 		})
 	})
+	stop() // the estimate is the hash pass's: none may reach the diff's
 	if err != nil {
 		return err
 	}
@@ -53,7 +55,9 @@ func (v *verifier) diff(ctx context.Context, c catalog.Collection, r *NamespaceR
 	if r.TargetCount < r.SourceCount {
 		build, other, size = targetSide, sourceSide, r.TargetCount
 	}
+	p.start(PassDiff, 2, 0)
 	p.total.Add(r.SourceCount + r.TargetCount)
+	p.report()
 
 	seen := make(map[idKey]docHash, min(size, 1<<20))
 	var key []byte

@@ -32,8 +32,7 @@ func (v *verifier) sample(ctx context.Context, c catalog.Collection, r *Namespac
 	n := int64(v.opts.SampleSize)
 	cmp := &comparer{target: v.coll(c, targetSide), p: p,
 		missing: examples{max: v.opts.MaxExamples}, changed: examples{max: v.opts.MaxExamples}}
-	p.total.Add(min(n, r.SourceCount))
-	p.report()
+	p.start(PassSample, 1, min(n, r.SourceCount))
 
 	var err error
 	switch {
@@ -116,7 +115,7 @@ func (v *verifier) sampleError(ctx context.Context, err error) error {
 // reservoir picks n random _ids in one scan of the source's _ids (reservoir
 // sampling), then feeds their documents to cmp.
 func (v *verifier) reservoir(ctx context.Context, c catalog.Collection, n, count int64, p *progress, cmp *comparer) error {
-	p.total.Add(count)
+	p.start(PassSampleIDs, 1, count)
 	ids := make([]idKey, 0, n)
 	var seen int64
 	proj := options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}})
@@ -142,6 +141,7 @@ func (v *verifier) reservoir(ctx context.Context, c catalog.Collection, n, count
 	if err != nil {
 		return err
 	}
+	p.start(PassSample, 1, int64(len(ids)))
 	src := v.coll(c, sourceSide)
 	for chunk := range slices.Chunk(ids, fetchChunk) {
 		cur, err := src.Find(ctx, inFilter(chunk), options.Find().SetBatchSize(fetchChunk))

@@ -41,12 +41,15 @@ type Options struct {
 	// extra, changed) and namespace; DefaultMaxExamples when zero.
 	MaxExamples int
 	// Progress, when set, is called with the source namespace ("db.coll"),
-	// the documents read so far for it (both sides counted) and about how
-	// many will be read (0 until known; it grows when a hash mismatch needs
-	// a second pass). It is called with 0, 0 when a namespace starts, then
-	// about every thousand documents, possibly from several goroutines at
-	// once. Count mode reads no documents.
-	Progress func(ns string, done, total int64)
+	// the pass under way (Pass*), how many of the collection's documents
+	// it has been through and about how many it will (0 until known). A
+	// pass that reads both sides counts a document once, when both sides
+	// were read that far: a 20,000-document collection shows 20,000
+	// whether one side or both are read. It is called with 0, 0 when a
+	// namespace or a pass starts (a hash mismatch starts PassDiff at 0),
+	// then about every thousand documents, possibly from several
+	// goroutines at once. Count mode reads no documents.
+	Progress func(ns, pass string, done, total int64)
 }
 
 // Report is the result of Run.
@@ -126,7 +129,7 @@ func Run(ctx context.Context, source, target *mongo.Client, colls []catalog.Coll
 			continue
 		}
 		p := &progress{fn: opts.Progress, ns: c.Source.String()}
-		p.report()
+		p.start(string(opts.Mode), 1, 0)
 		var err error
 		switch opts.Mode {
 		case config.VerifyCount:
@@ -283,11 +286,46 @@ func both(ctx context.Context, fn func(ctx context.Context, s side) error) error
 	return first
 }
 
-// progress counts the documents read for one namespace.
+// Passes of a namespace's verification, as Options.Progress names them.
+const (
+	// PassCount counts the documents of both sides.
+	PassCount = string(config.VerifyCount)
+	// PassHash reads both sides and digests them.
+	PassHash = string(config.VerifyHash)
+	// PassDiff reads both sides again, after the digests differed, to
+	// list the documents that differ.
+	PassDiff = "diff"
+	// PassSampleIDs reads the source's _ids to pick a sample (servers
+	// without $sample); PassSample compares the sampled documents.
+	PassSampleIDs = "sampleIds"
+	PassSample    = string(config.VerifySample)
+)
+
+// progress counts the documents read for one namespace in its current
+// pass.
 type progress struct {
-	fn          func(ns string, done, total int64)
-	ns          string
+	fn func(ns, pass string, done, total int64)
+	ns string
+	mu sync.Mutex
+	// pass is the pass under way; sides how many sides it reads (done and
+	// total count reads, reported divided by sides).
+	pass        string
+	sides       int64
 	done, total atomic.Int64
+}
+
+// start begins a pass that reads sides sides of about total documents
+// each (0: not known yet).
+func (p *progress) start(pass string, sides, total int64) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.pass, p.sides = pass, sides
+	p.done.Store(0)
+	p.total.Store(total * sides)
+	p.mu.Unlock()
+	p.report()
 }
 
 func (p *progress) add(n int64) {
@@ -299,9 +337,13 @@ func (p *progress) add(n int64) {
 }
 
 func (p *progress) report() {
-	if p != nil && p.fn != nil {
-		p.fn(p.ns, p.done.Load(), p.total.Load())
+	if p == nil || p.fn == nil {
+		return
 	}
+	p.mu.Lock()
+	pass, sides := p.pass, max(p.sides, 1)
+	p.mu.Unlock()
+	p.fn(p.ns, pass, p.done.Load()/sides, p.total.Load()/sides)
 }
 
 // examples counts the documents of one kind of difference and keeps the

@@ -258,7 +258,7 @@ func runBenchLive(ctx context.Context, out io.Writer, f benchLiveFlags) error {
 	if waitErr != nil {
 		st := eng.Status()
 		if r := st.Replay; r != nil {
-			fmt.Fprintf(out, "replay:    gave up after %.0fs: %d ops applied, lag %.0fs\n", caughtUp.Sub(first).Seconds(), progress.Applied(r), r.LagSeconds)
+			fmt.Fprintf(out, "replay:    gave up after %.0fs: %d ops applied, lag %s\n", caughtUp.Sub(first).Seconds(), progress.Applied(r), r.LagText())
 		}
 		printLivePhases(out, phases)
 		return waitErr
