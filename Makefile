@@ -65,20 +65,37 @@ vet: ## Run go vet.
 lint: $(BIN)/golangci-lint ## Run golangci-lint.
 	$(BIN)/golangci-lint run ./...
 
+# The test tiers. Packages outside test/ hold unit tests, and tests that
+# start a FerretDB server or the envtest control plane (through
+# internal/testserver and internal/envtestutil, which skip under -short);
+# test/ holds the end-to-end suites. make test runs every tier, as CI does.
+UNIT_PKGS = $$($(GO) list ./... | grep -v '/test/')
+
 .PHONY: test
-test: ferretdb envtest-assets prometheus verify-generated $(BIN)/golangci-lint $(BIN)/helm ## Run every check and test: gofmt, vet, golangci-lint, unit, fuzz seeds, the Helm chart's (promtool rule tests among them), end-to-end on FerretDB (one with a real Prometheus).
+test: ferretdb envtest-assets prometheus verify-generated $(BIN)/golangci-lint $(BIN)/helm ## Run every check and test, as CI does: gofmt, vet, golangci-lint, the unit tier with -race, then every test (integration, end to end, the short chaos and simulation runs).
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(BIN)/golangci-lint run ./...
+	$(GO) test -short -race -count=1 -timeout 15m $(UNIT_PKGS)
 	$(GO) test -count=1 -timeout 40m ./...
 
 .PHONY: test-unit
-test-unit: ferretdb envtest-assets ## Run the tests outside test/ (unit, envtest and package tests; some start FerretDB or an API server).
-	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v '/test/')
+test-unit: ## Run the unit tier with -race: no server is started or built (go test -short skips those tests), for the inner loop.
+	$(GO) test -short -race -count=1 -timeout 15m $(UNIT_PKGS)
+
+.PHONY: test-integration
+test-integration: ferretdb envtest-assets ## Run the tests outside test/ in full: unit, and those that start FerretDB or an envtest control plane.
+	$(GO) test -count=1 -timeout 20m $(UNIT_PKGS)
 
 .PHONY: test-e2e
-test-e2e: ferretdb envtest-assets $(BIN)/helm ## Run the tests under test/: end to end on FerretDB, the chart's, the sharded simulation.
+test-e2e: ferretdb envtest-assets prometheus $(BIN)/helm ## Run the tests under test/: end to end on FerretDB (one with a real Prometheus), the chart's, the short chaos and simulation runs.
 	$(GO) test -count=1 -timeout 40m ./test/...
+
+.PHONY: test-long
+test-long: ## Run the long suites one after another: chaos (CYCLES), sim-long (SIM_SEEDS) and memory-adversarial.
+	$(MAKE) chaos
+	$(MAKE) sim-long
+	$(MAKE) memory-adversarial
 
 .PHONY: sim-long
 sim-long: ## Run the sharded-cluster simulation long: SIM_SEEDS schedules (default 20000) three times longer than make test's, from SIM_FIRST (default 1001).

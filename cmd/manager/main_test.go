@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/config"
 
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
+	"github.com/mongoferry/mongoferry/internal/testutil"
 	"github.com/mongoferry/mongoferry/internal/version"
 )
 
@@ -50,6 +51,7 @@ func TestMain(m *testing.M) {
 // testEnv returns the package's control plane, starting it on first use.
 func testEnv(t *testing.T) *envtestutil.Env {
 	t.Helper()
+	testutil.SkipInShort(t, "the envtest control plane")
 	envOnce.Do(func() { sharedEnv, envErr = envtestutil.New() })
 	if envErr != nil {
 		t.Fatal(envErr)
@@ -81,9 +83,7 @@ const (
 // the directory holding them.
 func staticBinaries(t *testing.T) string {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("builds the manager and ferry: skipped with -short")
-	}
+	testutil.SkipInShort(t, "the manager and ferry built by the test")
 	if runtime.GOOS != "linux" {
 		t.Skip("the image's binaries are linux ones")
 	}

@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
+	"github.com/mongoferry/mongoferry/internal/testutil"
 )
 
 // Binaries are the files AssetsDir expects in the assets directory.
@@ -174,6 +176,7 @@ func New(opts ...Options) (*Env, error) {
 // Start starts a control plane for a test and stops it when the test ends.
 func Start(t testing.TB, opts ...Options) *Env {
 	t.Helper()
+	testutil.SkipInShort(t, "the envtest control plane")
 	env, err := New(opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +193,15 @@ func Start(t testing.TB, opts ...Options) *Env {
 // plane (starting kube-apiserver takes seconds; each test works in its own
 // namespace): it starts the control plane, hands it to use, runs the tests,
 // stops it and returns the exit code for os.Exit.
+//
+// Under -short (the unit tier) it starts nothing and runs no test of the
+// package: they all share the control plane.
 func RunTests(m *testing.M, use func(*Env), opts ...Options) int {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("skipped by -short (the unit tier): every test of this package needs the envtest control plane; make test-integration and make test run them")
+		return 0
+	}
 	env, err := New(opts...)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

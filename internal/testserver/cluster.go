@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
+	"github.com/mongoferry/mongoferry/internal/testutil"
 	"github.com/mongoferry/mongoferry/pkg/config"
 )
 
@@ -111,6 +112,7 @@ type Chunk struct {
 // the test ends.
 func StartCluster(t testing.TB, n int) *Cluster {
 	t.Helper()
+	testutil.SkipInShort(t, "a cluster of FerretDB servers")
 	c, err := StartClusterProcess(context.Background(), n)
 	if err != nil {
 		t.Fatalf("start cluster: %v", err)

@@ -106,6 +106,7 @@ func Binary() (string, error) {
 // Start starts a server for a test and stops it when the test ends.
 func Start(t testing.TB, opts ...Options) *Server {
 	t.Helper()
+	testutil.SkipInShort(t, "a FerretDB server")
 	var o Options
 	if len(opts) > 0 {
 		o = opts[0]

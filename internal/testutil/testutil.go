@@ -1,6 +1,6 @@
 // Package testutil holds small helpers shared by the tests of several
-// packages: a free loopback address, and a buffer a child process can write
-// while the test reads it.
+// packages: a free loopback address, a buffer a child process can write
+// while the test reads it, and the skip of the unit tier (SkipInShort).
 package testutil
 
 import (
@@ -11,6 +11,17 @@ import (
 	"testing"
 	"time"
 )
+
+// SkipInShort skips a test under `go test -short`, the unit tier (`make
+// test-unit`), when it needs what has to be built or started first: a
+// FerretDB server, the envtest control plane or a binary built by the
+// test. what names it, for the skip message.
+func SkipInShort(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("needs %s: skipped by -short (the unit tier); make test-integration and make test run it", what)
+	}
+}
 
 // FreeAddr returns a loopback address with a port that was free a moment
 // ago, for a server a test starts.

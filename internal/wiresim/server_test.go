@@ -36,9 +36,9 @@ func startServer(t *testing.T, o Options) *Server {
 
 func connect(t *testing.T, s *Server) *mongo.Client {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := conn.Open(ctx, "source", config.Endpoint{URI: s.URI()}, conn.Options{AppName: "wiresim-test", ConnectTimeout: 5 * time.Second})
+	c, err := conn.Open(ctx, "source", config.Endpoint{URI: s.URI()}, conn.Options{AppName: "wiresim-test", ConnectTimeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

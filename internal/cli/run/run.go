@@ -363,10 +363,13 @@ func serve(f Flags, h http.Handler, log *slog.Logger) (func(), error) {
 	if err != nil {
 		return nil, err
 	}
-	if srv.TLSConfig != nil {
+	useTLS := srv.TLSConfig != nil
+	if useTLS {
 		ln = tls.NewListener(ln, srv.TLSConfig)
 	}
+	// Serve writes srv's fields (its HTTP/2 set-up), so nothing here reads
+	// srv once it runs.
 	go func() { _ = srv.Serve(ln) }()
-	log.Info("serving /metrics and /status", "addr", ln.Addr().String(), "tls", srv.TLSConfig != nil)
+	log.Info("serving /metrics and /status", "addr", ln.Addr().String(), "tls", useTLS)
 	return func() { _ = srv.Close() }, nil
 }
