@@ -383,6 +383,9 @@ type part struct {
 	ops   []bson.D
 	// writes are recorded at the commit entry's ts.
 	writes []Write
+	// undo are the documents before the part (nil: absent), restored if
+	// the transaction aborts (Parts).
+	undo map[int64]*Doc
 }
 
 // prepared logs a multi-shard transaction: a prepare applyOps on each

@@ -94,6 +94,15 @@ func (t *Txn) Decide(commit bool) {
 		}
 		decision = bson.D{{Key: "decision", Value: "commit"}, {Key: "commitTimestamp", Value: t.CommitTS}}
 	} else {
+		for _, p := range t.parts {
+			for id, d := range p.undo {
+				if d == nil {
+					delete(m.Docs, id)
+				} else {
+					m.Docs[id] = *d
+				}
+			}
+		}
 		decision = bson.D{{Key: "decision", Value: "abort"}, {Key: "abortStatus", Value: bson.D{
 			{Key: "code", Value: int32(251)}, {Key: "codeName", Value: "NoSuchTransaction"}, {Key: "errmsg", Value: "Transaction was aborted"}}}}
 	}
@@ -198,7 +207,7 @@ type TxnWrite struct {
 
 // Parts builds the per-shard parts of a transaction of ws (each on the
 // shard owning its document's chunk now) and applies them to the model's
-// documents as of the commit.
+// documents as of the commit (an abort restores them).
 func (m *Model) Parts(ws ...TxnWrite) []*part {
 	var parts []*part
 	get := func(s *Shard) *part {
@@ -207,15 +216,26 @@ func (m *Model) Parts(ws ...TxnWrite) []*part {
 				return p
 			}
 		}
-		p := &part{shard: s}
+		p := &part{shard: s, undo: map[int64]*Doc{}}
 		parts = append(parts, p)
 		return p
+	}
+	keep := func(p *part, id int64) {
+		if _, ok := p.undo[id]; ok {
+			return
+		}
+		if d, ok := m.Docs[id]; ok {
+			p.undo[id] = &d
+		} else {
+			p.undo[id] = nil
+		}
 	}
 	for _, w := range ws {
 		switch w.Kind {
 		case 'i':
 			d := Doc{ID: w.ID, SK: w.SK, V: int64(m.seq[w.ID] + 1)}
 			p := get(m.owner[w.SK/chunkWidth])
+			keep(p, d.ID)
 			p.ops = append(p.ops, m.inner("i", d.raw(), d.key()))
 			p.writes = append(p.writes, Write{WriteKey: WriteKey{ID: d.ID}, Seq: m.nextSeq(d.ID), Kind: 'i'})
 			m.Docs[d.ID] = d
@@ -223,12 +243,14 @@ func (m *Model) Parts(ws ...TxnWrite) []*part {
 			d := m.Docs[w.ID]
 			d.V++
 			p := get(m.owner[d.SK/chunkWidth])
+			keep(p, d.ID)
 			p.ops = append(p.ops, m.inner("u", m.diff(bson.D{{Key: "v", Value: d.V}}), d.key()))
 			p.writes = append(p.writes, Write{WriteKey: WriteKey{ID: d.ID}, Seq: m.nextSeq(d.ID), Kind: 'u'})
 			m.Docs[d.ID] = d
 		case 'd':
 			d := m.Docs[w.ID]
 			p := get(m.owner[d.SK/chunkWidth])
+			keep(p, d.ID)
 			p.ops = append(p.ops, m.inner("d", d.key(), nil))
 			p.writes = append(p.writes, Write{WriteKey: WriteKey{ID: d.ID}, Seq: m.nextSeq(d.ID), Kind: 'd'})
 			delete(m.Docs, d.ID)
