@@ -2,6 +2,7 @@ package shardsim
 
 import (
 	"math/rand/v2"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -79,21 +80,10 @@ func (b Behaviours) Without(name string) Behaviours { return b.set(name, false) 
 func (b Behaviours) With(name string) Behaviours { return b.set(name, true) }
 
 func (b Behaviours) set(name string, on bool) Behaviours {
-	switch name {
-	case "Clocks":
-		b.Clocks = on
-	case "ConfigDocs":
-		b.ConfigDocs = on
-	case "RecordIDClone":
-		b.RecordIDClone = on
-	case "EmptyMigrations":
-		b.EmptyMigrations = on
-	case "Sessions":
-		b.Sessions = on
-	case "Coordinator":
-		b.Coordinator = on
-	case "IDReuse":
-		b.IDReuse = on
+	flags := map[string]*bool{"Clocks": &b.Clocks, "ConfigDocs": &b.ConfigDocs, "RecordIDClone": &b.RecordIDClone,
+		"EmptyMigrations": &b.EmptyMigrations, "Sessions": &b.Sessions, "Coordinator": &b.Coordinator, "IDReuse": &b.IDReuse}
+	if f := flags[name]; f != nil {
+		*f = on
 	}
 	return b
 }
@@ -184,4 +174,23 @@ func (m *Model) Elapse(seconds uint32) {
 // logNoop logs the periodic no-op on s.
 func (m *Model) logNoop(s *Shard) {
 	m.log(s, m.at(s), bson.D{{Key: "op", Value: "n"}, {Key: "ns", Value: ""}, {Key: "o", Value: bson.D{{Key: "msg", Value: "periodic noop"}}}})
+}
+
+// countLogs counts in Fired what the logs show of Clocks (entries whose ts
+// another shard's entry shares) and ConfigDocs (a migration's config.*
+// writes).
+func (m *Model) countLogs() {
+	seen := map[bson.Timestamp]string{}
+	for _, s := range m.Shards {
+		for _, e := range s.Log {
+			ts := tsOf(e)
+			if other, ok := seen[ts]; ok && other != s.Name {
+				m.Fired["Clocks"]++
+			}
+			seen[ts] = s.Name
+			if ns, _ := e.Lookup("ns").StringValueOK(); strings.HasPrefix(ns, "config.") && ns != nsCoordinators {
+				m.Fired["ConfigDocs"]++
+			}
+		}
+	}
 }

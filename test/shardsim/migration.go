@@ -156,6 +156,10 @@ type Migration struct {
 	// not cloned yet.
 	ids  []int64
 	next int
+	// deleted are the documents the donor deleted during the migration,
+	// skipped those of them the clone skipped.
+	deleted map[int64]Doc
+	skipped []Doc
 }
 
 type mod struct {
@@ -196,7 +200,11 @@ func (m *Model) migrate(c int, to *Shard, catchUp int, abort bool) {
 	left := catchUp
 	for g.next < len(g.ids) {
 		if m.B.RecordIDClone && left > 0 && m.rng.IntN(2) == 0 {
-			g.donorWrite()
+			if id, ok := g.uncloned(); ok && m.rng.IntN(2) == 0 {
+				g.DonorDelete(id)
+			} else {
+				g.donorWrite()
+			}
 			left--
 		}
 		g.Clone(batch)
@@ -211,6 +219,13 @@ func (m *Model) migrate(c int, to *Shard, catchUp int, abort bool) {
 		return
 	}
 	g.Commit()
+	// The application inserts again, now on the recipient, a document
+	// the clone skipped (case 2 of docs/oplog-shapes.md's migration).
+	for _, d := range g.skipped {
+		if _, ok := m.Docs[d.ID]; !ok && m.rng.IntN(2) == 0 {
+			m.InsertID(d.ID, d.SK)
+		}
+	}
 }
 
 // StartMigration starts moving chunk c to shard to: steps 1 and 2, and
@@ -234,9 +249,27 @@ func (g *Migration) Clone(n int) {
 	g.next += n
 }
 
+// uncloned picks a document of the chunk whose batch is still to come.
+func (g *Migration) uncloned() (int64, bool) {
+	var ids []int64
+	for _, id := range g.ids[g.next:] {
+		if d, ok := g.m.Docs[id]; ok && int(d.SK/chunkWidth) == g.c {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return 0, false
+	}
+	return ids[g.m.rng.IntN(len(ids))], true
+}
+
 // DonorDelete deletes document id on the donor (a user's write, queued
 // for transfer).
 func (g *Migration) DonorDelete(id int64) {
+	if g.deleted == nil {
+		g.deleted = map[int64]Doc{}
+	}
+	g.deleted[id] = g.m.Docs[id]
 	g.m.Delete(id)
 	g.mods = append(g.mods, mod{id, 'd'})
 }
@@ -288,6 +321,10 @@ func (g *Migration) cloneBatch(ids []int64) {
 	for _, id := range ids {
 		d, ok := m.Docs[id]
 		if !ok || int(d.SK/chunkWidth) != g.c {
+			if old, ok := g.deleted[id]; ok {
+				g.skipped = append(g.skipped, old)
+			}
+			m.Fired["RecordIDClone"]++
 			continue // deleted (or moved) since the record ids were taken
 		}
 		m.log(g.to, m.at(g.to), m.crud("i", d.raw(), nil, true))

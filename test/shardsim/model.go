@@ -83,6 +83,9 @@ type Model struct {
 	Writes map[WriteKey]Write
 	// Counts of what the schedule did, for messages.
 	Migrations, Aborted, KeyChanges, Txns, DDL int
+	// Fired counts, by behaviour name, the events only that behaviour
+	// makes (Behaviours; see Fired in behaviours.go).
+	Fired map[string]int
 
 	rng    *rand.Rand
 	seed   uint64
@@ -122,7 +125,7 @@ type orphans struct {
 // NewModel returns a cluster of shards named s0, s1, ... with the chunks
 // dealt over the shards that are not idle.
 func NewModel(seed uint64, ns string, shards int, idle bool) *Model {
-	m := &Model{NS: ns, seed: seed, Docs: map[int64]Doc{}, Writes: map[WriteKey]Write{}, seq: map[int64]int{},
+	m := &Model{NS: ns, seed: seed, Fired: map[string]int{}, Docs: map[int64]Doc{}, Writes: map[WriteKey]Write{}, seq: map[int64]int{},
 		rng: rand.New(rand.NewPCG(seed, 0x5ead)), orphans: map[*Shard][]orphans{}, nextID: 1,
 		lastWrite: map[int64]bson.Timestamp{}, sessLast: map[*Shard]map[string]sessWrite{},
 		ui: bson.Binary{Subtype: 4, Data: []byte("0123456789abcdef")}}

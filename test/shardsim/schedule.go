@@ -101,6 +101,7 @@ func GenerateWith(seed uint64, ns string, steps int, b Behaviours) Schedule {
 		}
 	}
 	m.Finish()
+	m.countLogs()
 	return sc
 }
 
@@ -234,6 +235,7 @@ func (m *Model) emptyMigration(rng *rand.Rand) {
 	m.Migrate(c, to, 0, false)
 	if len(ids) > 0 {
 		m.InsertID(ids[rng.IntN(len(ids))], int64(c*chunkWidth+rng.IntN(chunkWidth)))
+		m.Fired["EmptyMigrations"]++
 	}
 }
 
@@ -262,6 +264,7 @@ func (m *Model) reuseID(rng *rand.Rand) {
 	c := cs[rng.IntN(len(cs))]
 	m.Delete(id)
 	m.InsertID(id, int64(c*chunkWidth+rng.IntN(chunkWidth)))
+	m.Fired["IDReuse"]++
 }
 
 // holdsOrphan reports whether s keeps an orphan copy of id.

@@ -117,6 +117,7 @@ func (m *Model) migrateSessions(from, to *Shard, c int) {
 		e = append(e, bson.E{Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: bson.Timestamp{}}, {Key: "t", Value: int64(-1)}}},
 			bson.E{Key: "fromMigrate", Value: true})
 		m.log(to, ts, e)
+		m.Fired["Sessions"]++
 		w.ts = ts
 		m.lastOn(to)[k] = w
 	}

@@ -69,6 +69,7 @@ func TestSim(t *testing.T) {
 			target                                                                     TargetStats
 		}
 	)
+	fired, firedEvents := map[string]int{}, map[string]int{}
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
 	started := time.Now()
@@ -87,6 +88,12 @@ func TestSim(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			m := sc.Model
+			for name, n := range m.Fired {
+				if n > 0 {
+					fired[name]++
+					firedEvents[name] += n
+				}
+			}
 			stats.migrations += m.Migrations
 			stats.aborted += m.Aborted
 			stats.keyChanges += m.KeyChanges
@@ -113,8 +120,8 @@ func TestSim(t *testing.T) {
 				errs = append(errs, err.Error())
 			}
 			if len(errs) > 0 {
-				failed = append(failed, fmt.Sprintf("seed %d failed (replay alone: SHARDSIM_SEED=%d go test ./test/shardsim -run 'TestSim$' -v):\n  %s",
-					seed, seed, strings.Join(errs, "\n  ")))
+				failed = append(failed, fmt.Sprintf("seed %d failed (replay alone: %sSHARDSIM_SEED=%d go test ./test/shardsim -run 'TestSim$' -v):\n  %s",
+					seed, behavioursEnv(), seed, strings.Join(errs, "\n  ")))
 			}
 		}()
 	}
@@ -124,6 +131,12 @@ func TestSim(t *testing.T) {
 	tg := stats.target
 	t.Logf("%d runs onto a sharded target (versions 5.0 to 8.0, keys %v): %d writes, %d inserts (routed by their document), %d of the other %d with the whole shard key in their filter; %d shard-key changes, %d of them moving the document to another shard",
 		stats.sharded, TargetShapes, tg.Writes, tg.Inserts, tg.WithKey, tg.Writes-tg.Inserts, tg.KeyChanges, tg.Moves)
+	if os.Getenv("SHARDSIM_BEHAVIOURS") != "" {
+		for _, name := range BehaviourNames {
+			t.Logf("%s: in %d of %d schedules (%d events)", name, fired[name], n, firedEvents[name])
+		}
+		t.Logf("%d of %d schedules failed", len(failed), n)
+	}
 	for i, f := range failed {
 		if i == 5 {
 			t.Errorf("... and %d more failing seeds", len(failed)-5)
@@ -168,4 +181,16 @@ func behavioursFromEnv(t *testing.T, seed uint64) Behaviours {
 		b = b.Without(w)
 	}
 	return b
+}
+
+// behavioursEnv returns the SHARDSIM_ behaviour settings of this run as
+// a command prefix.
+func behavioursEnv() string {
+	var b strings.Builder
+	for _, k := range []string{"SHARDSIM_BEHAVIOURS", "SHARDSIM_WITHOUT"} {
+		if v := os.Getenv(k); v != "" {
+			fmt.Fprintf(&b, "%s=%s ", k, v)
+		}
+	}
+	return b.String()
 }

@@ -179,6 +179,7 @@ func (m *Model) coordinated(parts []*part, between func(), mayAbort bool) bool {
 			t.Abort(p.shard)
 		}
 		t.End()
+		m.Fired["Coordinator"]++
 		return false
 	}
 	for _, p := range order {
