@@ -160,6 +160,9 @@ type Migration struct {
 	// skipped those of them the clone skipped.
 	deleted map[int64]Doc
 	skipped []Doc
+	// inCritSec is set once the 6.0+ recipient holds its critical
+	// section.
+	inCritSec bool
 }
 
 type mod struct {
@@ -198,7 +201,14 @@ func (m *Model) migrate(c int, to *Shard, catchUp int, abort bool) {
 		batch = len(g.ids) + 1
 	}
 	left := catchUp
-	for g.next < len(g.ids) {
+	// An abort comes at any point: during the clone (the recipient
+	// failed), after it, or (6.0+) inside the recipient's critical
+	// section (the commit on the config server failed).
+	stopAt := len(g.ids)
+	if abort && m.B.RecordIDClone && m.rng.IntN(2) == 0 {
+		stopAt = m.rng.IntN(len(g.ids) + 1)
+	}
+	for g.next < stopAt {
 		if m.B.RecordIDClone && left > 0 && m.rng.IntN(2) == 0 {
 			if id, ok := g.uncloned(); ok && m.rng.IntN(2) == 0 {
 				g.DonorDelete(id)
@@ -215,6 +225,9 @@ func (m *Model) migrate(c int, to *Shard, catchUp int, abort bool) {
 		g.Transfer()
 	}
 	if abort {
+		if m.rng.IntN(3) == 0 {
+			g.critSec()
+		}
 		g.Abort()
 		return
 	}
@@ -388,9 +401,10 @@ func (g *Migration) Transfer() {
 // section before the commit.
 func (g *Migration) critSec() {
 	m := g.m
-	if !m.B.ConfigDocs || m.B.Version < 60 {
+	if !m.B.ConfigDocs || m.B.Version < 60 || g.inCritSec {
 		return
 	}
+	g.inCritSec = true
 	lsid, n := m.session()
 	m.log(g.to, m.at(g.to), m.cfgCRUD("i", nsMigRecipients, bson.D{
 		{Key: "_id", Value: g.id}, {Key: "nss", Value: m.NS}, {Key: "migrationSessionId", Value: fmt.Sprintf("%s_%s_%s", g.from.Name, g.to.Name, "655e1a000000000000000000")},
@@ -399,6 +413,19 @@ func (g *Migration) critSec() {
 	reason := bson.D{{Key: "command", Value: "migrate"}, {Key: "migrationId", Value: g.id}}
 	m.log(g.to, m.at(g.to), m.cfgCRUD("i", nsCriticalSections, bson.D{{Key: "_id", Value: m.NS}, {Key: "reason", Value: reason}, {Key: "blockReads", Value: false}}, nil))
 	m.log(g.to, m.at(g.to), m.cfgUpdate(nsCriticalSections, m.NS, bson.D{{Key: "blockReads", Value: true}}))
+}
+
+// release logs the 6.0+ recipient's release of its critical section
+// (_recvChunkReleaseCritSec) and the deletion of its recovery document.
+func (g *Migration) release() {
+	m := g.m
+	if !g.inCritSec {
+		return
+	}
+	g.inCritSec = false
+	m.gossip(g.from, g.to)
+	m.log(g.to, m.at(g.to), m.cfgCRUD("d", nsCriticalSections, bson.D{{Key: "_id", Value: m.NS}}, nil))
+	m.log(g.to, m.at(g.to), m.cfgCRUD("d", nsMigRecipients, bson.D{{Key: "_id", Value: g.id}}, nil))
 }
 
 // Commit migrates the sessions, logs step 7's commit and hands the chunk
@@ -419,11 +446,7 @@ func (g *Migration) Commit() {
 	m.owner[g.c] = g.to
 	ids := m.inChunk(g.c)
 	if m.B.ConfigDocs {
-		if m.B.Version >= 60 {
-			m.gossip(g.from, g.to)
-			m.log(g.to, m.at(g.to), m.cfgCRUD("d", nsCriticalSections, bson.D{{Key: "_id", Value: m.NS}}, nil))
-			m.log(g.to, m.at(g.to), m.cfgCRUD("d", nsMigRecipients, bson.D{{Key: "_id", Value: g.id}}, nil))
-		}
+		g.release()
 		m.log(g.from, m.at(g.from), m.cfgUpdate(nsMigCoordinators, g.id, bson.D{{Key: "decision", Value: "committed"}}))
 		m.gossip(g.from, g.to)
 		m.log(g.to, m.at(g.to), m.cfgCRUD("d", nsRangeDeletions, bson.D{{Key: "_id", Value: g.id}}, nil))
@@ -434,11 +457,14 @@ func (g *Migration) Commit() {
 	m.orphans[g.from] = append(m.orphans[g.from], orphans{ids: ids, task: g.donor})
 }
 
-// Abort logs step 7's abort after the clone: the recipient's copies go
-// to its range deleter (with ConfigDocs) or are deleted at once.
+// Abort logs step 7's abort (during the clone, after it, or inside the
+// recipient's critical section): the recipient's copies go to its range
+// deleter (with ConfigDocs) or are deleted at once.
 func (g *Migration) Abort() {
 	m := g.m
-	g.Transfer()
+	if g.next == len(g.ids) {
+		g.Transfer() // the mods go only after a whole clone
+	}
 	g.sessions()
 	m.Migrations++
 	m.Aborted++
@@ -449,6 +475,7 @@ func (g *Migration) Abort() {
 		}
 		return
 	}
+	g.release()
 	m.log(g.from, m.at(g.from), m.cfgUpdate(nsMigCoordinators, g.id, bson.D{{Key: "decision", Value: "aborted"}}))
 	m.log(g.from, m.at(g.from), m.cfgCRUD("d", nsRangeDeletions, bson.D{{Key: "_id", Value: g.id}}, nil))
 	m.gossip(g.from, g.to)
