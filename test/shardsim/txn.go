@@ -259,3 +259,123 @@ func (m *Model) Parts(ws ...TxnWrite) []*part {
 	}
 	return parts
 }
+
+// prepared logs a multi-shard transaction: a prepare applyOps on each
+// shard, then (after between, if set) commitTransaction entries with one
+// commitTimestamp, in a random order of shards.
+func (m *Model) prepared(parts []*part, between func()) {
+	if m.B.Clocks || m.B.Coordinator {
+		m.coordinated(parts, between, false)
+		return
+	}
+	lsid, n := m.session()
+	m.rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
+	prep := make([]bson.Timestamp, len(parts))
+	for i, p := range parts {
+		prep[i] = m.tick()
+		m.log(p.shard, prep[i], bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
+			{Key: "o", Value: bson.D{{Key: "applyOps", Value: p.ops}, {Key: "prepare", Value: true}}},
+			{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: n},
+			{Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: bson.Timestamp{}}, {Key: "t", Value: int64(-1)}}}})
+	}
+	if between != nil {
+		between()
+	}
+	cts := m.tick()
+	m.rng.Shuffle(len(parts), func(i, j int) {
+		parts[i], parts[j] = parts[j], parts[i]
+		prep[i], prep[j] = prep[j], prep[i]
+	})
+	for i, p := range parts {
+		ts := m.tick()
+		m.log(p.shard, ts, bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
+			{Key: "o", Value: bson.D{{Key: "commitTransaction", Value: int32(1)}, {Key: "commitTimestamp", Value: cts}}},
+			{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: n},
+			{Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: prep[i]}, {Key: "t", Value: int64(1)}}}})
+		for _, w := range p.writes {
+			m.record(p.shard, ts, w.ID, w.Kind, w.Seq)
+		}
+	}
+	m.Txns++
+}
+
+// MultiShardTxn updates one document and inserts one on each of two
+// shards, in one prepared transaction.
+func (m *Model) MultiShardTxn(a, b *Shard) {
+	var parts []*part
+	before := map[int64]Doc{}
+	for _, s := range []*Shard{a, b} {
+		p := &part{shard: s}
+		if id, ok := m.docOn(s); ok {
+			d := m.Docs[id]
+			before[id] = d
+			d.V++
+			p.ops = append(p.ops, m.inner("u", bson.D{{Key: "$v", Value: int32(2)}, {Key: "diff", Value: bson.D{{Key: "u", Value: bson.D{{Key: "v", Value: d.V}}}}}}, d.key()))
+			p.writes = append(p.writes, Write{WriteKey: WriteKey{ID: id}, Seq: m.nextSeq(id), Kind: 'u'})
+			m.Docs[id] = d
+		}
+		if c, ok := m.chunkOf(s); ok {
+			d := Doc{ID: m.nextID, SK: int64(c*chunkWidth + m.rng.IntN(chunkWidth)), V: 1}
+			m.nextID++
+			p.ops = append(p.ops, m.inner("i", d.raw(), d.key()))
+			p.writes = append(p.writes, Write{WriteKey: WriteKey{ID: d.ID}, Seq: m.nextSeq(d.ID), Kind: 'i'})
+			m.Docs[d.ID] = d
+		}
+		if len(p.ops) > 0 {
+			parts = append(parts, p)
+		}
+	}
+	switch {
+	case len(parts) == 0:
+	case m.B.Clocks || m.B.Coordinator:
+		if !m.coordinated(parts, nil, true) {
+			for _, p := range parts {
+				for _, w := range p.writes {
+					if d, ok := before[w.ID]; ok {
+						m.Docs[w.ID] = d
+					} else {
+						delete(m.Docs, w.ID)
+					}
+				}
+			}
+		}
+	default:
+		m.prepared(parts, nil)
+	}
+}
+
+// ShardTxn is a one-shard transaction: one applyOps entry that inserts a
+// document and updates another.
+func (m *Model) ShardTxn(s *Shard) {
+	c, ok := m.chunkOf(s)
+	if !ok {
+		return
+	}
+	lsid, n := m.session()
+	var ops []bson.D
+	var ws []Write
+	d := Doc{ID: m.nextID, SK: int64(c*chunkWidth + m.rng.IntN(chunkWidth)), V: 1}
+	m.nextID++
+	ops = append(ops, m.inner("i", d.raw(), d.key()))
+	ws = append(ws, Write{WriteKey: WriteKey{ID: d.ID}, Seq: m.nextSeq(d.ID), Kind: 'i'})
+	m.Docs[d.ID] = d
+	if id, ok := m.docOn(s); ok && id != d.ID {
+		u := m.Docs[id]
+		u.V++
+		ops = append(ops, m.inner("u", bson.D{{Key: "$v", Value: int32(2)}, {Key: "diff", Value: bson.D{{Key: "u", Value: bson.D{{Key: "v", Value: u.V}}}}}}, u.key()))
+		ws = append(ws, Write{WriteKey: WriteKey{ID: id}, Seq: m.nextSeq(id), Kind: 'u'})
+		m.Docs[id] = u
+	}
+	m.route(s, d.ID)
+	ts := m.at(s)
+	m.routed(d.ID, ts)
+	m.txnWritten(s, lsid, n, ts, idsOf(ws))
+	m.log(s, ts, bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
+		{Key: "o", Value: bson.D{{Key: "applyOps", Value: ops}}},
+		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: n},
+		{Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: bson.Timestamp{}}, {Key: "t", Value: int64(-1)}}}})
+	for _, w := range ws {
+		m.record(s, ts, w.ID, w.Kind, w.Seq)
+	}
+	m.Txns++
+}
