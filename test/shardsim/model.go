@@ -474,7 +474,8 @@ func (m *Model) AddShard() *Shard {
 }
 
 // RemoveShard drains s (its chunks migrate to the other active shards,
-// its orphans are deleted), logs its last no-op and removes it.
+// its orphans are deleted), logs its last no-op (with Clocks, 10 s pass
+// and the idle shards write theirs) and removes it.
 func (m *Model) RemoveShard(s *Shard) {
 	others := slices.DeleteFunc(m.active(), func(o *Shard) bool { return o == s })
 	if len(others) == 0 {
@@ -486,7 +487,11 @@ func (m *Model) RemoveShard(s *Shard) {
 		}
 	}
 	m.RangeDelete(s)
-	m.Noop(s)
+	if m.B.Clocks {
+		m.Elapse(noopInterval) // the removal takes a while: idle shards write their no-ops
+	} else {
+		m.Noop(s)
+	}
 	s.Removed = true
 }
 
