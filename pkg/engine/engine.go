@@ -302,6 +302,9 @@ func (e *Engine) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := e.checkSelection(ctx); err != nil {
+		return err
+	}
 	colls, err := catalog.List(ctx, e.source, e.mapper)
 	if err != nil {
 		return err
@@ -310,13 +313,6 @@ func (e *Engine) run(ctx context.Context) error {
 		if err := replay.CheckReplayable(colls); err != nil {
 			return err
 		}
-	}
-	names := make([]catalog.Namespace, len(colls))
-	for i, c := range colls {
-		names[i] = c.Source
-	}
-	for _, why := range e.mapper.UnmatchedIncludes(names) {
-		e.baseLog().WarnContext(ctx, why)
 	}
 	if spec.Mode != config.ModeIncremental && !prev.CopyDone {
 		if err := e.copier.Preflight(ctx); err != nil {
