@@ -286,6 +286,9 @@ func (e *Engine) run(ctx context.Context) error {
 	prev, err := e.store.Task(ctx)
 	exists := err == nil
 	useOplog := spec.Incremental.Method != config.MethodChangeStream
+	if err := e.checkOplogs(ctx); err != nil {
+		return err
+	}
 	if e.sharded && !e.copyLeader() {
 		return e.runShardWorker(ctx)
 	}

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
 // checkSelection applies the task's namespace rules to the source's
@@ -27,4 +29,40 @@ func (e *Engine) checkSelection(ctx context.Context) error {
 		return err
 	}
 	return e.mapper.Collisions(sel.Selected)
+}
+
+// checkOplogs fails with source.ErrNoOplog, before anything is written,
+// when the task replays the oplog of a source, or of a shard this process
+// replays (every shard, for the process that runs the copy), that keeps
+// none: the copy would finish and replay would wait
+// forever for changes. Scripted readers (tests) need no oplog.
+func (e *Engine) checkOplogs(ctx context.Context) error {
+	spec := &e.task.Spec
+	if spec.Mode == config.ModeFull || spec.Incremental.Method == config.MethodChangeStream || e.opts.Reader != nil || e.opts.ShardReader != nil {
+		return nil
+	}
+	what := "mode: " + string(spec.Mode)
+	if spec.Mode == config.ModeIncremental {
+		what += " with incremental.method: oplog"
+	}
+	if !e.sharded {
+		ok, err := source.HasOplog(ctx, e.source)
+		if err != nil || ok {
+			return err
+		}
+		return source.NoOplogError(what, "the source")
+	}
+	for _, st := range e.subtaskList() {
+		if !e.mine(st.shard.Name) && !e.copyLeader() {
+			continue // the copy leader checks every shard before it copies
+		}
+		ok, err := source.HasOplog(ctx, st.client)
+		if err != nil {
+			return fmt.Errorf("shard %s: %w", st.shard.Name, err)
+		}
+		if !ok {
+			return source.NoOplogError(what, fmt.Sprintf("shard %s of the source", st.shard.Name))
+		}
+	}
+	return nil
 }
