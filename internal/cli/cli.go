@@ -1,5 +1,5 @@
 // Package cli is the ferry command line: the root command and its
-// subcommands, one package each under internal/cli (run, cutover, reverse,
+// subcommands, one package each under internal/cli (run, cutover, reset, reverse,
 // verify, load, demo, bench, version), with the pieces they share in exit, flags,
 // progress and servers.
 package cli
@@ -16,6 +16,7 @@ import (
 	"github.com/mongoferry/mongoferry/internal/cli/demo"
 	"github.com/mongoferry/mongoferry/internal/cli/exit"
 	"github.com/mongoferry/mongoferry/internal/cli/load"
+	"github.com/mongoferry/mongoferry/internal/cli/reset"
 	"github.com/mongoferry/mongoferry/internal/cli/reverse"
 	"github.com/mongoferry/mongoferry/internal/cli/run"
 	"github.com/mongoferry/mongoferry/internal/cli/verify"
@@ -34,7 +35,7 @@ how hard to push; the same fields make up a SyncTask's spec in Kubernetes.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(bench.NewCommand(), cutover.NewCommand(), demo.NewCommand(), load.NewCommand(), reverse.NewCommand(), run.NewCommand(), verify.NewCommand(), version.NewCommand())
+	root.AddCommand(bench.NewCommand(), cutover.NewCommand(), demo.NewCommand(), load.NewCommand(), reset.NewCommand(), reverse.NewCommand(), run.NewCommand(), verify.NewCommand(), version.NewCommand())
 	return root
 }
 

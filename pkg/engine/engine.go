@@ -289,6 +289,9 @@ func (e *Engine) run(ctx context.Context) error {
 	if err := e.checkOplogs(ctx); err != nil {
 		return err
 	}
+	if err := e.checkSameSelection(prev, exists); err != nil {
+		return err
+	}
 	if e.sharded && !e.copyLeader() {
 		return e.runShardWorker(ctx)
 	}
@@ -366,6 +369,9 @@ func (e *Engine) run(ctx context.Context) error {
 		return err
 	}
 	e.recorded.Store(true)
+	if err := e.store.SetSelection(ctx, e.task.Namespaces); err != nil {
+		return err
+	}
 	if withReplay && !rec.HasStart() {
 		if e.sharded {
 			if startTS, err = e.recordShardStarts(ctx, shardStarts); err != nil {

@@ -2,10 +2,12 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
@@ -65,4 +67,27 @@ func (e *Engine) checkOplogs(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// ErrSelectionChanged means a task's namespaces differ from those its
+// checkpoint was written for: continuing from it would not copy what the
+// change adds.
+var ErrSelectionChanged = errors.New("the task's namespaces changed since its checkpoint was written")
+
+// checkSameSelection fails with ErrSelectionChanged, before anything is
+// written, when the task's checkpoint (prev, if it exists) was written
+// for other namespaces. Checkpoints from before the namespaces were kept
+// are taken as they are.
+func (e *Engine) checkSameSelection(prev checkpoint.TaskRecord, exists bool) error {
+	if !exists || prev.Selection == nil {
+		return nil
+	}
+	changes := config.SelectionChanges(*prev.Selection, e.task.Namespaces)
+	if changes == "" {
+		return nil
+	}
+	return fmt.Errorf("%w (%s); nothing was written: continuing from the checkpoint would not copy what the change adds. "+
+		"Start over: `ferry reset -f <task file>` drops the checkpoint (a SyncTask: delete it with deletePolicy: Delete and create it again), "+
+		"or give the task a new name; set fullSync.dropTarget: true or fullSync.onConflict: overwrite for the target's earlier copy. "+
+		"Or restore the namespaces to continue", ErrSelectionChanged, changes)
 }
