@@ -2,17 +2,21 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 )
 
 // TestBadInputPlan runs `ferry run` on tasks whose fields are valid but
@@ -181,3 +185,33 @@ func TestChangedSelection(t *testing.T) {
 }
 
 func writeFileAt(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
+
+// TestReplayCollisionStops: a collection created on the source during
+// replay whose target name another selected collection holds (crm.orders,
+// renamed with crm to shop, onto shop.orders) stops replay with the
+// collision error; its documents never reach the other collection.
+func TestReplayCollisionStops(t *testing.T) {
+	src, dst := testserver.Start(t), testserver.Start(t)
+	sc, dc := src.MustClient(t), dst.MustClient(t)
+	insertDocs(t, sc, "shop", "orders", []any{doc("_id", 1), doc("_id", 2)})
+	insertDocs(t, sc, "crm", "leads", []any{doc("_id", 1)})
+	task := newTask(t, "collide-later", src, dst, func(t *config.Task) {
+		t.Mode = config.ModeFullAndIncremental
+		t.Verify.Mode = config.VerifyNone
+		t.Namespaces = config.Namespaces{Rename: []config.Rename{{From: "crm", To: "shop"}}}
+	})
+	e, stop := startEngine(t, task, engineOpts())
+	waitEngineCaughtUp(t, e, sc, 2*time.Minute)
+	in := newInjector(t, sc)
+	in.add("c", "crm.$cmd", o(doc("create", "orders")))
+	in.add("i", "crm.orders", o(doc("_id", "intruder")))
+	waitFor(t, "replay to stop", 2*time.Minute, func() bool { return e.Status().Phase == engine.PhaseFailed })
+	err := stop()
+	if !errors.Is(err, catalog.ErrNamespaceCollision) ||
+		!strings.Contains(err.Error(), "shop.orders (keeps its name) and crm.orders (by namespaces.rename[0]) would both be written to shop.orders") {
+		t.Fatalf("run: %v, want the collision of shop.orders and crm.orders", err)
+	}
+	if got, want := ids(t, dc, "shop.orders"), sortStrings([]string{`{"$numberInt":"1"}`, `{"$numberInt":"2"}`}); !slices.Equal(got, want) {
+		t.Errorf("shop.orders on the target: %v, want %v", got, want)
+	}
+}
