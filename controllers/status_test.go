@@ -87,6 +87,19 @@ func TestComputeStatus(t *testing.T) {
 			observed{workers: []workerObservation{exited(1, "ferry: source: authentication failed at mongodb://src/")}},
 			want{phase: "Pending", percent: "0%", ready: "False/WorkersStarting", degraded: "True/WorkerFailing", progressing: "True/WorkersStarting",
 				readyMessageContains: "CrashLoopBackOff, restarted 2 times: exit code 1: ferry: source: authentication failed"}},
+		// A replaying task on a source without an oplog fails before it
+		// writes: by its exit (a crash loop, restarted until the source
+		// is fixed) or by its /status, the message says why and what to do.
+		{"source without an oplog, by exit code", syncv1alpha1.SyncTaskStatus{},
+			observed{workers: []workerObservation{exited(1, "starting\nferry: mode: fullAndIncremental: no oplog to replay: the source has no local.oplog.rs "+
+				"(a standalone server, or a FerretDB without an oplog, writes none); nothing was written: run it as a replica set, or set mode: full")}},
+			want{phase: "Pending", percent: "0%", ready: "False/WorkersStarting", degraded: "True/WorkerFailing", progressing: "True/WorkersStarting",
+				readyMessageContains: "exit code 1: ferry: mode: fullAndIncremental: no oplog to replay: the source has no local.oplog.rs"}},
+		{"source without an oplog, seen in /status", syncv1alpha1.SyncTaskStatus{},
+			observed{workers: []workerObservation{worker(0, &workerapi.Status{Phase: workerapi.PhaseFailed,
+				Error: "mode: fullAndIncremental: no oplog to replay: shard rs1 of the source has no local.oplog.rs; nothing was written: run it as a replica set, or set mode: full"})}},
+			want{phase: "Failed", percent: "0%", ready: "False/Failed", degraded: "True/Failed", progressing: "False/Failed",
+				readyMessageContains: "orders-worker-0: mode: fullAndIncremental: no oplog to replay: shard rs1 of the source has no local.oplog.rs"}},
 		{"completed, reported by exit 0", syncv1alpha1.SyncTaskStatus{Phase: "Verifying"},
 			observed{workers: []workerObservation{func() workerObservation { w := exited(0, ""); w.waiting = nil; return w }()}},
 			want{phase: "Completed", percent: "100%", ready: "True/Completed", degraded: "False/Healthy", progressing: "False/Completed"}},

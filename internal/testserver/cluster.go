@@ -69,6 +69,9 @@ type Cluster struct {
 	// unlisted are the shards removed from config.shards: they log no
 	// no-ops, as a decommissioned shard writes nothing the cluster reads.
 	unlisted map[int]bool
+	// oplogless are the shards whose oplog DropOplog removed: they get
+	// no no-ops either (an insert would create a plain local.oplog.rs).
+	oplogless map[int]bool
 }
 
 // NoopInterval is how often every shard logs a no-op, as a MongoDB
@@ -93,7 +96,7 @@ func (c *Cluster) noops(ctx context.Context) {
 		c.mu.Lock()
 		sec := uint32(time.Now().Unix())
 		for i := range c.clients {
-			if c.unlisted[i] {
+			if c.unlisted[i] || c.oplogless[i] {
 				continue
 			}
 			_ = c.inject(ctx, i, sec, []bson.D{{{Key: "op", Value: "n"}, {Key: "ns", Value: ""}, {Key: "o", Value: bson.D{{Key: "msg", Value: "periodic noop"}}}}})
@@ -124,7 +127,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 // StartClusterProcess starts a cluster of n shards; the caller must call
 // Stop.
 func StartClusterProcess(ctx context.Context, n int) (*Cluster, error) {
-	c := &Cluster{chunks: map[string][]Chunk{}, ChunkSize: 1000, unlisted: map[int]bool{}}
+	c := &Cluster{chunks: map[string][]Chunk{}, ChunkSize: 1000, unlisted: map[int]bool{}, oplogless: map[int]bool{}}
 	var err error
 	if c.Router, err = StartProcess(ctx, Options{OplogBytes: -1}); err != nil {
 		return nil, err
@@ -233,6 +236,18 @@ func (c *Cluster) ResetOplogs(ctx context.Context) error {
 		if err := c.Shards[i].CreateOplog(ctx, DefaultOplogBytes); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// DropOplog removes shard i's oplog for good, as on a shard that keeps
+// none (a standalone server): the cluster writes it no more no-ops.
+func (c *Cluster) DropOplog(ctx context.Context, i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.oplogless[i] = true
+	if err := c.clients[i].Database("local").Collection("oplog.rs").Drop(ctx); err != nil {
+		return fmt.Errorf("drop the oplog of %s: %w", c.Names[i], err)
 	}
 	return nil
 }

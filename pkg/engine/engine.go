@@ -286,6 +286,12 @@ func (e *Engine) run(ctx context.Context) error {
 	prev, err := e.store.Task(ctx)
 	exists := err == nil
 	useOplog := spec.Incremental.Method != config.MethodChangeStream
+	if err := e.checkOplogs(ctx); err != nil {
+		return err
+	}
+	if err := e.checkSameSelection(prev, exists); err != nil {
+		return err
+	}
 	if e.sharded && !e.copyLeader() {
 		return e.runShardWorker(ctx)
 	}
@@ -302,6 +308,9 @@ func (e *Engine) run(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := e.checkSelection(ctx); err != nil {
+		return err
+	}
 	colls, err := catalog.List(ctx, e.source, e.mapper)
 	if err != nil {
 		return err
@@ -310,13 +319,6 @@ func (e *Engine) run(ctx context.Context) error {
 		if err := replay.CheckReplayable(colls, spec.Mode != config.ModeIncremental); err != nil {
 			return err
 		}
-	}
-	names := make([]catalog.Namespace, len(colls))
-	for i, c := range colls {
-		names[i] = c.Source
-	}
-	for _, why := range e.mapper.UnmatchedIncludes(names) {
-		e.baseLog().WarnContext(ctx, why)
 	}
 	if spec.Mode != config.ModeIncremental && !prev.CopyDone {
 		if err := e.copier.Preflight(ctx); err != nil {
@@ -370,6 +372,9 @@ func (e *Engine) run(ctx context.Context) error {
 		return err
 	}
 	e.recorded.Store(true)
+	if err := e.store.SetSelection(ctx, e.task.Namespaces); err != nil {
+		return err
+	}
 	if withReplay && !rec.HasStart() {
 		if e.sharded {
 			if startTS, err = e.recordShardStarts(ctx, shardStarts); err != nil {

@@ -13,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
@@ -331,6 +332,8 @@ func (e *Engine) topologyInterval() time.Duration {
 // replayParams are what every subtask's replayer shares.
 type replayParams struct {
 	unique map[string]bool
+	// selected are the selected source namespaces when replay starts.
+	selected []catalog.Namespace
 }
 
 // subtaskOptions are the replay options of one shard's subtask.
@@ -362,7 +365,7 @@ func (e *Engine) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, p repla
 			return store.SaveShardState(ctx, ts, txns.Entries)
 		},
 		Mapper: e.mapper, Log: e.baseLog().With("shard", st.shard.Name), From: from, OverlapUntil: rec.CopyEndTS,
-		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: p.unique,
+		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: p.unique, Selected: p.selected,
 		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(e.task.Target.URI), IndexesOneByOne: e.dstProfile.IndexesOneByOne, SerialUpdates: e.dstProfile.SerialUpdates,
 		ShardKeys: e.replayShardKeys(), TargetMajor: e.dstProfile.Major,
 		Translator: oplog.Translator{

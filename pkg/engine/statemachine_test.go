@@ -236,6 +236,10 @@ func TestStateMachine(t *testing.T) {
 			if err := task.Validate(); err != nil {
 				t.Fatal(err)
 			}
+			// The task selects a collection (one selecting none fails).
+			if err := sc.Database(db).CreateCollection(t.Context(), "items"); err != nil {
+				t.Fatal(err)
+			}
 			store := checkpoint.NewStore(dst.MustClient(t), task.Checkpoint.Database, task.Name)
 			var prev checkpoint.TaskRecord
 			for n, want := range tt.runs {

@@ -53,7 +53,7 @@ func (e *Engine) stream(ctx context.Context) error {
 	r := e.newReplayer(replay.Options{
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
 		Mapper: e.mapper, Log: e.baseLog(), From: from, OverlapUntil: rec.CopyEndTS,
-		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique,
+		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique, Selected: p.selected,
 		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(e.task.Target.URI), IndexesOneByOne: e.dstProfile.IndexesOneByOne, SerialUpdates: e.dstProfile.SerialUpdates,
 		ShardKeys: e.replayShardKeys(), TargetMajor: e.dstProfile.Major,
 		Translator: oplog.Translator{
@@ -122,14 +122,15 @@ func (e *Engine) stream(ctx context.Context) error {
 }
 
 // replayParams reads what every replayer of the task shares: the
-// namespaces with a unique secondary index.
+// selected source namespaces, and those with a unique secondary index.
 func (e *Engine) replayParams(ctx context.Context) (replayParams, error) {
 	colls, err := catalog.List(ctx, e.source, e.mapper)
 	if err != nil {
 		return replayParams{}, err
 	}
-	p := replayParams{unique: map[string]bool{}}
+	p := replayParams{unique: map[string]bool{}, selected: []catalog.Namespace{}}
 	for _, c := range colls {
+		p.selected = append(p.selected, c.Source)
 		if c.HasUniqueIndex() {
 			p.unique[c.Target.String()] = true
 		}

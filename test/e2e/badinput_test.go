@@ -123,22 +123,30 @@ func TestBadInput(t *testing.T) {
 // variables and returns its output and exit code.
 func runFerry(t *testing.T, bin, taskFile string, env []string) (stdout, stderr string, code int) {
 	t.Helper()
+	return ferryCommand(t, bin, env, "", "run", "-f", taskFile, "--progress", "none", "--listen", "")
+}
+
+// ferryCommand runs ferry with args, extra environment variables and
+// stdin, and returns its output and exit code.
+func ferryCommand(t *testing.T, bin string, env []string, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "run", "-f", taskFile, "--progress", "none", "--listen", "")
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("ferry run did not finish within 60s\nstderr:\n%s", errOut.String())
+		t.Fatalf("ferry %s did not finish within 60s\nstderr:\n%s", args[0], errOut.String())
 	}
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
 		code = ee.ExitCode()
 	case err != nil:
-		t.Fatalf("run ferry: %v", err)
+		t.Fatalf("ferry %s: %v", args[0], err)
 	}
 	return out.String(), errOut.String(), code
 }

@@ -137,3 +137,30 @@ func listIndexes(ctx context.Context, coll *mongo.Collection) ([]bson.Raw, error
 	}
 	return specs, nil
 }
+
+// Names returns every source namespace that is not internal (IsInternal),
+// selected or not, sorted: what a task's rules choose from (Mapper.Select).
+func Names(ctx context.Context, client *mongo.Client, m *Mapper) ([]Namespace, error) {
+	dbs, err := client.ListDatabaseNames(ctx, bson.D{})
+	if err != nil {
+		return nil, fmt.Errorf("list databases: %w", err)
+	}
+	slices.Sort(dbs)
+	var out []Namespace
+	for _, db := range dbs {
+		if !m.SelectedDB(db) {
+			continue
+		}
+		colls, err := client.Database(db).ListCollectionNames(ctx, bson.D{})
+		if err != nil {
+			return nil, fmt.Errorf("list collections of %s: %w", db, err)
+		}
+		slices.Sort(colls)
+		for _, c := range colls {
+			if n := (Namespace{DB: db, Coll: c}); !m.IsInternal(n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out, nil
+}

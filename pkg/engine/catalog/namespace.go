@@ -28,9 +28,12 @@ func (n Namespace) String() string { return n.DB + "." + n.Coll }
 type Mapper struct {
 	include, exclude []*regexp.Regexp
 	includeExprs     []string
+	excludeExprs     []string
 	dbRenames        map[string]string
-	collRenames      map[string]Namespace
-	internalDBs      []string
+	// renameRule is the index of the namespaces.rename rule of each from.
+	renameRule  map[string]int
+	collRenames map[string]Namespace
+	internalDBs []string
 }
 
 // NewMapper compiles a task's namespace rules. Each regular expression must
@@ -39,6 +42,7 @@ func NewMapper(ns config.Namespaces, checkpointDB string) (*Mapper, error) {
 	m := &Mapper{
 		dbRenames:   map[string]string{},
 		collRenames: map[string]Namespace{},
+		renameRule:  map[string]int{},
 		internalDBs: append(slices.Clone(config.InternalDatabases), checkpointDB),
 	}
 	compile := func(field string, exprs []string) ([]*regexp.Regexp, error) {
@@ -60,7 +64,9 @@ func NewMapper(ns config.Namespaces, checkpointDB string) (*Mapper, error) {
 	if m.exclude, err = compile("exclude", ns.Exclude); err != nil {
 		return nil, err
 	}
-	for _, r := range ns.Rename {
+	m.excludeExprs = slices.Clone(ns.Exclude)
+	for i, r := range ns.Rename {
+		m.renameRule[r.From] = i
 		if strings.Contains(r.From, ".") {
 			m.collRenames[r.From] = ParseNamespace(r.To)
 		} else {
@@ -98,22 +104,6 @@ func (m *Mapper) Selected(n Namespace) bool {
 		return false
 	}
 	return !slices.ContainsFunc(m.exclude, func(re *regexp.Regexp) bool { return re.MatchString(s) })
-}
-
-// UnmatchedIncludes explains each include pattern that selects none of
-// colls (the task's selected collections): a pattern written as if it were
-// unanchored, such as ^shop\., matches nothing, and a task that copies
-// nothing would otherwise finish without a word.
-func (m *Mapper) UnmatchedIncludes(colls []Namespace) []string {
-	var out []string
-	for i, re := range m.include {
-		if slices.ContainsFunc(colls, func(n Namespace) bool { return re.MatchString(n.String()) }) {
-			continue
-		}
-		out = append(out, fmt.Sprintf("namespaces.include[%d] `%s` selects no collection on the source: a pattern matches the whole db.collection "+
-			"(^ and $ are implied), so to select every collection of database shop write `shop\\..*`", i, m.includeExprs[i]))
-	}
-	return out
 }
 
 // Target returns the namespace's name on the target: a collection rename

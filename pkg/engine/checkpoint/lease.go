@@ -150,3 +150,19 @@ func newToken() string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// LiveHolder returns the holder of a lease of the task (its own or a
+// shard subtask's) renewed within the last `within`, or nil when no run
+// holds one.
+func (s *Store) LiveHolder(ctx context.Context, within time.Duration) (*Holder, error) {
+	var doc leaseDoc
+	err := s.db.Collection(LeasesCollection).FindOne(ctx,
+		bson.D{{Key: "task", Value: s.task}, {Key: "at", Value: bson.D{{Key: "$gt", Value: time.Now().UTC().Add(-within)}}}}).Decode(&doc)
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read the leases of %s: %w", s.task, err)
+	}
+	return &doc.Holder, nil
+}

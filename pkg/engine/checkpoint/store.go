@@ -9,6 +9,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
 )
 
 // Collections in the checkpoint database.
@@ -54,6 +56,9 @@ type TaskRecord struct {
 	CheckpointAt time.Time `bson:"checkpointAt,omitempty"`
 	// Cutover is how far a requested cut-over got (nil before one).
 	Cutover *CutoverRecord `bson:"cutover,omitempty"`
+	// Selection is the task's namespaces (include, exclude, rename) when
+	// the record was created; nil in records written before it was kept.
+	Selection *config.Namespaces `bson:"selection,omitempty"`
 }
 
 // HasStart reports whether a replay start position was recorded.
@@ -136,6 +141,18 @@ func (s *Store) Start(ctx context.Context) (TaskRecord, error) {
 		return rec, fmt.Errorf("checkpoint: load task %s: %w", s.task, err)
 	}
 	return rec, nil
+}
+
+// SetSelection records the task's namespaces, unless the record holds
+// them already (it keeps the first run's).
+func (s *Store) SetSelection(ctx context.Context, ns config.Namespaces) error {
+	_, err := s.db.Collection(TasksCollection).UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: s.task}, {Key: "selection", Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "selection", Value: ns}}}})
+	if err != nil {
+		return fmt.Errorf("checkpoint: record the namespaces: %w", err)
+	}
+	return nil
 }
 
 // SetPhase records the task's phase; copyDone is set once and never unset.

@@ -45,6 +45,9 @@ func (r *Replayer) applyDDL(ctx context.Context, d oplog.DDL) error {
 // applyMapped applies src, a selected DDL command, as d: src with the
 // target's names.
 func (r *Replayer) applyMapped(ctx context.Context, src, d oplog.DDL) error {
+	if err := r.track(src); err != nil {
+		return err
+	}
 	m, t := r.o.Mapper, r.o.Target
 	var err error
 	switch d.Class {
@@ -127,6 +130,33 @@ func (r *Replayer) applyMapped(ctx context.Context, src, d oplog.DDL) error {
 	}
 	r.log.Info("applied DDL", "command", d.Class.String(), "ns", d.NS.String())
 	return r.refreshUnique(ctx, d.NS, d.To)
+}
+
+// track keeps r.claims current with the source's DDL d before it is
+// applied: a collection created, or renamed, on the source onto a target
+// name another selected source collection holds fails with
+// catalog.ErrNamespaceCollision rather than merge the two.
+func (r *Replayer) track(d oplog.DDL) error {
+	if r.claims == nil {
+		return nil
+	}
+	m := r.o.Mapper
+	switch d.Class {
+	case oplog.CmdCreate:
+		if m.Selected(d.NS) {
+			return r.claims.Claim(d.NS)
+		}
+	case oplog.CmdDrop:
+		r.claims.Release(d.NS)
+	case oplog.CmdDropDatabase:
+		r.claims.ReleaseDB(d.NS.DB)
+	case oplog.CmdRenameCollection:
+		r.claims.Release(d.NS)
+		if m.Selected(d.To) {
+			return r.claims.Claim(d.To)
+		}
+	}
+	return nil
 }
 
 // rename applies a renameCollection whose names may fall on either side of

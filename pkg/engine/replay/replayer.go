@@ -108,6 +108,11 @@ type Options struct {
 	// order, so a delete of {email: x} always lands before a later insert
 	// of another document with {email: x}.
 	UniqueIndexed map[string]bool
+	// Selected are the selected source namespaces when replay starts:
+	// a collection created (or renamed) on the source later onto a target
+	// name one of them holds stops replay with
+	// catalog.ErrNamespaceCollision. Nil checks nothing.
+	Selected []catalog.Namespace
 	// Shard and Board make the Replayer one subtask of a sharded source:
 	// Reader reads shard Shard's oplog (set ShardMember too), and the
 	// subtask publishes its position on Board after every checkpoint and
@@ -143,6 +148,9 @@ type Replayer struct {
 	// holder applies DDL that creates collections and indexes with what
 	// changes data on the target's own clock held back until cut-over.
 	holder *finalize.Holder
+	// claims are which source collection each target collection receives
+	// (nil without Options.Selected); DDL keeps them, one at a time.
+	claims *catalog.Claims
 
 	// Dispatch (dispatch.go): the reader's side, one goroutine. asm,
 	// lastRaw and lastTS are its own; queues and the budget are shared
@@ -245,6 +253,9 @@ func New(o Options) *Replayer {
 		budget: pipeline.NewBudget(maxBytes), seed: maphash.MakeSeed(),
 		unique: map[catalog.Namespace]bool{}, routes: map[string]nsRoute{}, counts: map[string]int64{}, skipped: map[string]int64{},
 		readTS: o.From, savedTS: o.From,
+	}
+	if o.Selected != nil {
+		r.claims = catalog.NewClaims(o.Mapper, o.Selected)
 	}
 	for ns, u := range o.UniqueIndexed {
 		r.unique[catalog.ParseNamespace(ns)] = u

@@ -1,0 +1,93 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
+)
+
+// checkSelection applies the task's namespace rules to the source's
+// collections before anything is written: it warns about include patterns
+// that select nothing, and fails when two selected collections would be
+// written to one target collection, or when nothing is selected (in mode
+// full, or because namespaces.exclude removed what include selected; a
+// replaying task whose include matches nothing yet may wait for the
+// collections to be created).
+func (e *Engine) checkSelection(ctx context.Context) error {
+	names, err := catalog.Names(ctx, e.source, e.mapper)
+	if err != nil {
+		return err
+	}
+	sel := e.mapper.Select(names)
+	for _, why := range sel.Warnings {
+		e.baseLog().WarnContext(ctx, why)
+	}
+	if err := sel.Err(); err != nil && (e.task.Mode == config.ModeFull || sel.Excluded) {
+		return err
+	}
+	return e.mapper.Collisions(sel.Selected)
+}
+
+// checkOplogs fails with source.ErrNoOplog, before anything is written,
+// when the task replays the oplog of a source, or of a shard this process
+// replays (every shard, for the process that runs the copy), that keeps
+// none: the copy would finish and replay would wait
+// forever for changes. Scripted readers (tests) need no oplog.
+func (e *Engine) checkOplogs(ctx context.Context) error {
+	spec := &e.task.Spec
+	if spec.Mode == config.ModeFull || spec.Incremental.Method == config.MethodChangeStream || e.opts.Reader != nil || e.opts.ShardReader != nil {
+		return nil
+	}
+	what := "mode: " + string(spec.Mode)
+	if spec.Mode == config.ModeIncremental {
+		what += " with incremental.method: oplog"
+	}
+	if !e.sharded {
+		ok, err := source.HasOplog(ctx, e.source)
+		if err != nil || ok {
+			return err
+		}
+		return source.NoOplogError(what, "the source")
+	}
+	for _, st := range e.subtaskList() {
+		if !e.mine(st.shard.Name) && !e.copyLeader() {
+			continue // the copy leader checks every shard before it copies
+		}
+		ok, err := source.HasOplog(ctx, st.client)
+		if err != nil {
+			return fmt.Errorf("shard %s: %w", st.shard.Name, err)
+		}
+		if !ok {
+			return source.NoOplogError(what, fmt.Sprintf("shard %s of the source", st.shard.Name))
+		}
+	}
+	return nil
+}
+
+// ErrSelectionChanged means a task's namespaces differ from those its
+// checkpoint was written for: continuing from it would not copy what the
+// change adds.
+var ErrSelectionChanged = errors.New("the task's namespaces changed since its checkpoint was written")
+
+// checkSameSelection fails with ErrSelectionChanged, before anything is
+// written, when the task's checkpoint (prev, if it exists) was written
+// for other namespaces. Checkpoints from before the namespaces were kept
+// are taken as they are.
+func (e *Engine) checkSameSelection(prev checkpoint.TaskRecord, exists bool) error {
+	if !exists || prev.Selection == nil {
+		return nil
+	}
+	changes := config.SelectionChanges(*prev.Selection, e.task.Namespaces)
+	if changes == "" {
+		return nil
+	}
+	return fmt.Errorf("%w (%s); nothing was written: continuing from the checkpoint would not copy what the change adds. "+
+		"Start over: `ferry reset -f <task file>` drops the checkpoint (a SyncTask: delete it with deletePolicy: Delete and create it again), "+
+		"or give the task a new name; set fullSync.dropTarget: true or fullSync.onConflict: overwrite for the target's earlier copy. "+
+		"Or restore the namespaces to continue", ErrSelectionChanged, changes)
+}
