@@ -271,16 +271,10 @@ func Run(ctx context.Context, f Flags) error {
 			}
 		}
 	}
-	switch {
-	case errors.Is(err, source.ErrOplogWindowLost):
+	switch code := ExitCode(err); {
+	case code != workerapi.ExitFailed && code != workerapi.ExitDone:
 		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
-		return exit.Error{Code: workerapi.ExitOplogWindowLost}
-	case errors.Is(err, engine.ErrVerificationFailed):
-		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
-		return exit.Error{Code: workerapi.ExitVerificationFailed}
-	case errors.Is(err, engine.ErrCutoverFailed), errors.Is(err, engine.ErrCutoverNotSupported):
-		fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
-		return exit.Error{Code: workerapi.ExitCutoverFailed}
+		return exit.Error{Code: code}
 	case err != nil && ctx.Err() != nil:
 		log.Info("stopped; run the same command again to continue from the checkpoint", "task", task.Name)
 		return exit.Error{Code: workerapi.ExitInterrupted}
@@ -316,4 +310,22 @@ func serve(f Flags, h http.Handler, log *slog.Logger) (func(), error) {
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("serving /metrics and /status", "addr", ln.Addr().String(), "tls", srv.TLSConfig != nil)
 	return func() { _ = srv.Close() }, nil
+}
+
+// ExitCode is the exit code a run that ended with err exits with, from the
+// sentinels users act on (workerapi's Exit* codes): ExitDone for nil,
+// ExitFailed for an error that restarting may cure (or a stop, which
+// ends with ExitInterrupted instead).
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return workerapi.ExitDone
+	case errors.Is(err, source.ErrOplogWindowLost):
+		return workerapi.ExitOplogWindowLost
+	case errors.Is(err, engine.ErrVerificationFailed):
+		return workerapi.ExitVerificationFailed
+	case errors.Is(err, engine.ErrCutoverFailed), errors.Is(err, engine.ErrCutoverNotSupported):
+		return workerapi.ExitCutoverFailed
+	}
+	return workerapi.ExitFailed
 }
