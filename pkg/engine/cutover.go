@@ -16,8 +16,9 @@ import (
 )
 
 // The cut-over (cutover.requested in the task) walks these steps, each
-// recorded in the task record of the checkpoint database before it starts
-// so that a restarted run goes on from the step it reached:
+// recorded in the checkpoint database (checkpoint.CutoversCollection)
+// before it starts so that a restarted run goes on from the step it
+// reached:
 //
 //	CatchingUp      replay runs until the lag is at most maxLagSeconds
 //	BlockingWrites  setUserWriteBlockMode on the source (blockSourceWrites)

@@ -38,9 +38,12 @@ import (
 // The worker that moves the task-wide step is the copy leader (every
 // process in `ferry run`); it reads the drain positions of all shards at
 // one moment, so a worker that sees Draining late cannot pick a later
-// one. The other workers follow the task record: once their shard is
-// drained they wait for Complete and end as a completed task; a failure
-// of the cut-over they follow ends them with it. Every step is recorded
+// one. The other workers follow the cut-over's record (followCutover,
+// every second while they stream, every half second once drained):
+// once their shard is drained they wait for Complete and end as a
+// completed task; a failure recorded after they started ends them with
+// the failing worker's message and exit code (docs/cutover.md states the
+// bound). Every step is recorded
 // before it acts, so a worker restarted anywhere goes on from the
 // records: a drained subtask is not started again, one that is not
 // drained replays from its checkpoint up to its recorded drain position.
@@ -347,9 +350,12 @@ func (e *Engine) checkShardsDrained(ctx context.Context) error {
 }
 
 // followCutover is how a worker that does not move the step learns it:
-// it reads the task record's cut-over. A failure of the cut-over it was
-// following ends it with ErrCutoverFailed; a failure recorded before it
-// followed one is an old attempt's (the next request starts a new one).
+// it reads the cut-over's record. A failure recorded there ends it with
+// the failure (followedFailure), whether or not it saw the attempt's
+// earlier steps (a worker may start, or read the record, after them),
+// except the failure that stood when the worker started: that is an
+// earlier attempt's, and the worker moving the step starts a new one for
+// the request, as a run started over a failed cut-over does (loadCutover).
 func (e *Engine) followCutover(ctx context.Context) error {
 	rec, err := e.store.Task(ctx)
 	if err != nil {
@@ -360,12 +366,11 @@ func (e *Engine) followCutover(ctx context.Context) error {
 		return nil
 	}
 	e.mu.Lock()
-	prev := e.co
-	following := prev != nil && prev.StartedAt.Equal(c.StartedAt) && prev.Step != workerapi.CutoverFailed
-	if c.Step == workerapi.CutoverFailed && !following {
+	if c.Step == workerapi.CutoverFailed && c.StartedAt.Equal(e.staleFailure) {
 		e.mu.Unlock()
 		return nil
 	}
+	prev := e.co
 	cp := *c
 	e.co = &cp
 	e.mu.Unlock()
@@ -376,10 +381,46 @@ func (e *Engine) followCutover(ctx context.Context) error {
 		}
 	}
 	if c.Step == workerapi.CutoverFailed {
-		return fmt.Errorf("%w: %s", ErrCutoverFailed, c.Message)
+		return followedFailure(cp)
 	}
 	return nil
 }
+
+// noteStaleFailure remembers the failed attempt recorded when a worker
+// following the cut-over starts (see followCutover). A task not recorded
+// yet has none.
+func (e *Engine) noteStaleFailure(ctx context.Context) {
+	rec, err := e.store.Task(ctx)
+	if err != nil || rec.Cutover == nil || rec.Cutover.Step != workerapi.CutoverFailed {
+		return
+	}
+	e.mu.Lock()
+	e.staleFailure = rec.Cutover.StartedAt
+	e.mu.Unlock()
+}
+
+// followedFailure is the error a worker following the cut-over ends with
+// once Failed is recorded: the message of the worker that moved the step
+// (failCutover's: the step and why) and its exit code, so that every
+// worker of the task ends alike: ErrCutoverFailed, with
+// ErrVerificationFailed when the verification found differences.
+func followedFailure(c checkpoint.CutoverRecord) error {
+	f := &recordedFailure{msg: fmt.Sprintf("%v, step %s", ErrCutoverFailed, c.Message), errs: []error{ErrCutoverFailed}}
+	if c.Verify != nil && !c.Verify.OK {
+		f.errs = append(f.errs, ErrVerificationFailed)
+	}
+	return f
+}
+
+// recordedFailure is a failure read from the records: msg as recorded,
+// errs the sentinels it stands for.
+type recordedFailure struct {
+	msg  string
+	errs []error
+}
+
+func (f *recordedFailure) Error() string   { return f.msg }
+func (f *recordedFailure) Unwrap() []error { return f.errs }
 
 // awaitCutover keeps a worker whose shard is drained until the worker
 // moving the step records Complete (nil) or a failure.

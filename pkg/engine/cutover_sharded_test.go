@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -36,6 +38,39 @@ func TestDrainedIn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := drainedIn(tc.c, tc.rec); got != tc.want {
 				t.Errorf("drainedIn = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFollowedFailure: a worker following the cut-over ends with the
+// message of the worker that failed it (failCutover's) and the sentinels
+// its exit code comes from: ErrCutoverFailed, and ErrVerificationFailed
+// for a verification that found differences.
+func TestFollowedFailure(t *testing.T) {
+	why := errors.New("setUserWriteBlockMode: no such command")
+	tests := []struct {
+		name       string
+		step       string
+		verify     *checkpoint.CutoverVerify
+		wantVerify bool
+	}{
+		{"write block refused", workerapi.CutoverBlockingWrites, nil, false},
+		{"verification found differences", workerapi.CutoverVerifying, &checkpoint.CutoverVerify{Mode: "hash", Differing: []string{"app.w"}}, true},
+		{"finalize failed after a verification that passed", workerapi.CutoverFinalizing, &checkpoint.CutoverVerify{Mode: "hash", OK: true}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// What failCutover records and returns.
+			leader := fmt.Errorf("%w, step %s: %w", ErrCutoverFailed, tc.step, why)
+			rec := checkpoint.CutoverRecord{Step: workerapi.CutoverFailed, Verify: tc.verify, Message: fmt.Sprintf("%s: %v", tc.step, why)}
+			got := followedFailure(rec)
+			if got.Error() != leader.Error() {
+				t.Errorf("follower's error %q, leader's %q", got, leader)
+			}
+			if !errors.Is(got, ErrCutoverFailed) || errors.Is(got, ErrVerificationFailed) != tc.wantVerify {
+				t.Errorf("%v: ErrCutoverFailed %v, ErrVerificationFailed %v, want true, %v", got,
+					errors.Is(got, ErrCutoverFailed), errors.Is(got, ErrVerificationFailed), tc.wantVerify)
 			}
 		})
 	}

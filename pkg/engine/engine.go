@@ -136,9 +136,13 @@ type Engine struct {
 	sv    *verify.Streamer
 	svCtx context.Context //nolint:containedctx // the running replay's, for passes started over HTTP
 	// co is the cut-over's state (cutover.go); nil when none runs.
-	co       *checkpoint.CutoverRecord
-	started  time.Time
-	finished time.Time
+	co *checkpoint.CutoverRecord
+	// staleFailure is the start of the failed cut-over attempt recorded
+	// when this worker, which follows the cut-over, started (zero when
+	// none was): that failure is an earlier attempt's (followCutover).
+	staleFailure time.Time
+	started      time.Time
+	finished     time.Time
 	// windows are the source oplogs' windows, read by watchWindows.
 	windows []OplogWindow
 	// streamAt is when replay started in this run.

@@ -21,6 +21,7 @@ func (e *Engine) runShardWorker(ctx context.Context) error {
 		return err
 	}
 	e.setPhase(PhasePending)
+	e.noteStaleFailure(ctx)
 	e.log.Info("waiting for the worker that records the start positions and runs the full copy", "shard", e.opts.Shard)
 	if err := e.waitForLeader(ctx); err != nil {
 		return err

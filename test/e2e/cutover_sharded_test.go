@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"slices"
@@ -14,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/mongoferry/mongoferry/internal/cli/run"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/internal/wiresim"
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -185,7 +185,7 @@ func TestShardedCutoverUnderLiveLoad(t *testing.T) {
 			}
 			done1 := make(chan error, 1)
 			go func() { done1 <- e1.Run(run1) }()
-			err = waitDone(t, done1, 4*time.Minute)
+			err = waitRunProgress(t, "the first run", done1, runProgress(e1))
 			e1.Close()
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("first run: %v, want it stopped at %s (steps %v)", err, tc.stopAt, steps1)
@@ -198,13 +198,7 @@ func TestShardedCutoverUnderLiveLoad(t *testing.T) {
 			opts2 := opts
 			opts2.OnCutoverStep = func(step string) { steps = append(steps, step) }
 			e2, done2 := runToEnd(t, task, opts2)
-			var err2 error
-			select {
-			case err2 = <-done2:
-			case <-time.After(4 * time.Minute):
-				b, _ := json.MarshalIndent(e2.Status(), "", "  ")
-				t.Fatalf("the second run did not end within 4m; status:\n%s", b)
-			}
+			err2 := waitRunProgress(t, "the second run", done2, runProgress(e2))
 			st, err := e2.Status(), err2
 			if err != nil {
 				t.Fatalf("second run: %v (cut-over %+v, shards %+v)", err, st.Cutover, st.Shards)
@@ -243,7 +237,7 @@ func TestShardedCutoverUnderLiveLoad(t *testing.T) {
 // TestShardedCutoverUnderLiveLoad, on two shards. First with
 // blockSourceWrites: the worker moving the steps (shard0's) fails with
 // the clear error, and the other worker, following the cut-over, ends
-// with it. Then without: under live load and a chunk move, the other
+// with the same message and exit code (docs/cutover.md). Then without: under live load and a chunk move, the other
 // worker is stopped during Draining and started again; it goes on from
 // its shard's records, both workers end Completed, the cut-over is
 // Complete with verification OK and the target equals the union of the
@@ -263,15 +257,30 @@ func TestShardedCutoverWorkers(t *testing.T) {
 	}
 
 	// blockSourceWrites on FerretDB: refused with the reason, by both.
-	_, ldone := runToEnd(t, task, worker("shard0", nil))
-	_, fdone := runToEnd(t, task, worker("shard1", nil))
-	lerr, ferr := waitDone(t, ldone, 4*time.Minute), waitDone(t, fdone, time.Minute)
+	l0, ldone := runToEnd(t, task, worker("shard0", nil))
+	f0, fdone := runToEnd(t, task, worker("shard1", nil))
+	lerr := waitRunProgress(t, "shard0's worker", ldone, runProgress(l0, f0))
+	failedAt := time.Now()
 	if !errors.Is(lerr, source.ErrWriteBlockUnavailable) || !errors.Is(lerr, engine.ErrCutoverFailed) ||
 		!strings.Contains(lerr.Error(), "blockSourceWrites: false") {
 		t.Fatalf("shard0's worker: %v, want the write block refused", lerr)
 	}
-	if !errors.Is(ferr, engine.ErrCutoverFailed) || !strings.Contains(ferr.Error(), "setUserWriteBlockMode") {
-		t.Fatalf("shard1's worker: %v, want the cut-over's failure", ferr)
+	// The follower reads the recorded failure at its next look (every
+	// second while it streams) and ends once its subtask stopped: what it
+	// reports stays the same until it reads Failed, so a follower that
+	// never does fails the wait, and its writes in flight move after.
+	ferr := waitRunProgress(t, "shard1's worker, after the failure", fdone, func() string {
+		if c := f0.Status().Cutover; c == nil || c.Step != workerapi.CutoverFailed {
+			return "the failure not read yet"
+		}
+		return runProgress(f0)()
+	})
+	t.Logf("shard1's worker ended %s after shard0's", time.Since(failedAt).Round(time.Millisecond))
+	if !errors.Is(ferr, engine.ErrCutoverFailed) || ferr.Error() != lerr.Error() {
+		t.Fatalf("shard1's worker: %v, want the cut-over's failure as shard0's worker reported it: %v", ferr, lerr)
+	}
+	if code, lcode := run.ExitCode(ferr), run.ExitCode(lerr); code != lcode || code != workerapi.ExitCutoverFailed {
+		t.Errorf("exit codes %d (shard1) and %d (shard0), want both %d", code, lcode, workerapi.ExitCutoverFailed)
 	}
 	if rec := cutoverRecord(t, dst.MustClient(t), "cut-workers"); rec == nil || rec.Step != workerapi.CutoverFailed || rec.WritesBlocked {
 		t.Fatalf("recorded %+v, want Failed with writes not blocked", rec)
@@ -292,8 +301,10 @@ func TestShardedCutoverWorkers(t *testing.T) {
 		if step == workerapi.CutoverDraining {
 			killOnce.Do(func() {
 				stopLoad()
-				fstop()
+				// Told before shard1's worker ends, so that its end is
+				// not taken for an early one.
 				close(killed)
+				fstop()
 			})
 		}
 	}))
@@ -307,20 +318,27 @@ func TestShardedCutoverWorkers(t *testing.T) {
 	}
 	f1done := make(chan error, 1)
 	go func() { f1done <- f1.Run(fctx) }()
-	waitFor(t, "both workers to stream", 2*time.Minute, func() bool {
+	both := runProgress(leader, f1)
+	waitProgressFor(t, "both workers to stream", func() bool {
 		return leader.Status().Phase == engine.PhaseStreaming && f1.Status().Phase == engine.PhaseStreaming
-	})
+	}, both)
 	moveChunk(ctx, t, load, 0, 400, 1)
-	select {
-	case <-killed:
-	case err := <-ldone:
-		t.Fatalf("shard0's worker ended before the cut-over reached Draining: %v (cut-over %+v)", err, leader.Status().Cutover)
-	case err := <-f1done:
-		t.Fatalf("shard1's worker ended before the cut-over reached Draining: %v (cut-over %+v)", err, f1.Status().Cutover)
-	case <-time.After(4 * time.Minute):
-		t.Fatalf("no Draining within 4m: cut-over %+v, shard1's worker %+v", leader.Status().Cutover, f1.Status().Cutover)
-	}
-	if err := waitDone(t, f1done, time.Minute); !errors.Is(err, context.Canceled) {
+	waitProgressFor(t, "the cut-over to reach Draining", func() bool {
+		select {
+		case <-killed: // shard1's worker is stopped from then on
+			return true
+		default:
+		}
+		select {
+		case err := <-ldone:
+			t.Fatalf("shard0's worker ended before the cut-over reached Draining: %v (cut-over %+v)", err, leader.Status().Cutover)
+		case err := <-f1done:
+			t.Fatalf("shard1's worker ended before the cut-over reached Draining: %v (cut-over %+v)", err, f1.Status().Cutover)
+		default:
+		}
+		return false
+	}, both)
+	if err := waitRunProgress(t, "shard1's worker, stopped", f1done, runProgress(f1)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("shard1's worker stopped during Draining: %v", err)
 	}
 	f1.Close()
@@ -333,10 +351,12 @@ func TestShardedCutoverWorkers(t *testing.T) {
 	}
 
 	f2, fdone := runToEnd(t, task, worker("shard1", nil))
-	if err := waitDone(t, ldone, 4*time.Minute); err != nil {
+	if err := waitRunProgress(t, "shard0's worker", ldone, runProgress(leader, f2)); err != nil {
 		t.Fatalf("shard0's worker: %v (cut-over %+v)", err, leader.Status().Cutover)
 	}
-	if err := waitDone(t, fdone, time.Minute); err != nil {
+	// Complete is recorded: shard1's worker, drained, reads it at its
+	// next look (every half second) and ends.
+	if err := waitRunProgress(t, "shard1's worker", fdone, runProgress(f2)); err != nil {
 		t.Fatalf("shard1's worker: %v", err)
 	}
 	ls, fs := leader.Status(), f2.Status()
@@ -399,7 +419,7 @@ func TestShardedCutoverBlocksWrites(t *testing.T) {
 		}
 	}
 	e, done := runToEnd(t, task, opts)
-	if err := waitDone(t, done, 4*time.Minute); err != nil {
+	if err := waitRunProgress(t, "the run", done, runProgress(e)); err != nil {
 		t.Fatalf("run: %v (cut-over %+v)", err, e.Status().Cutover)
 	}
 	st := e.Status()
@@ -465,7 +485,7 @@ func TestShardedCutoverWritesAfterDrain(t *testing.T) {
 		}
 	}
 	e1, done1 := runToEnd(t, task, opts1)
-	err := waitDone(t, done1, 4*time.Minute)
+	err := waitRunProgress(t, "the first run", done1, runProgress(e1))
 	if !errors.Is(err, engine.ErrCutoverFailed) || !errors.Is(err, engine.ErrVerificationFailed) {
 		t.Fatalf("first run: %v, want the cut-over failed on its verification (drained %d times)", err, draining)
 	}
@@ -480,7 +500,7 @@ func TestShardedCutoverWritesAfterDrain(t *testing.T) {
 	e1.Close()
 
 	e2, done2 := runToEnd(t, task, opts)
-	if err := waitDone(t, done2, 4*time.Minute); err != nil {
+	if err := waitRunProgress(t, "the second run", done2, runProgress(e2)); err != nil {
 		t.Fatalf("second run: %v (cut-over %+v, shards %+v)", err, e2.Status().Cutover, e2.Status().Shards)
 	}
 	if co := e2.Status().Cutover; co == nil || co.Step != workerapi.CutoverComplete || co.Verify == nil || !co.Verify.OK {

@@ -87,8 +87,8 @@ func writeBlockProxy(t *testing.T, addr string) (*wiresim.WriteBlockProxy, *mong
 // database.
 func cutoverRecord(t *testing.T, dc *mongo.Client, task string) *checkpoint.CutoverRecord {
 	t.Helper()
-	var rec checkpoint.TaskRecord
-	if err := dc.Database("mongoferry").Collection(checkpoint.TasksCollection).FindOne(context.Background(), bson.D{{Key: "_id", Value: task}}).Decode(&rec); err != nil {
+	rec, err := checkpoint.NewStore(dc, "mongoferry", task).Task(context.Background())
+	if err != nil {
 		t.Fatalf("read the task record: %v", err)
 	}
 	return rec.Cutover

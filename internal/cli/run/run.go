@@ -332,17 +332,10 @@ func listen(f Flags, log *slog.Logger) (net.Listener, error) {
 // failure, and the message says which step it was. Only a lost oplog
 // window, which needs a new copy whatever was running, comes first.
 func exitCode(ctx context.Context, err error) int {
-	switch {
-	case errors.Is(err, source.ErrOplogWindowLost):
-		return workerapi.ExitOplogWindowLost
-	case errors.Is(err, engine.ErrCutoverFailed), errors.Is(err, engine.ErrCutoverNotSupported):
-		return workerapi.ExitCutoverFailed
-	case errors.Is(err, engine.ErrVerificationFailed):
-		return workerapi.ExitVerificationFailed
-	case ctx.Err() != nil:
-		return workerapi.ExitInterrupted
+	if code := ExitCode(err); code != workerapi.ExitFailed || ctx.Err() == nil {
+		return code
 	}
-	return workerapi.ExitFailed
+	return workerapi.ExitInterrupted
 }
 
 // serve serves h on --listen, over HTTPS with /status for the
@@ -372,4 +365,22 @@ func serve(f Flags, h http.Handler, log *slog.Logger) (func(), error) {
 	go func() { _ = srv.Serve(ln) }()
 	log.Info("serving /metrics and /status", "addr", ln.Addr().String(), "tls", useTLS)
 	return func() { _ = srv.Close() }, nil
+}
+
+// ExitCode is the exit code a run that ended with err exits with, from the
+// sentinels users act on (workerapi's Exit* codes): ExitDone for nil, a
+// failed cut-over's ExitCutoverFailed whatever step failed (its
+// verification too), ExitFailed for an error that restarting may cure.
+func ExitCode(err error) int {
+	switch {
+	case err == nil:
+		return workerapi.ExitDone
+	case errors.Is(err, source.ErrOplogWindowLost):
+		return workerapi.ExitOplogWindowLost
+	case errors.Is(err, engine.ErrCutoverFailed), errors.Is(err, engine.ErrCutoverNotSupported):
+		return workerapi.ExitCutoverFailed
+	case errors.Is(err, engine.ErrVerificationFailed):
+		return workerapi.ExitVerificationFailed
+	}
+	return workerapi.ExitFailed
 }

@@ -2,10 +2,13 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // CutoverRecord is how far a task's cut-over got, kept in its task record
@@ -36,14 +39,48 @@ type CutoverVerify struct {
 	Differing []string `bson:"differing,omitempty"`
 }
 
-// SetCutover records the cut-over's progress in the task record.
+// CutoversCollection holds each task's cut-over record (one document,
+// _id the task's name), apart from the task record. Only the worker that
+// moves the cut-over's step writes it, while every worker's checkpoint
+// save updates the task record; a server that updates a document by
+// reading it and writing it back whole (FerretDB v1 does) would let such
+// a save, begun before a step was recorded in the same document, write
+// the earlier step back, and the workers that follow the cut-over would
+// never read the step (a Failed among them). Task records written before
+// this collection existed keep their cut-over in the task record's field,
+// which Task reads when the collection has none.
+const CutoversCollection = "cutovers"
+
+// cutoverDoc is a document of CutoversCollection.
+type cutoverDoc struct {
+	Task      string        `bson:"task"`
+	Cutover   CutoverRecord `bson:"cutover"`
+	UpdatedAt time.Time     `bson:"updatedAt"`
+}
+
+// SetCutover records the cut-over's progress (see CutoversCollection).
 func (s *Store) SetCutover(ctx context.Context, c CutoverRecord) error {
-	_, err := s.db.Collection(TasksCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: s.task}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "cutover", Value: c}, {Key: "updatedAt", Value: time.Now().UTC()}}}})
+	_, err := s.db.Collection(CutoversCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: s.task}},
+		bson.D{{Key: "$set", Value: cutoverDoc{Task: s.task, Cutover: c, UpdatedAt: time.Now().UTC()}}},
+		options.UpdateOne().SetUpsert(true))
 	if err != nil {
 		return fmt.Errorf("checkpoint: record cut-over step %s: %w", c.Step, err)
 	}
 	return nil
+}
+
+// cutover reads the task's cut-over record; nil when none is recorded in
+// CutoversCollection.
+func (s *Store) cutover(ctx context.Context) (*CutoverRecord, error) {
+	var d cutoverDoc
+	err := s.db.Collection(CutoversCollection).FindOne(ctx, bson.D{{Key: "_id", Value: s.task}}).Decode(&d)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("checkpoint: read the cut-over of task %s: %w", s.task, err)
+	}
+	return &d.Cutover, nil
 }
 
 // ShardCutover is one shard's part in a sharded source's cut-over, kept

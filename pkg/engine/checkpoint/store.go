@@ -54,7 +54,9 @@ type TaskRecord struct {
 	CopyEndTS bson.Timestamp `bson:"copyEndTS,omitempty"`
 	// CheckpointAt is when AppliedTS was last saved.
 	CheckpointAt time.Time `bson:"checkpointAt,omitempty"`
-	// Cutover is how far a requested cut-over got (nil before one).
+	// Cutover is how far a requested cut-over got (nil before one). Task
+	// fills it from CutoversCollection; the task record's own field is
+	// read only for records written before that collection existed.
 	Cutover *CutoverRecord `bson:"cutover,omitempty"`
 	// Selection is the task's namespaces (include, exclude, rename) when
 	// the record was created; nil in records written before it was kept.
@@ -140,7 +142,7 @@ func (s *Store) Start(ctx context.Context) (TaskRecord, error) {
 	if err != nil {
 		return rec, fmt.Errorf("checkpoint: load task %s: %w", s.task, err)
 	}
-	return rec, nil
+	return s.withCutover(ctx, rec)
 }
 
 // SetSelection records the task's namespaces, unless the record holds
@@ -214,6 +216,19 @@ func (s *Store) Task(ctx context.Context) (TaskRecord, error) {
 	var rec TaskRecord
 	if err := s.db.Collection(TasksCollection).FindOne(ctx, bson.D{{Key: "_id", Value: s.task}}).Decode(&rec); err != nil {
 		return rec, fmt.Errorf("checkpoint: read task %s: %w", s.task, err)
+	}
+	return s.withCutover(ctx, rec)
+}
+
+// withCutover sets rec's cut-over from CutoversCollection, when that has
+// one (see TaskRecord.Cutover).
+func (s *Store) withCutover(ctx context.Context, rec TaskRecord) (TaskRecord, error) {
+	c, err := s.cutover(ctx)
+	if err != nil {
+		return rec, err
+	}
+	if c != nil {
+		rec.Cutover = c
 	}
 	return rec, nil
 }
@@ -316,7 +331,7 @@ var ErrNotFound = errors.New("progress record not found")
 
 // Drop removes everything the task keeps.
 func (s *Store) Drop(ctx context.Context) error {
-	for _, c := range []string{RangesCollection, PlansCollection, ShardsCollection, HeldCollection, LeasesCollection} {
+	for _, c := range []string{RangesCollection, PlansCollection, ShardsCollection, HeldCollection, LeasesCollection, CutoversCollection} {
 		if _, err := s.db.Collection(c).DeleteMany(ctx, bson.D{{Key: "task", Value: s.task}}); err != nil {
 			return fmt.Errorf("checkpoint: drop %s: %w", c, err)
 		}
