@@ -33,5 +33,12 @@
 //     replaced by that directory (a real pod has a mount namespace of its
 //     own); other kinds of volume are left out.
 //
+// In container mode (Options.Runtime "podman", or MONGOFERRY_POD_RUNTIME=podman
+// through FromEnv; container.go, container_args.go) each container runs
+// instead as a real container of one local image (make image) under podman
+// and runc, with the pod spec's security context, volumes at their mount
+// paths, memory limit and grace period, on the host's network with the
+// pod's own address; docs/containers.md lists what it honours.
+//
 // Start runs a Runner for one test and stops every process on t.Cleanup.
 package podrunner

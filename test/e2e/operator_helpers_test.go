@@ -150,7 +150,9 @@ func startOperatorTask(t *testing.T, env *envtestutil.Env, ns string, o operator
 		edit = append(edit, o.Reconciler)
 	}
 	startOperator(t, env, edit...)
-	ro := podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}, LogDir: o.LogDir}
+	// MONGOFERRY_POD_RUNTIME=podman runs the workers as containers of the
+	// image (make test-containers).
+	ro := podrunner.FromEnv(podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}, LogDir: o.LogDir})
 	if o.FirstIP != "" {
 		ro.FirstIP = netip.MustParseAddr(o.FirstIP)
 	}
