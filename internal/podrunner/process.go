@@ -191,6 +191,9 @@ func (p *podProc) runOnce(ctx context.Context, pod *corev1.Pod, c *corev1.Contai
 	p.mu.Lock()
 	run := cp.runs
 	p.mu.Unlock()
+	if run == 0 {
+		r.keepLogsOfEarlierPod(p.name, c.Name, p.uid)
+	}
 	logf, err := os.Create(filepath.Join(r.opts.LogDir, fmt.Sprintf("%s_%s_%d.log", p.name, c.Name, run)))
 	if err != nil {
 		return nil, err
@@ -222,9 +225,19 @@ func (p *podProc) runOnce(ctx context.Context, pod *corev1.Pod, c *corev1.Contai
 		p.mu.Lock()
 		grace := p.graceNow
 		p.mu.Unlock()
+		asked := time.Now()
 		l.stop(grace)
+		code, reason := l.result()
+		r.opts.Logf("podrunner: pod %s container %s stopped with exit code %d%s %.1fs after SIGTERM (grace period %s)",
+			p.name, c.Name, code, parenthesised(reason), time.Since(asked).Seconds(), grace)
+		return p.terminated(cp, c, run, startedAt, tail, code, reason), nil
 	}
 	code, reason := l.result()
+	return p.terminated(cp, c, run, startedAt, tail, code, reason), nil
+}
+
+// terminated records a container run's exit as the kubelet reports it.
+func (p *podProc) terminated(cp *containerProc, c *corev1.Container, run int, startedAt metav1.Time, tail *tailBuffer, code int, reason string) *corev1.ContainerStateTerminated {
 	exit := &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: "Completed",
 		StartedAt: startedAt, FinishedAt: metav1.NewTime(time.Now().Truncate(time.Second)),
 		ContainerID: containerID(p.name, c.Name, run)}
@@ -238,7 +251,7 @@ func (p *podProc) runOnce(ctx context.Context, pod *corev1.Pod, c *corev1.Contai
 		}
 	}
 	p.setState(cp, corev1.ContainerState{Terminated: exit})
-	return exit, nil
+	return exit
 }
 
 func containerID(pod, container string, run int) string {
@@ -497,4 +510,26 @@ func (r *Runner) launchProcess(s launchSpec) (*launched, error) {
 		return code, ""
 	}
 	return l, nil
+}
+
+func parenthesised(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+// keepLogsOfEarlierPod renames the log files of an earlier pod of the same
+// name (a StatefulSet's replaced pod) to <pod>_<container>_<n>.before-<uid>.log,
+// so that the new pod's runs do not overwrite them: LogFiles still lists
+// them, pods/log serves the new pod's.
+func (r *Runner) keepLogsOfEarlierPod(pod, container string, uid types.UID) {
+	prefix := pod + "_" + container + "_"
+	files, _ := filepath.Glob(filepath.Join(r.opts.LogDir, prefix+"*.log"))
+	for _, f := range files {
+		n := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), prefix), ".log")
+		if _, err := strconv.Atoi(n); err == nil {
+			_ = os.Rename(f, strings.TrimSuffix(f, ".log")+".before-"+string(uid)[:8]+".log")
+		}
+	}
 }

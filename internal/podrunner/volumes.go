@@ -66,7 +66,7 @@ func (r *Runner) writeVolume(ctx context.Context, ns string, v corev1.VolumeSour
 	case v.EmptyDir != nil:
 		// World-writable, as the kubelet creates it, so that a non-root
 		// container can write to it.
-		return true, os.Chmod(dir, 0o777)
+		return true, os.Chmod(dir, 0o777) //nolint:gosec // G302: the kubelet creates emptyDir volumes 0777
 	case v.Secret != nil:
 		return true, r.writeKeys(ctx, ns, "Secret", v.Secret.SecretName, v.Secret.Items, v.Secret.DefaultMode, v.Secret.Optional, dir)
 	case v.ConfigMap != nil:
