@@ -89,3 +89,20 @@ func TestContainerResourceArgs(t *testing.T) {
 		t.Errorf("flags %q, want %q", got, want)
 	}
 }
+
+// TestWildcardListenAddress: pods share the host's network, so a listen
+// address on every interface becomes the pod's own.
+func TestWildcardListenAddress(t *testing.T) {
+	for in, want := range map[string]string{
+		":8081":                                "127.1.2.3:8081",
+		"--health-probe-bind-address=:8081":    "--health-probe-bind-address=127.1.2.3:8081",
+		"--listen":                             "--listen",
+		"127.0.0.1:9090":                       "127.0.0.1:9090",
+		"--metrics-bind-address=localhost:80":  "--metrics-bind-address=localhost:80",
+		"mongodb://h:27017/?directConnection=": "mongodb://h:27017/?directConnection=",
+	} {
+		if got := portOnly.ReplaceAllString(in, "${1}127.1.2.3:${2}"); got != want {
+			t.Errorf("%q became %q, want %q", in, got, want)
+		}
+	}
+}

@@ -14,8 +14,9 @@
 //     secretKeyRef, configMapKeyRef, fieldRef, envFrom and $(VAR) resolved
 //     through the API server; each pod gets its own loopback address
 //     (127.x.y.1, 127.x.y.2, ... in a random 127.x.y.0/24) as its pod IP, and because all pods
-//     share this machine's network, every "0.0.0.0" in the args is replaced
-//     by that address (a real pod has a network namespace of its own);
+//     share this machine's network, every "0.0.0.0" in the args, and
+//     every port alone (":8081", "--flag=:8081"), is given that address
+//     (a real pod has a network namespace of its own);
 //     crashed containers restart by the pod's restartPolicy with a short
 //     back-off (counted in restartCount, the exit kept in lastState, the
 //     log tail as termination message); an HTTP readiness probe sets the

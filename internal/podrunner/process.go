@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -177,8 +178,10 @@ func (p *podProc) runOnce(ctx context.Context, pod *corev1.Pod, c *corev1.Contai
 	var args []string
 	for _, a := range append(append([]string{}, c.Command...), c.Args...) {
 		// All pods share this machine's network: a wildcard listen
-		// address becomes the pod's own.
-		args = append(args, strings.ReplaceAll(expand(a, vars), "0.0.0.0", p.ip.String()))
+		// address (0.0.0.0, or a port alone: ":8081", "--x=:8081")
+		// becomes the pod's own.
+		a = strings.ReplaceAll(expand(a, vars), "0.0.0.0", p.ip.String())
+		args = append(args, portOnly.ReplaceAllString(a, "${1}"+p.ip.String()+":${2}"))
 	}
 	dir := filepath.Join(r.opts.LogDir, "pods", p.name+"-"+string(p.uid)[:8])
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
@@ -533,3 +536,6 @@ func (r *Runner) keepLogsOfEarlierPod(pod, container string, uid types.UID) {
 		}
 	}
 }
+
+// portOnly matches an argument, or a flag's value, that is a port alone.
+var portOnly = regexp.MustCompile(`^(|.*=):(\d+)$`)
