@@ -175,9 +175,10 @@ container-tools: ## Install podman, runc, ca-certificates and tzdata from Debian
 
 # The end-to-end tests make test-containers runs in container mode: the
 # operator's (a replica set, a sharded source with chunks moving and a
-# worker killed, TLS Secrets, the cut-over) and the container-only ones
-# (memory limit, SIGTERM during replay, endpoints, logs).
-CONTAINER_E2E ?= ^(TestOperator|TestOperatorShardedSource|TestOperatorTLSSecrets|TestOperatorWorkerTLS|TestOperatorCutover|TestContainer.*)$$
+# worker killed, TLS Secrets, the cut-over, no password anywhere it could
+# leak) and the container-only ones (memory limit, SIGTERM during replay,
+# endpoints, logs, the manager from the chart's Deployment).
+CONTAINER_E2E ?= ^(TestOperator|TestOperatorShardedSource|TestOperatorTLSSecrets|TestOperatorWorkerTLS|TestOperatorCutover|TestSecretsNeverLeakOperator|TestContainer.*)$$
 .PHONY: test-containers
 test-containers: ferretdb envtest-assets container-tools image ## Run the image's tests and the operator's end-to-end tests with workers as real containers of IMG under the pod spec's security context (podman; not part of make test; docs/containers.md).
 	MONGOFERRY_POD_RUNTIME=podman MONGOFERRY_POD_IMAGE=$(IMG) $(GO) test -count=1 -timeout 40m -v ./test/containers | grep --line-buffered -v '^{"level"'
