@@ -172,6 +172,35 @@ run: manifests ## Run the manager here against the cluster of the current kubeco
 docker-build: ## Build the image IMG with both binaries (needs a Docker engine; CI does not run it).
 	$(CONTAINER_TOOL) build --build-arg VERSION=$(VERSION) --build-arg IMAGE=$(IMG) -t $(IMG) .
 
+# Without Docker or a registry: podman and runc from Debian packages, the
+# base assembled here in place of distroless (hack/build-image.sh).
+.PHONY: image
+image: container-tools ## Build the image IMG here with podman, no registry needed: static binaries, a distroless-like base from Debian's CA bundle and time zones, the Dockerfile's final stage (docs/containers.md).
+	hack/build-image.sh $(IMG) $(VERSION)
+
+.PHONY: container-tools
+container-tools: ## Install podman, runc, ca-certificates and tzdata from Debian packages when missing (make image and make test-containers need them).
+	@missing=""; \
+	command -v podman >/dev/null || missing="$$missing podman"; \
+	{ command -v runc >/dev/null || test -x /usr/sbin/runc; } || missing="$$missing runc"; \
+	test -e /etc/ssl/certs/ca-certificates.crt || missing="$$missing ca-certificates"; \
+	test -e /usr/share/zoneinfo/UTC || missing="$$missing tzdata"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing$$missing from Debian packages (apt-get install)"; \
+	  apt-get install -y $$missing || { apt-get update && apt-get install -y $$missing; }; \
+	fi
+
+# The end-to-end tests make test-containers runs in container mode: the
+# operator's (a replica set, a sharded source with chunks moving and a
+# worker killed, TLS Secrets, the cut-over, no password anywhere it could
+# leak) and the container-only ones (memory limit, SIGTERM during replay,
+# endpoints, logs, the manager from the chart's Deployment).
+CONTAINER_E2E ?= ^(TestOperator|TestOperatorShardedSource|TestOperatorTLSSecrets|TestOperatorWorkerTLS|TestOperatorCutover|TestSecretsNeverLeakOperator|TestContainer.*)$$
+.PHONY: test-containers
+test-containers: ferretdb envtest-assets container-tools image ## Run the image's tests and the operator's end-to-end tests with workers as real containers of IMG under the pod spec's security context (podman; not part of make test; docs/containers.md).
+	MONGOFERRY_POD_RUNTIME=podman MONGOFERRY_POD_IMAGE=$(IMG) $(GO) test -count=1 -timeout 40m -v ./test/containers | grep --line-buffered -v '^{"level"'
+	MONGOFERRY_POD_RUNTIME=podman MONGOFERRY_POD_IMAGE=$(IMG) $(GO) test -count=1 -timeout 60m -run '$(CONTAINER_E2E)' -v ./test/e2e | grep --line-buffered -v '^{"level"'
+
 .PHONY: docker-push
 docker-push: ## Push the image IMG.
 	$(CONTAINER_TOOL) push $(IMG)

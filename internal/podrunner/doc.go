@@ -14,8 +14,9 @@
 //     secretKeyRef, configMapKeyRef, fieldRef, envFrom and $(VAR) resolved
 //     through the API server; each pod gets its own loopback address
 //     (127.x.y.1, 127.x.y.2, ... in a random 127.x.y.0/24) as its pod IP, and because all pods
-//     share this machine's network, every "0.0.0.0" in the args is replaced
-//     by that address (a real pod has a network namespace of its own);
+//     share this machine's network, every "0.0.0.0" in the args, and
+//     every port alone (":8081", "--flag=:8081"), is given that address
+//     (a real pod has a network namespace of its own);
 //     crashed containers restart by the pod's restartPolicy with a short
 //     back-off (counted in restartCount, the exit kept in lastState, the
 //     log tail as termination message); an HTTP readiness probe sets the
@@ -32,6 +33,13 @@
 //     machine's filesystem, every mount path in the env and args is
 //     replaced by that directory (a real pod has a mount namespace of its
 //     own); other kinds of volume are left out.
+//
+// In container mode (Options.Runtime "podman", or MONGOFERRY_POD_RUNTIME=podman
+// through FromEnv; container.go, container_args.go) each container runs
+// instead as a real container of one local image (make image) under podman
+// and runc, with the pod spec's security context, volumes at their mount
+// paths, memory limit and grace period, on the host's network with the
+// pod's own address; docs/containers.md lists what it honours.
 //
 // Start runs a Runner for one test and stops every process on t.Cleanup.
 package podrunner

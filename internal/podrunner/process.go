@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -174,21 +175,13 @@ func (p *podProc) runOnce(ctx context.Context, pod *corev1.Pod, c *corev1.Contai
 	if err != nil {
 		return nil, &startError{"CreateContainerConfigError", err}
 	}
-	if len(c.Command) == 0 {
-		return nil, &startError{"RunContainerError", errors.New("the container has no command: the runner cannot use an image's entrypoint")}
-	}
-	bin := r.opts.Binaries[c.Command[0]]
-	if bin == "" {
-		bin = r.opts.Binaries[filepath.Base(c.Command[0])]
-	}
-	if bin == "" {
-		return nil, &startError{"RunContainerError", fmt.Errorf("no local binary for command %q: add it to podrunner.Options.Binaries", c.Command[0])}
-	}
 	var args []string
-	for _, a := range append(append([]string{}, c.Command[1:]...), c.Args...) {
+	for _, a := range append(append([]string{}, c.Command...), c.Args...) {
 		// All pods share this machine's network: a wildcard listen
-		// address becomes the pod's own.
-		args = append(args, strings.ReplaceAll(expand(a, vars), "0.0.0.0", p.ip.String()))
+		// address (0.0.0.0, or a port alone: ":8081", "--x=:8081")
+		// becomes the pod's own.
+		a = strings.ReplaceAll(expand(a, vars), "0.0.0.0", p.ip.String())
+		args = append(args, portOnly.ReplaceAllString(a, "${1}"+p.ip.String()+":${2}"))
 	}
 	dir := filepath.Join(r.opts.LogDir, "pods", p.name+"-"+string(p.uid)[:8])
 	if err := os.MkdirAll(filepath.Join(dir, "tmp"), 0o700); err != nil {
@@ -198,67 +191,70 @@ func (p *podProc) runOnce(ctx context.Context, pod *corev1.Pod, c *corev1.Contai
 	if err != nil {
 		return nil, &startError{"CreateContainerConfigError", err}
 	}
-	for i := range env {
-		env[i] = remap(env[i], mounts)
-	}
-	for i := range args {
-		args[i] = remap(args[i], mounts)
-	}
 	p.mu.Lock()
 	run := cp.runs
-	cp.runs++
-	cp.binary = bin
 	p.mu.Unlock()
+	if run == 0 {
+		r.keepLogsOfEarlierPod(p.name, c.Name, p.uid)
+	}
 	logf, err := os.Create(filepath.Join(r.opts.LogDir, fmt.Sprintf("%s_%s_%d.log", p.name, c.Name, run)))
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = logf.Close() }()
 	tail := &tailBuffer{max: 4 * terminationBytes}
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(env, "HOME="+dir, "TMPDIR="+filepath.Join(dir, "tmp"))
-	cmd.Dir = dir
-	cmd.Stdout = io.MultiWriter(logf, tail)
-	cmd.Stderr = cmd.Stdout
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return nil, &startError{"RunContainerError", err}
+	spec := launchSpec{pod: pod, c: c, args: args, env: env, dir: dir, mounts: mounts,
+		out: io.MultiWriter(logf, tail), name: containerName(p.name, c.Name, run, p.uid)}
+	var l *launched
+	if r.opts.Runtime == RuntimePodman {
+		l, err = r.launchContainer(ctx, spec)
+	} else {
+		l, err = r.launchProcess(spec)
 	}
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	cp.runs++
+	cp.binary = l.imageID
+	p.mu.Unlock()
 	startedAt := metav1.NewTime(time.Now().Truncate(time.Second))
 	p.setState(cp, corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: startedAt}})
-	r.opts.Logf("podrunner: pod %s container %s started (pid %d): %s %s", p.name, c.Name, cmd.Process.Pid, filepath.Base(bin), strings.Join(args, " "))
+	r.opts.Logf("podrunner: pod %s container %s started (%s): %s", p.name, c.Name, l.what, strings.Join(l.args, " "))
 
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
 	select {
-	case <-exited:
+	case <-l.exited:
 	case <-ctx.Done():
 		p.mu.Lock()
 		grace := p.graceNow
 		p.mu.Unlock()
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(grace):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
+		asked := time.Now()
+		l.stop(grace)
+		code, reason := l.result()
+		r.opts.Logf("podrunner: pod %s container %s stopped with exit code %d%s %.1fs after SIGTERM (grace period %s)",
+			p.name, c.Name, code, parenthesised(reason), time.Since(asked).Seconds(), grace)
+		return p.terminated(cp, c, run, startedAt, tail, code, reason), nil
 	}
-	code := cmd.ProcessState.ExitCode()
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		code = 128 + int(ws.Signal())
-	}
+	code, reason := l.result()
+	return p.terminated(cp, c, run, startedAt, tail, code, reason), nil
+}
+
+// terminated records a container run's exit as the kubelet reports it.
+func (p *podProc) terminated(cp *containerProc, c *corev1.Container, run int, startedAt metav1.Time, tail *tailBuffer, code int, reason string) *corev1.ContainerStateTerminated {
 	exit := &corev1.ContainerStateTerminated{ExitCode: int32(code), Reason: "Completed",
 		StartedAt: startedAt, FinishedAt: metav1.NewTime(time.Now().Truncate(time.Second)),
 		ContainerID: containerID(p.name, c.Name, run)}
 	if code != 0 {
 		exit.Reason = "Error"
+		if reason != "" {
+			exit.Reason = reason
+		}
 		if c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
 			exit.Message = tail.last(terminationLines, terminationBytes)
 		}
 	}
 	p.setState(cp, corev1.ContainerState{Terminated: exit})
-	return exit, nil
+	return exit
 }
 
 func containerID(pod, container string, run int) string {
@@ -436,3 +432,110 @@ func (b *tailBuffer) last(lines, bytes int) string {
 	}
 	return s
 }
+
+// launchSpec is what runOnce hands a launcher: the container, its command
+// line (command and args, expanded, wildcard addresses replaced) and
+// environment, the pod's directory and volumes, where its output goes and
+// a name unique to this run.
+type launchSpec struct {
+	pod    *corev1.Pod
+	c      *corev1.Container
+	args   []string
+	env    []string
+	dir    string
+	mounts []mount
+	out    io.Writer
+	name   string
+}
+
+// launched is a started container. exited closes when it ends; stop ends
+// it as a kubelet does (SIGTERM, SIGKILL after grace) and waits; result
+// then gives its exit code and a reason other than Error ("OOMKilled"),
+// or "".
+type launched struct {
+	// what names the process or container in the runner's log; imageID
+	// is the status' imageID (after "podrunner://").
+	what, imageID string
+	args          []string
+	exited        chan struct{}
+	stop          func(grace time.Duration)
+	result        func() (code int, reason string)
+}
+
+// launchProcess starts a container as a local process: its command mapped
+// by Options.Binaries, mount paths replaced by the directories the volumes
+// were written to, HOME and TMPDIR in the pod's directory.
+func (r *Runner) launchProcess(s launchSpec) (*launched, error) {
+	c := s.c
+	if len(c.Command) == 0 {
+		return nil, &startError{"RunContainerError", errors.New("the container has no command: the runner cannot use an image's entrypoint")}
+	}
+	bin := r.opts.Binaries[c.Command[0]]
+	if bin == "" {
+		bin = r.opts.Binaries[filepath.Base(c.Command[0])]
+	}
+	if bin == "" {
+		return nil, &startError{"RunContainerError", fmt.Errorf("no local binary for command %q: add it to podrunner.Options.Binaries", c.Command[0])}
+	}
+	env := append([]string{"PATH=" + os.Getenv("PATH")}, s.env...)
+	for i := range env {
+		env[i] = remap(env[i], s.mounts)
+	}
+	args := make([]string, 0, len(s.args)-1)
+	for _, a := range s.args[1:] {
+		args = append(args, remap(a, s.mounts))
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(env, "HOME="+s.dir, "TMPDIR="+filepath.Join(s.dir, "tmp"))
+	cmd.Dir = s.dir
+	cmd.Stdout = s.out
+	cmd.Stderr = s.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, &startError{"RunContainerError", err}
+	}
+	l := &launched{what: fmt.Sprintf("pid %d", cmd.Process.Pid), imageID: bin, args: append([]string{filepath.Base(bin)}, args...), exited: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(l.exited) }()
+	l.stop = func(grace time.Duration) {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
+		select {
+		case <-l.exited:
+		case <-time.After(grace):
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			<-l.exited
+		}
+	}
+	l.result = func() (int, string) {
+		code := cmd.ProcessState.ExitCode()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+		return code, ""
+	}
+	return l, nil
+}
+
+func parenthesised(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
+}
+
+// keepLogsOfEarlierPod renames the log files of an earlier pod of the same
+// name (a StatefulSet's replaced pod) to <pod>_<container>_<n>.before-<uid>.log,
+// so that the new pod's runs do not overwrite them: LogFiles still lists
+// them, pods/log serves the new pod's.
+func (r *Runner) keepLogsOfEarlierPod(pod, container string, uid types.UID) {
+	prefix := pod + "_" + container + "_"
+	files, _ := filepath.Glob(filepath.Join(r.opts.LogDir, prefix+"*.log"))
+	for _, f := range files {
+		n := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), prefix), ".log")
+		if _, err := strconv.Atoi(n); err == nil {
+			_ = os.Rename(f, strings.TrimSuffix(f, ".log")+".before-"+string(uid)[:8]+".log")
+		}
+	}
+}
+
+// portOnly matches an argument, or a flag's value, that is a port alone.
+var portOnly = regexp.MustCompile(`^(|.*=):(\d+)$`)

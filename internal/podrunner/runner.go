@@ -52,6 +52,16 @@ type Options struct {
 	// MaxGracePeriod caps the time between SIGTERM and SIGKILL of a
 	// deleted pod; 10s when zero.
 	MaxGracePeriod time.Duration
+	// Runtime is how containers run: "" as local processes (Binaries),
+	// RuntimePodman as containers of Image (container.go). FromEnv sets it
+	// from MONGOFERRY_POD_RUNTIME.
+	Runtime string
+	// Image is the local image every container runs in container mode,
+	// whatever image the pod names (MONGOFERRY_POD_IMAGE).
+	Image string
+	// OCIRuntime is podman's --runtime in container mode; runc from the
+	// PATH or /usr/sbin/runc when empty.
+	OCIRuntime string
 	// MaxBackoff caps the delay before a crashed container restarts (1s,
 	// doubling); 5s when zero.
 	MaxBackoff time.Duration
@@ -63,6 +73,10 @@ type Runner struct {
 	c      client.Client
 	cancel context.CancelFunc
 	done   chan struct{}
+
+	// id labels this runner's containers; imageUser is Image's user
+	// (container mode).
+	id, imageUser string
 
 	mu     sync.Mutex
 	pods   map[types.UID]*podProc
@@ -127,7 +141,11 @@ func New(opts Options) (*Runner, error) {
 	if opts.MaxBackoff == 0 {
 		opts.MaxBackoff = 5 * time.Second
 	}
-	return &Runner{opts: opts, c: opts.Client, pods: map[types.UID]*podProc{}, nextIP: opts.FirstIP}, nil
+	r := &Runner{opts: opts, c: opts.Client, pods: map[types.UID]*podProc{}, nextIP: opts.FirstIP}
+	if err := r.checkContainerMode(); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // Run starts the runner's loop in the background.
@@ -172,6 +190,7 @@ func (r *Runner) Stop() {
 		wg.Go(func() { p.terminate(2 * time.Second) })
 	}
 	wg.Wait()
+	r.stopContainers()
 }
 
 // PodIP returns the address given to a running pod, or "".
@@ -354,7 +373,7 @@ func (r *Runner) resolveEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 			set(e.Name, v)
 		}
 	}
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOSTNAME=" + pod.Name}
+	env := []string{"HOSTNAME=" + pod.Name}
 	for _, k := range order {
 		env = append(env, k+"="+vars[k])
 	}

@@ -18,6 +18,9 @@ import (
 type mount struct {
 	// path is the container's mountPath; dir is where its files are.
 	path, dir string
+	// readOnly: the mount's readOnly, and always for Secret, ConfigMap
+	// and projected volumes (the kubelet mounts them read-only).
+	readOnly bool
 }
 
 // mountVolumes writes the volumes a container mounts into podDir/volumes
@@ -48,7 +51,8 @@ func (r *Runner) mountVolumes(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 			return nil, fmt.Errorf("volume %s: %w", v.Name, err)
 		}
 		if ok {
-			out = append(out, mount{path: path.Clean(m.MountPath), dir: dir})
+			ro := m.ReadOnly || v.Secret != nil || v.ConfigMap != nil || v.Projected != nil
+			out = append(out, mount{path: path.Clean(m.MountPath), dir: dir, readOnly: ro})
 		}
 	}
 	slices.SortFunc(out, func(a, b mount) int { return len(b.path) - len(a.path) })
@@ -60,7 +64,9 @@ func (r *Runner) mountVolumes(ctx context.Context, pod *corev1.Pod, c *corev1.Co
 func (r *Runner) writeVolume(ctx context.Context, ns string, v corev1.VolumeSource, dir string) (ok bool, err error) {
 	switch {
 	case v.EmptyDir != nil:
-		return true, nil
+		// World-writable, as the kubelet creates it, so that a non-root
+		// container can write to it.
+		return true, os.Chmod(dir, 0o777) //nolint:gosec // G302: the kubelet creates emptyDir volumes 0777
 	case v.Secret != nil:
 		return true, r.writeKeys(ctx, ns, "Secret", v.Secret.SecretName, v.Secret.Items, v.Secret.DefaultMode, v.Secret.Optional, dir)
 	case v.ConfigMap != nil:

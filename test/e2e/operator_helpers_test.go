@@ -126,6 +126,9 @@ type operatorTaskOptions struct {
 	Reconciler func(*controllers.SyncTaskReconciler)
 	// RecordPhases notes the task's phases from before it is created.
 	RecordPhases bool
+	// RunnerLogf receives the pod runner's lines (pod starts, exits,
+	// stops); the test log when nil.
+	RunnerLogf func(format string, args ...any)
 }
 
 // operatorTask is a SyncTask run by an in-process operator whose worker
@@ -150,7 +153,9 @@ func startOperatorTask(t *testing.T, env *envtestutil.Env, ns string, o operator
 		edit = append(edit, o.Reconciler)
 	}
 	startOperator(t, env, edit...)
-	ro := podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}, LogDir: o.LogDir}
+	// MONGOFERRY_POD_RUNTIME=podman runs the workers as containers of the
+	// image (make test-containers).
+	ro := podrunner.FromEnv(podrunner.Options{Client: env.Client, Namespace: ns, Binaries: map[string]string{"ferry": ferry}, LogDir: o.LogDir, Logf: o.RunnerLogf})
 	if o.FirstIP != "" {
 		ro.FirstIP = netip.MustParseAddr(o.FirstIP)
 	}
