@@ -1,10 +1,11 @@
-// Package testserver starts throwaway FerretDB servers for tests, the demo
-// and benchmarks: each on a free loopback port, with its own temporary
-// SQLite storage and an oplog collection (local.oplog.rs) already created.
+// Package ferretdb starts throwaway FerretDB servers for the demo,
+// benchmarks and tests (internal/testserver wraps it for tests): each on a
+// free loopback port, with its own temporary SQLite storage and an oplog
+// collection (local.oplog.rs) already created.
 //
 // The server binary is built by `make ferretdb` into bin/ferretdb; set
 // MONGOFERRY_FERRETDB to use another one.
-package testserver
+package ferretdb
 
 import (
 	"bytes"
@@ -20,10 +21,9 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
-	"github.com/mongoferry/mongoferry/internal/testutil"
+	"github.com/mongoferry/mongoferry/internal/freeport"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -103,22 +103,6 @@ func Binary() (string, error) {
 	}
 }
 
-// Start starts a server for a test and stops it when the test ends.
-func Start(t testing.TB, opts ...Options) *Server {
-	t.Helper()
-	testutil.SkipInShort(t, "a FerretDB server")
-	var o Options
-	if len(opts) > 0 {
-		o = opts[0]
-	}
-	s, err := StartProcess(context.Background(), o)
-	if err != nil {
-		t.Fatalf("start FerretDB: %v", err)
-	}
-	t.Cleanup(s.Stop)
-	return s
-}
-
 // StartProcess starts a server; the caller must call Stop.
 func StartProcess(ctx context.Context, o Options) (*Server, error) {
 	bin, err := Binary()
@@ -145,7 +129,7 @@ func StartProcess(ctx context.Context, o Options) (*Server, error) {
 	// A port found free can be taken by another process before the server
 	// binds it; a fresh pair of ports is tried then.
 	for attempt := 1; ; attempt++ {
-		port, err := testutil.FreePort(o.Host)
+		port, err := freeport.Port(o.Host)
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +157,7 @@ func StartProcess(ctx context.Context, o Options) (*Server, error) {
 // launch starts the process on s.Addr and s.dir and waits until it answers.
 func (s *Server) launch(ctx context.Context) error {
 	o := s.opts
-	debugPort, err := testutil.FreePort(o.Host)
+	debugPort, err := freeport.Port(o.Host)
 	if err != nil {
 		return err
 	}
@@ -299,7 +283,7 @@ func (s *Server) Client(ctx context.Context) (*mongo.Client, error) {
 
 // MustClient connects a client for a test and disconnects it when the test
 // ends.
-func (s *Server) MustClient(t testing.TB) *mongo.Client {
+func (s *Server) MustClient(t TB) *mongo.Client {
 	t.Helper()
 	c, err := s.Client(context.Background())
 	if err != nil {
@@ -307,6 +291,14 @@ func (s *Server) MustClient(t testing.TB) *mongo.Client {
 	}
 	t.Cleanup(func() { _ = c.Disconnect(context.Background()) })
 	return c
+}
+
+// TB is the part of testing.TB that MustClient uses: this package imports
+// no testing, so that the binaries that start servers (the demo) link none.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Cleanup(f func())
 }
 
 // Stop kills the server and removes its temporary storage.
