@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mongoferry/mongoferry/internal/freeport"
 )
 
 // SkipInShort skips a test under `go test -short`, the unit tier (`make
@@ -34,30 +36,10 @@ func FreeAddr(t testing.TB) string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
-var handedOut = struct {
-	sync.Mutex
-	ports map[int]bool
-}{ports: map[int]bool{}}
-
 // FreePort returns a port on host that was free a moment ago and that no
-// earlier call in this process returned: the kernel hands a port just
-// released out again, and two servers a test starts must not share one.
-func FreePort(host string) (int, error) {
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	for {
-		l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		if !handedOut.ports[port] {
-			handedOut.ports[port] = true
-			return port, nil
-		}
-	}
-}
+// earlier call in this process returned (freeport.Port, shared with the
+// FerretDB servers the tests start).
+func FreePort(host string) (int, error) { return freeport.Port(host) }
 
 // SyncBuffer is a bytes.Buffer safe to read while a process writes it.
 type SyncBuffer struct {

@@ -14,18 +14,18 @@ import (
 
 	"github.com/mongoferry/mongoferry/internal/cli/progress"
 	"github.com/mongoferry/mongoferry/internal/cli/servers"
-	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/internal/ferretdb"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 )
 
 // runShardedDemo is `ferry demo --sharded`: a 3-shard cluster stand-in
-// (see testserver.Cluster), a live load with chunk migrations, a
+// (see ferretdb.Cluster), a live load with chunk migrations, a
 // fullAndIncremental task with one subtask per shard, verification.
 func runShardedDemo(ctx context.Context, out io.Writer, log *slog.Logger, f demoFlags) error {
 	const shards = 3
 	records := f.records
 	fmt.Fprintf(out, "Starting a sharded cluster stand-in: %d FerretDB shards, one FerretDB server as mongos, and a target...\n", shards)
-	c, err := testserver.StartClusterProcess(ctx, shards)
+	c, err := ferretdb.StartClusterProcess(ctx, shards)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func runShardedDemo(ctx context.Context, out io.Writer, log *slog.Logger, f demo
 	defer eng.Close()
 
 	rate := f.liveRate
-	load := testserver.NewClusterLoad(c, ns, keys, sessions, rate)
+	load := ferretdb.NewClusterLoad(c, ns, keys, sessions, rate)
 	stopLoad := startLoad(ctx, rate, func(ctx context.Context) error {
 		return load.Run(ctx, rand.New(rand.NewPCG(2, 2)))
 	})
@@ -124,7 +124,7 @@ func runShardedDemo(ctx context.Context, out io.Writer, log *slog.Logger, f demo
 	return runErr
 }
 
-func printShardedSummary(out io.Writer, st engine.Status, load *testserver.ClusterLoad, migrations []string, runErr error) {
+func printShardedSummary(out io.Writer, st engine.Status, load *ferretdb.ClusterLoad, migrations []string, runErr error) {
 	fmt.Fprintln(out, "Summary")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  full copy (through mongos)\t%d documents in %.1fs\n", st.Copy.Documents, st.Copy.ElapsedSeconds)
@@ -151,7 +151,7 @@ func printShardedSummary(out io.Writer, st engine.Status, load *testserver.Clust
 }
 
 // loadSharded inserts n documents with keys 0..n-1 through the router.
-func loadSharded(ctx context.Context, c *testserver.Cluster, ns string, n int64, gen func(int64) bson.D) ([]int64, error) {
+func loadSharded(ctx context.Context, c *ferretdb.Cluster, ns string, n int64, gen func(int64) bson.D) ([]int64, error) {
 	keys := make([]int64, 0, n)
 	for start := int64(0); start < n; start += 1000 {
 		batch := make([]bson.D, 0, 1000)

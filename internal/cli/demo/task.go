@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/mongoferry/mongoferry/internal/cli/progress"
-	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/internal/ferretdb"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 )
 
 // openTask opens the demo's task: fullAndIncremental from source to dst,
 // verified with hashes.
-func openTask(ctx context.Context, name string, source config.Endpoint, dst *testserver.Server, log *slog.Logger) (*engine.Engine, error) {
+func openTask(ctx context.Context, name string, source config.Endpoint, dst *ferretdb.Server, log *slog.Logger) (*engine.Engine, error) {
 	task := &config.Task{Name: name, Spec: config.Spec{
 		Mode:   config.ModeFullAndIncremental,
 		Source: source,

@@ -11,18 +11,18 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/internal/ferretdb"
 )
 
 // Pair is a source and a target server.
 type Pair struct {
-	Source, Target *testserver.Server
+	Source, Target *ferretdb.Server
 }
 
 // StartPair starts a source server whose oplog holds sourceOplogBytes (no
 // oplog when negative) and a target server without one.
 func StartPair(ctx context.Context, sourceOplogBytes int64) (*Pair, error) {
-	src, err := testserver.StartProcess(ctx, testserver.Options{OplogBytes: sourceOplogBytes})
+	src, err := ferretdb.StartProcess(ctx, ferretdb.Options{OplogBytes: sourceOplogBytes})
 	if err != nil {
 		return nil, fmt.Errorf("start the source server: %w", err)
 	}
@@ -35,8 +35,8 @@ func StartPair(ctx context.Context, sourceOplogBytes int64) (*Pair, error) {
 }
 
 // StartTarget starts a target server: no oplog, as nothing reads one.
-func StartTarget(ctx context.Context) (*testserver.Server, error) {
-	dst, err := testserver.StartProcess(ctx, testserver.Options{OplogBytes: -1})
+func StartTarget(ctx context.Context) (*ferretdb.Server, error) {
+	dst, err := ferretdb.StartProcess(ctx, ferretdb.Options{OplogBytes: -1})
 	if err != nil {
 		return nil, fmt.Errorf("start the target server: %w", err)
 	}
@@ -52,7 +52,7 @@ func (p *Pair) Stop() {
 // Version is the servers' name and version, as the server binary tells
 // it ("FerretDB v1.24.0").
 func Version(ctx context.Context) string {
-	bin, err := testserver.Binary()
+	bin, err := ferretdb.Binary()
 	if err != nil {
 		return "FerretDB (version unknown)"
 	}

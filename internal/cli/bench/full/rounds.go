@@ -21,8 +21,8 @@ import (
 
 	"github.com/mongoferry/mongoferry/internal/cli/bench/measure"
 	"github.com/mongoferry/mongoferry/internal/cli/servers"
+	"github.com/mongoferry/mongoferry/internal/ferretdb"
 	"github.com/mongoferry/mongoferry/internal/procstat"
-	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
@@ -61,7 +61,7 @@ type benchCopy struct {
 
 // benchEnv is the running test bed of a benchmark.
 type benchEnv struct {
-	src, dst *testserver.Server
+	src, dst *ferretdb.Server
 	cpu      measure.Sampler
 	target   *mongo.Client
 	log      *slog.Logger

@@ -1,4 +1,4 @@
-package testserver
+package ferretdb
 
 import (
 	"crypto/ecdsa"
@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"testing"
 	"time"
 )
 
@@ -128,19 +127,4 @@ func (ca *CA) WriteFiles(dir string) (Files, error) {
 	pool.AddCert(ca.cert)
 	f.ClientConfig = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
 	return f, nil
-}
-
-// MustCA makes a CA named cn and writes its files (WriteFiles) into a
-// directory of the test's, failing the test on an error.
-func MustCA(t testing.TB, cn string) (*CA, Files) {
-	t.Helper()
-	ca, err := NewCA(cn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := ca.WriteFiles(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ca, files
 }

@@ -1,4 +1,4 @@
-package testserver
+package ferretdb
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package testserver
+package ferretdb
 
 import (
 	"context"
@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/mongoferry/mongoferry/internal/testutil"
 	"github.com/mongoferry/mongoferry/pkg/config"
 )
 
@@ -109,19 +107,6 @@ func (c *Cluster) noops(ctx context.Context) {
 type Chunk struct {
 	Min, Max int64
 	Shard    int
-}
-
-// StartCluster starts a cluster of n shards for a test and stops it when
-// the test ends.
-func StartCluster(t testing.TB, n int) *Cluster {
-	t.Helper()
-	testutil.SkipInShort(t, "a cluster of FerretDB servers")
-	c, err := StartClusterProcess(context.Background(), n)
-	if err != nil {
-		t.Fatalf("start cluster: %v", err)
-	}
-	t.Cleanup(c.Stop)
-	return c
 }
 
 // StartClusterProcess starts a cluster of n shards; the caller must call
