@@ -23,8 +23,8 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/topology"
 )
 
-// A sharded source (DESIGN.md section 5, "one subtask per shard"): the
-// full copy reads through mongos; replay runs one subtask per shard, each
+// A sharded source (docs/sharded.md; docs/architecture.md, "Sharded
+// sources"): the full copy reads through mongos; replay runs one subtask per shard, each
 // tailing its shard's oplog from its own checkpoint and skipping chunk
 // migrations (fromMigrate). In `ferry run` every subtask runs in one
 // process; a worker started with Options.Shard runs one of them.

@@ -36,7 +36,7 @@ import (
 // It leaves out: the copy (not timed), the network (loopback), and any
 // other load on the target. The source, the target and the engine share
 // the machine's cores, and FerretDB's tailable cursors make the tailer
-// re-open and rescan the oplog (DESIGN.md section 7), which bounds how
+// re-open and rescan the oplog (docs/architecture.md, "The test bed"), which bounds how
 // soon an insert is seen.
 func BenchmarkLiveInserts(b *testing.B) {
 	const liveInsertsLimit = 10 * time.Minute

@@ -33,8 +33,8 @@ func mustRun(t *testing.T, sc Schedule, cfg Config) Result {
 	return res
 }
 
-// TestScenario8MigrationWithRecipientAhead is DESIGN.md section 8,
-// scenario 8, on the model (two shards stand in for a donor and a
+// TestScenario8MigrationWithRecipientAhead is correctness scenario 8 of
+// docs/architecture.md, on the model (two shards stand in for a donor and a
 // recipient; their oplogs are the ones mongod writes around a chunk
 // migration): X is updated on the donor before the migration and on the
 // recipient after it, and the recipient's reader is far ahead of the
