@@ -124,7 +124,7 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		image = r.WorkerImage
 	}
 	if image == "" && o.blocked == nil {
-		o.blocked = &blockedError{ReasonInvalidSpec, "spec.workerImage: empty, and the manager has no default worker image: set spec.workerImage"}
+		o.blocked = &blockedError{syncv1alpha1.ReasonInvalidSpec, "spec.workerImage: empty, and the manager has no default worker image: set spec.workerImage"}
 	}
 
 	// A completed task keeps no workers (they would copy-check-exit in a
