@@ -100,7 +100,7 @@ func cutoverConditions(st *syncv1alpha1.SyncTaskStatus, o observed, set func(t s
 	case c.CaughtUp:
 		set(syncv1alpha1.ConditionCutoverReady, true, syncv1alpha1.ReasonCaughtUp, fmt.Sprintf("the lag was at most %ds: the cut-over goes on", o.cutover.MaxLagSeconds))
 	default:
-		set(syncv1alpha1.ConditionCutoverReady, false, "Lagging", c.Message)
+		set(syncv1alpha1.ConditionCutoverReady, false, syncv1alpha1.ReasonLagging, c.Message)
 	}
 	switch c.Step {
 	case workerapi.CutoverComplete:

@@ -218,7 +218,7 @@ func (r *SyncTaskReconciler) workerEvents(task *syncv1alpha1.SyncTask, before wo
 	}
 	switch {
 	case before.replicas > 0 && replicas == 0 && task.Spec.Suspend:
-		r.event(task, corev1.EventTypeNormal, "Suspended", "Scale",
+		r.event(task, corev1.EventTypeNormal, syncv1alpha1.ReasonSuspended, "Scale",
 			"suspended: scaled StatefulSet %s to 0; the checkpoint is kept", name)
 	case before.replicas > 0 && replicas == 0 && completed:
 		r.event(task, corev1.EventTypeNormal, "WorkersStopped", "Scale", "the task completed: scaled StatefulSet %s to 0", name)
