@@ -27,7 +27,7 @@ func setConditions(st *syncv1alpha1.SyncTaskStatus, o observed, failure *shardFa
 
 	// Degraded: the first problem that needs a person.
 	degraded := degradedCondition(st, o, failure)
-	set(syncv1alpha1.ConditionDegraded, degraded.reason != ReasonHealthy, degraded.reason, degraded.message)
+	set(syncv1alpha1.ConditionDegraded, degraded.reason != syncv1alpha1.ReasonHealthy, degraded.reason, degraded.message)
 
 	ready, progressing := readyCondition(st, o, degraded)
 	set(syncv1alpha1.ConditionReady, ready.ok, ready.reason, ready.message)
@@ -75,10 +75,10 @@ func targetShardingCondition(o observed) (cond, bool) {
 	}
 	slices.Sort(notes)
 	if notes = slices.Compact(notes); len(notes) > 0 {
-		return cond{false, ReasonShardingNotes, clip(strings.Join(notes, "; "))}, true
+		return cond{false, syncv1alpha1.ReasonShardingNotes, clip(strings.Join(notes, "; "))}, true
 	}
 	slices.Sort(sharded)
-	return cond{true, ReasonAsPlanned, clip(fmt.Sprintf("%d target collections sharded and pre-split before the copy: %s",
+	return cond{true, syncv1alpha1.ReasonAsPlanned, clip(fmt.Sprintf("%d target collections sharded and pre-split before the copy: %s",
 		len(sharded), strings.Join(slices.Compact(sharded), ", ")))}, true
 }
 
@@ -114,7 +114,7 @@ var degradedChecks = []degradedCheck{
 	{"worker restarted", func(_ *syncv1alpha1.SyncTaskStatus, o observed, _ *shardFailure) *shardFailure {
 		for _, w := range o.workers {
 			if e := w.lastExit; !o.suspended && e != nil && e.ExitCode != workerapi.ExitDone && w.restarts > 0 && o.now.Sub(e.FinishedAt.Time) < recentExit {
-				return &shardFailure{ReasonWorkerRestarted, fmt.Sprintf("%s restarted %d times, last at %s: %s",
+				return &shardFailure{syncv1alpha1.ReasonWorkerRestarted, fmt.Sprintf("%s restarted %d times, last at %s: %s",
 					w.pod, w.restarts, e.FinishedAt.UTC().Format(time.RFC3339), exitText(e))}
 			}
 		}
@@ -123,7 +123,7 @@ var degradedChecks = []degradedCheck{
 	{"worker error", func(_ *syncv1alpha1.SyncTaskStatus, o observed, _ *shardFailure) *shardFailure {
 		for _, w := range o.workers {
 			if !o.suspended && w.report != nil && w.report.Error != "" {
-				return &shardFailure{ReasonWorkerError, fmt.Sprintf("%s: %s", w.pod, w.report.Error)}
+				return &shardFailure{syncv1alpha1.ReasonWorkerError, fmt.Sprintf("%s: %s", w.pod, w.report.Error)}
 			}
 		}
 		return nil
@@ -131,7 +131,7 @@ var degradedChecks = []degradedCheck{
 	{"status unreadable", func(_ *syncv1alpha1.SyncTaskStatus, o observed, _ *shardFailure) *shardFailure {
 		for _, w := range o.workers {
 			if !o.suspended && w.running && w.pollErr != nil {
-				return &shardFailure{ReasonStatusUnavailable, fmt.Sprintf(
+				return &shardFailure{syncv1alpha1.ReasonStatusUnavailable, fmt.Sprintf(
 					"cannot read %s's /status: %v; the manager must reach the worker pods on the metrics port", w.pod, w.pollErr)}
 			}
 		}
@@ -141,12 +141,12 @@ var degradedChecks = []degradedCheck{
 		if o.plan.err == nil {
 			return nil
 		}
-		return &shardFailure{ReasonShardDiscoveryFailed, fmt.Sprintf(
+		return &shardFailure{syncv1alpha1.ReasonShardDiscoveryFailed, fmt.Sprintf(
 			"the workers cannot list the source's shards (the last known ones stand, and a shard added meanwhile gets no worker yet): %v", o.plan.err)}
 	}},
 	{"verification differences", func(st *syncv1alpha1.SyncTaskStatus, _ observed, _ *shardFailure) *shardFailure {
 		if v := st.LastVerification; v != nil && v.Result == syncv1alpha1.VerificationFailed {
-			return &shardFailure{ReasonVerificationFailed, v.Message}
+			return &shardFailure{syncv1alpha1.ReasonVerificationFailed, v.Message}
 		}
 		return nil
 	}},
@@ -159,7 +159,7 @@ func degradedCondition(st *syncv1alpha1.SyncTaskStatus, o observed, failure *sha
 			return *f
 		}
 	}
-	return shardFailure{ReasonHealthy, "no problems seen"}
+	return shardFailure{syncv1alpha1.ReasonHealthy, "no problems seen"}
 }
 
 func readyCondition(st *syncv1alpha1.SyncTaskStatus, o observed, degraded shardFailure) (ready, progressing cond) {
@@ -169,27 +169,27 @@ func readyCondition(st *syncv1alpha1.SyncTaskStatus, o observed, degraded shardF
 	}
 	switch st.Phase {
 	case syncv1alpha1.PhasePaused:
-		c := cond{false, ReasonSuspended, "suspended: workers scaled to zero, the checkpoint is kept; set spec.suspend to false to resume"}
+		c := cond{false, syncv1alpha1.ReasonSuspended, "suspended: workers scaled to zero, the checkpoint is kept; set spec.suspend to false to resume"}
 		return c, c
 	case syncv1alpha1.PhaseCompleted:
 		msg := "the copy is complete"
 		if v := st.LastVerification; v != nil {
 			msg += "; " + v.Message
 		}
-		return cond{true, ReasonCompleted, msg}, cond{false, ReasonCompleted, msg}
+		return cond{true, syncv1alpha1.ReasonCompleted, msg}, cond{false, syncv1alpha1.ReasonCompleted, msg}
 	case syncv1alpha1.PhaseFailed:
-		return cond{false, ReasonFailed, degraded.message}, cond{false, ReasonFailed, degraded.message}
+		return cond{false, syncv1alpha1.ReasonFailed, degraded.message}, cond{false, syncv1alpha1.ReasonFailed, degraded.message}
 	case syncv1alpha1.PhaseStreaming:
 		if st.LagUnknown != "" {
-			return cond{false, ReasonLagUnknown, fmt.Sprintf("streaming changes; the lag is not known yet (%s), so Ready waits for it", st.LagUnknown)},
-				cond{true, ReasonStreaming, "replaying the source's changes"}
+			return cond{false, syncv1alpha1.ReasonLagUnknown, fmt.Sprintf("streaming changes; the lag is not known yet (%s), so Ready waits for it", st.LagUnknown)},
+				cond{true, syncv1alpha1.ReasonStreaming, "replaying the source's changes"}
 		}
 		if st.LagSeconds < ReadyLagSeconds {
-			return cond{true, ReasonStreaming, fmt.Sprintf("streaming changes: %ds behind the source, %d ops/s", st.LagSeconds, st.OpsPerSecond)},
-				cond{true, ReasonStreaming, "replaying the source's changes"}
+			return cond{true, syncv1alpha1.ReasonStreaming, fmt.Sprintf("streaming changes: %ds behind the source, %d ops/s", st.LagSeconds, st.OpsPerSecond)},
+				cond{true, syncv1alpha1.ReasonStreaming, "replaying the source's changes"}
 		}
-		return cond{false, ReasonLagging, fmt.Sprintf("the target is %ds behind the source (Ready below %ds)", st.LagSeconds, ReadyLagSeconds)},
-			cond{true, ReasonStreaming, "replaying the source's changes"}
+		return cond{false, syncv1alpha1.ReasonLagging, fmt.Sprintf("the target is %ds behind the source (Ready below %ds)", st.LagSeconds, ReadyLagSeconds)},
+			cond{true, syncv1alpha1.ReasonStreaming, "replaying the source's changes"}
 	case syncv1alpha1.PhaseFullSync:
 		msg := "copying"
 		if p := st.Progress; p != nil {
@@ -207,8 +207,8 @@ func readyCondition(st *syncv1alpha1.SyncTaskStatus, o observed, degraded shardF
 		}
 	}
 	msg := fmt.Sprintf("waiting for the workers to report (%d of %d pods ready)", readyPods, len(o.workers))
-	if degraded.reason != ReasonHealthy {
+	if degraded.reason != syncv1alpha1.ReasonHealthy {
 		msg += ": " + degraded.message
 	}
-	return cond{false, ReasonWorkersStarting, msg}, cond{true, ReasonWorkersStarting, msg}
+	return cond{false, syncv1alpha1.ReasonWorkersStarting, msg}, cond{true, syncv1alpha1.ReasonWorkersStarting, msg}
 }

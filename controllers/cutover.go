@@ -15,13 +15,6 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
-// Reasons of the cut-over conditions (the others are the step names).
-const (
-	ReasonCaughtUp        = "CaughtUp"
-	ReasonCutoverComplete = "CutoverComplete"
-	ReasonCutoverFailed   = "CutoverFailed"
-)
-
 // cutoverStatus is status.cutover from the workers' reports: the report
 // of the newest cut-over that got furthest (with one worker per shard,
 // the worker moving the steps reports them first and the others follow
@@ -105,9 +98,9 @@ func cutoverConditions(st *syncv1alpha1.SyncTaskStatus, o observed, set func(t s
 	case c.Step == workerapi.CutoverFailed:
 		set(syncv1alpha1.ConditionCutoverReady, false, failedStep(c.Message), c.Message)
 	case c.CaughtUp:
-		set(syncv1alpha1.ConditionCutoverReady, true, ReasonCaughtUp, fmt.Sprintf("the lag was at most %ds: the cut-over goes on", o.cutover.MaxLagSeconds))
+		set(syncv1alpha1.ConditionCutoverReady, true, syncv1alpha1.ReasonCaughtUp, fmt.Sprintf("the lag was at most %ds: the cut-over goes on", o.cutover.MaxLagSeconds))
 	default:
-		set(syncv1alpha1.ConditionCutoverReady, false, "Lagging", c.Message)
+		set(syncv1alpha1.ConditionCutoverReady, false, syncv1alpha1.ReasonLagging, c.Message)
 	}
 	switch c.Step {
 	case workerapi.CutoverComplete:
@@ -118,9 +111,9 @@ func cutoverConditions(st *syncv1alpha1.SyncTaskStatus, o observed, set func(t s
 		if c.WritesBlocked {
 			msg += "; writes on the source stay blocked (db.adminCommand({setUserWriteBlockMode: 1, global: false}) unblocks them)"
 		}
-		set(syncv1alpha1.ConditionCutoverComplete, true, ReasonCutoverComplete, msg)
+		set(syncv1alpha1.ConditionCutoverComplete, true, syncv1alpha1.ReasonCutoverComplete, msg)
 	case workerapi.CutoverFailed:
-		set(syncv1alpha1.ConditionCutoverComplete, false, ReasonCutoverFailed, c.Message)
+		set(syncv1alpha1.ConditionCutoverComplete, false, syncv1alpha1.ReasonCutoverFailed, c.Message)
 	default:
 		msg := c.Message
 		if msg == "" {
@@ -139,13 +132,13 @@ func (r *SyncTaskReconciler) cutoverEvents(old, cur *syncv1alpha1.SyncTask) {
 	}
 	switch c.Step {
 	case workerapi.CutoverFailed:
-		r.event(cur, corev1.EventTypeWarning, ReasonCutoverFailed, "Cutover", "%s", c.Message)
+		r.event(cur, corev1.EventTypeWarning, syncv1alpha1.ReasonCutoverFailed, "Cutover", "%s", c.Message)
 	case workerapi.CutoverComplete:
 		msg := "cut-over complete"
 		if cond := meta.FindStatusCondition(cur.Status.Conditions, syncv1alpha1.ConditionCutoverComplete); cond != nil {
 			msg = cond.Message
 		}
-		r.event(cur, corev1.EventTypeNormal, ReasonCutoverComplete, "Cutover", "%s", msg)
+		r.event(cur, corev1.EventTypeNormal, syncv1alpha1.ReasonCutoverComplete, "Cutover", "%s", msg)
 	default:
 		r.event(cur, corev1.EventTypeNormal, "Cutover"+c.Step, "Cutover", "cut-over step %s", c.Step)
 	}
@@ -157,12 +150,12 @@ func failedStep(msg string) string {
 	step, _, ok := strings.Cut(msg, ":")
 	switch {
 	case !ok:
-		return ReasonCutoverFailed
+		return syncv1alpha1.ReasonCutoverFailed
 	case step == workerapi.CutoverCatchingUp, step == workerapi.CutoverBlockingWrites, step == workerapi.CutoverDraining,
 		step == workerapi.CutoverVerifying, step == workerapi.CutoverFinalizing:
 		return step
 	}
-	return ReasonCutoverFailed
+	return syncv1alpha1.ReasonCutoverFailed
 }
 
 // shardCutoverText is a shard's part in the cut-over as status.shards[]
@@ -174,7 +167,7 @@ func shardCutoverText(c *workerapi.ShardCutover) string {
 	case c.DrainPosition != nil:
 		return "Draining to " + positionText(c.DrainPosition)
 	case c.CaughtUp:
-		return ReasonCaughtUp
+		return syncv1alpha1.ReasonCaughtUp
 	}
 	return workerapi.CutoverCatchingUp
 }

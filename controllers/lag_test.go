@@ -28,9 +28,9 @@ func TestLagUnknownStatus(t *testing.T) {
 		unknownPrefix string
 		lagSeries     int
 	}{
-		{"unknown", unknown, "unknown", "False/" + ReasonLagUnknown, "orders-worker-0: the source's newest position is not read yet", 0},
-		{"caught up", streaming(0, 10, 100), "0s", "True/" + ReasonStreaming, "", 2},
-		{"behind", streaming(82, 10, 100), "82s", "False/" + ReasonLagging, "", 2},
+		{"unknown", unknown, "unknown", "False/" + syncv1alpha1.ReasonLagUnknown, "orders-worker-0: the source's newest position is not read yet", 0},
+		{"caught up", streaming(0, 10, 100), "0s", "True/" + syncv1alpha1.ReasonStreaming, "", 2},
+		{"behind", streaming(82, 10, 100), "82s", "False/" + syncv1alpha1.ReasonLagging, "", 2},
 		{"copying", copying(10, 100), "", "", "", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

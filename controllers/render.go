@@ -45,13 +45,6 @@ const (
 // into a 63-character label on every pod.
 const MaxTaskNameLength = 45
 
-// Reasons for a task the controller cannot start.
-const (
-	ReasonSecretNotFound = "SecretNotFound"
-	ReasonSecretInvalid  = "SecretInvalid"
-	ReasonInvalidSpec    = "InvalidSpec"
-)
-
 // blockedError is a problem with the user's objects that stops the
 // controller from starting workers: it becomes the Ready and Degraded
 // conditions and a Warning event, and clears when the user fixes it.
@@ -118,7 +111,7 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 		err := r.Client.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: name}, &s)
 		switch {
 		case apierrors.IsNotFound(err):
-			return nil, &blockedError{ReasonSecretNotFound, fmt.Sprintf(
+			return nil, &blockedError{syncv1alpha1.ReasonSecretNotFound, fmt.Sprintf(
 				"%s.credentialsSecret: Secret %q not found in namespace %s: create it with keys %s and %s",
 				ec.role, name, task.Namespace, UsernameKey, PasswordKey)}
 		case err != nil:
@@ -127,7 +120,7 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 		user, okUser := s.Data[UsernameKey]
 		_, okPass := s.Data[PasswordKey]
 		if !okUser || len(user) == 0 || !okPass {
-			return nil, &blockedError{ReasonSecretInvalid, fmt.Sprintf(
+			return nil, &blockedError{syncv1alpha1.ReasonSecretInvalid, fmt.Sprintf(
 				"%s.credentialsSecret: Secret %q must have the keys %s and %s (%s is empty or missing)",
 				ec.role, name, UsernameKey, PasswordKey, missingKey(okUser && len(user) > 0, okPass))}
 		}
@@ -141,13 +134,13 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 	}
 	secretFields = append(secretFields, tlsFields...)
 	if len(task.Name) > MaxTaskNameLength {
-		return nil, &blockedError{ReasonInvalidSpec, fmt.Sprintf(
+		return nil, &blockedError{syncv1alpha1.ReasonInvalidSpec, fmt.Sprintf(
 			"metadata.name: %q is %d characters: the workers' StatefulSet %s-worker and its pods need a name of at most %d characters; recreate the task under a shorter name",
 			task.Name, len(task.Name), task.Name, MaxTaskNameLength)}
 	}
 	vols, err := workerVolumes(task.Spec.WorkerTemplate)
 	if err != nil {
-		return nil, &blockedError{ReasonInvalidSpec, err.Error()}
+		return nil, &blockedError{syncv1alpha1.ReasonInvalidSpec, err.Error()}
 	}
 	out.volumes = vols
 	t := config.Task{Name: task.Name, Spec: task.Spec.TaskSpec(users)}
@@ -162,9 +155,9 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 					msgs[i] = "metadata." + fe.Error()
 				}
 			}
-			return nil, &blockedError{ReasonInvalidSpec, strings.Join(msgs, "; ")}
+			return nil, &blockedError{syncv1alpha1.ReasonInvalidSpec, strings.Join(msgs, "; ")}
 		}
-		return nil, &blockedError{ReasonInvalidSpec, err.Error()}
+		return nil, &blockedError{syncv1alpha1.ReasonInvalidSpec, err.Error()}
 	}
 	data, err := yaml.Marshal(&t)
 	if err != nil {

@@ -74,14 +74,6 @@ const (
 	DefaultShardRefreshInterval = 30 * time.Second
 )
 
-// Reasons of shard events and conditions.
-const (
-	ReasonShardsDiscovered     = "ShardsDiscovered"
-	ReasonShardAdded           = "ShardAdded"
-	ReasonShardRemoved         = "ShardRemoved"
-	ReasonShardDiscoveryFailed = "ShardDiscoveryFailed"
-)
-
 // TopologyReader says what the task's source is from its workers'
 // reports: the topology of the report whose discovery was attempted last.
 // known is false while no worker has reported one.
@@ -304,15 +296,15 @@ func (r *SyncTaskReconciler) shardEvents(task *syncv1alpha1.SyncTask, p shardPla
 		for i, e := range p.entries {
 			parts[i] = fmt.Sprintf("%s (pod %s-%d)", e.name, name, e.ordinal)
 		}
-		r.event(task, corev1.EventTypeNormal, ReasonShardsDiscovered, "Discover", "the source has %d shards, one worker each: %s",
+		r.event(task, corev1.EventTypeNormal, syncv1alpha1.ReasonShardsDiscovered, "Discover", "the source has %d shards, one worker each: %s",
 			len(p.entries), strings.Join(parts, ", "))
 	}
 	for _, n := range p.added {
-		r.event(task, corev1.EventTypeNormal, ReasonShardAdded, "Scale", "shard %s joined the source cluster: pod %s-%d replays its oplog from its first entry",
+		r.event(task, corev1.EventTypeNormal, syncv1alpha1.ReasonShardAdded, "Scale", "shard %s joined the source cluster: pod %s-%d replays its oplog from its first entry",
 			n, name, p.ordinalOf(n))
 	}
 	for _, n := range p.removed {
-		r.event(task, corev1.EventTypeNormal, ReasonShardRemoved, "Scale", "shard %s left the source cluster: pod %s-%d reads its oplog to the end, then retires",
+		r.event(task, corev1.EventTypeNormal, syncv1alpha1.ReasonShardRemoved, "Scale", "shard %s left the source cluster: pod %s-%d reads its oplog to the end, then retires",
 			n, name, p.ordinalOf(n))
 	}
 }

@@ -24,26 +24,6 @@ const recentExit = 10 * time.Minute
 // maxTerminationMessageLen bounds the exit message shown from a worker.
 const maxTerminationMessageLen = 512
 
-// Condition reasons, in addition to the phases and the blocked reasons.
-const (
-	ReasonSuspended          = "Suspended"
-	ReasonCompleted          = "Completed"
-	ReasonStreaming          = "Streaming"
-	ReasonLagging            = "Lagging"
-	ReasonLagUnknown         = "LagUnknown"
-	ReasonWorkersStarting    = "WorkersStarting"
-	ReasonFailed             = "Failed"
-	ReasonHealthy            = "Healthy"
-	ReasonOplogWindowLost    = "OplogWindowLost"
-	ReasonVerificationFailed = "VerificationFailed"
-	ReasonWorkerFailing      = "WorkerFailing"
-	ReasonWorkerRestarted    = "WorkerRestarted"
-	ReasonWorkerError        = "WorkerError"
-	ReasonStatusUnavailable  = "StatusUnavailable"
-	ReasonAsPlanned          = "AsPlanned"
-	ReasonShardingNotes      = "ShardingNotes"
-)
-
 // waitingProblems are container waiting reasons that mean the worker
 // cannot start.
 var waitingProblems = []string{"CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError",
@@ -175,7 +155,7 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 		st.Phase = syncv1alpha1.PhaseFailed
 	case old.Phase == syncv1alpha1.PhaseCompleted && len(reports) == 0 && failure == nil:
 		st.Phase = syncv1alpha1.PhaseCompleted
-	case failure != nil && failure.reason != ReasonWorkerFailing:
+	case failure != nil && failure.reason != syncv1alpha1.ReasonWorkerFailing:
 		st.Phase = syncv1alpha1.PhaseFailed
 	default:
 		st.Phase = slowestPhase(st.Shards)
@@ -211,7 +191,7 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 	st.Cutover = cutoverStatus(old.Cutover, o)
 
 	if st.Phase == syncv1alpha1.PhaseFailed && old.Phase != syncv1alpha1.PhaseFailed {
-		f := shardFailure{ReasonFailed, "a worker failed"}
+		f := shardFailure{syncv1alpha1.ReasonFailed, "a worker failed"}
 		if failure != nil {
 			f = *failure
 		}
@@ -286,7 +266,7 @@ func exitOutcome(w workerObservation) (syncv1alpha1.Phase, *shardFailure) {
 	e := w.lastExit
 	if e == nil {
 		if w.waiting != nil && slices.Contains(waitingProblems, w.waiting.Reason) {
-			return "", &shardFailure{ReasonWorkerFailing, fmt.Sprintf("%s: %s: %s", w.pod, w.waiting.Reason, w.waiting.Message)}
+			return "", &shardFailure{syncv1alpha1.ReasonWorkerFailing, fmt.Sprintf("%s: %s: %s", w.pod, w.waiting.Reason, w.waiting.Message)}
 		}
 		return "", nil
 	}
@@ -294,16 +274,16 @@ func exitOutcome(w workerObservation) (syncv1alpha1.Phase, *shardFailure) {
 	case workerapi.ExitDone:
 		return syncv1alpha1.PhaseCompleted, nil
 	case workerapi.ExitOplogWindowLost:
-		return syncv1alpha1.PhaseFailed, &shardFailure{ReasonOplogWindowLost, fmt.Sprintf(
+		return syncv1alpha1.PhaseFailed, &shardFailure{syncv1alpha1.ReasonOplogWindowLost, fmt.Sprintf(
 			"%s: the source's oplog no longer holds the checkpoint: changes were lost; delete the task's checkpoint (or recreate the task with deletePolicy Delete) to copy everything again: %s",
 			w.pod, exitText(e))}
 	case workerapi.ExitVerificationFailed:
-		return syncv1alpha1.PhaseFailed, &shardFailure{ReasonVerificationFailed, fmt.Sprintf("%s: %s", w.pod, exitText(e))}
+		return syncv1alpha1.PhaseFailed, &shardFailure{syncv1alpha1.ReasonVerificationFailed, fmt.Sprintf("%s: %s", w.pod, exitText(e))}
 	case workerapi.ExitCutoverFailed:
-		return syncv1alpha1.PhaseFailed, &shardFailure{ReasonCutoverFailed, fmt.Sprintf("%s: %s", w.pod, exitText(e))}
+		return syncv1alpha1.PhaseFailed, &shardFailure{syncv1alpha1.ReasonCutoverFailed, fmt.Sprintf("%s: %s", w.pod, exitText(e))}
 	}
 	if w.waiting != nil && slices.Contains(waitingProblems, w.waiting.Reason) {
-		return "", &shardFailure{ReasonWorkerFailing, fmt.Sprintf("%s: %s, restarted %d times: %s", w.pod, w.waiting.Reason, w.restarts, exitText(e))}
+		return "", &shardFailure{syncv1alpha1.ReasonWorkerFailing, fmt.Sprintf("%s: %s, restarted %d times: %s", w.pod, w.waiting.Reason, w.restarts, exitText(e))}
 	}
 	return "", nil
 }
@@ -328,13 +308,13 @@ func lagColumn(st *syncv1alpha1.SyncTaskStatus) string {
 // verification included, as the worker's exit code (4) says.
 func reportedFailure(pod string, r *workerapi.Status) *shardFailure {
 	if c := r.Cutover; c != nil && c.Step == workerapi.CutoverFailed {
-		return &shardFailure{ReasonCutoverFailed, fmt.Sprintf("%s: %s", pod, c.Message)}
+		return &shardFailure{syncv1alpha1.ReasonCutoverFailed, fmt.Sprintf("%s: %s", pod, c.Message)}
 	}
 	if v := r.Verify; v != nil && !v.Running && !v.OK {
-		return &shardFailure{ReasonVerificationFailed, fmt.Sprintf("%s: verification found %d namespaces that differ between source and target (%s)",
+		return &shardFailure{syncv1alpha1.ReasonVerificationFailed, fmt.Sprintf("%s: verification found %d namespaces that differ between source and target (%s)",
 			pod, len(v.Differing), strings.Join(v.Differing, ", "))}
 	}
-	return &shardFailure{reason: ReasonFailed, message: fmt.Sprintf("%s: %s", pod, r.Error)}
+	return &shardFailure{reason: syncv1alpha1.ReasonFailed, message: fmt.Sprintf("%s: %s", pod, r.Error)}
 }
 
 // exitText describes a container exit in one line: the code and the last

@@ -120,12 +120,12 @@ func TestComputeStatus(t *testing.T) {
 			want{phase: "Failed", percent: "0%", ready: "False/Failed", degraded: "True/VerificationFailed", progressing: "False/Failed",
 				readyMessageContains: "shop.orders"}},
 		{"failed: the workers are stopped and it stays Failed", syncv1alpha1.SyncTaskStatus{Phase: "Failed", Failures: 1,
-			LastFailure: &syncv1alpha1.Failure{Reason: ReasonVerificationFailed, Message: "orders-worker-0: exit code 2: verification found differences"}},
+			LastFailure: &syncv1alpha1.Failure{Reason: syncv1alpha1.ReasonVerificationFailed, Message: "orders-worker-0: exit code 2: verification found differences"}},
 			observed{failedStop: true},
 			want{phase: "Failed", percent: "0%", ready: "False/Failed", degraded: "True/VerificationFailed", progressing: "False/Failed",
 				readyMessageContains: "verification found differences; the workers are stopped: fix the cause, then change the spec or set the annotation sync.mongoferry.io/retry"}},
 		{"failed, then retried: Pending until the workers report", syncv1alpha1.SyncTaskStatus{Phase: "Failed", Failures: 1,
-			LastFailure: &syncv1alpha1.Failure{Reason: ReasonVerificationFailed, Message: "differences"},
+			LastFailure: &syncv1alpha1.Failure{Reason: syncv1alpha1.ReasonVerificationFailed, Message: "differences"},
 			Shards:      []syncv1alpha1.ShardStatus{{Name: "orders-worker-0", Phase: "Failed", LastError: "verification found differences"}}},
 			observed{restart: true, retry: "1"},
 			want{phase: "Pending", percent: "0%", ready: "False/WorkersStarting", degraded: "False/Healthy", progressing: "True/WorkersStarting"}},
@@ -134,7 +134,7 @@ func TestComputeStatus(t *testing.T) {
 		{"status unreadable", syncv1alpha1.SyncTaskStatus{},
 			observed{workers: []workerObservation{func() workerObservation { w := worker(0, nil); w.pollErr = errors.New("connection refused"); return w }()}},
 			want{phase: "Pending", percent: "0%", ready: "False/WorkersStarting", degraded: "True/StatusUnavailable", progressing: "True/WorkersStarting"}},
-		{"blocked", syncv1alpha1.SyncTaskStatus{}, observed{blocked: &blockedError{ReasonSecretNotFound, "source.credentialsSecret: missing"}},
+		{"blocked", syncv1alpha1.SyncTaskStatus{}, observed{blocked: &blockedError{syncv1alpha1.ReasonSecretNotFound, "source.credentialsSecret: missing"}},
 			want{phase: "Pending", percent: "0%", ready: "False/SecretNotFound", degraded: "True/SecretNotFound", progressing: "False/SecretNotFound"}},
 	}
 	for _, c := range cases {
@@ -202,7 +202,7 @@ func TestComputeStatusDetails(t *testing.T) {
 	if v == nil || v.Result != syncv1alpha1.VerificationFailed || v.Mode != config.VerifyHash || len(v.DifferingNamespaces) != 1 || !v.Time.Time.Equal(statusNow) {
 		t.Fatalf("verification %+v", v)
 	}
-	if c := meta.FindStatusCondition(st.Conditions, syncv1alpha1.ConditionDegraded); c.Reason != ReasonVerificationFailed {
+	if c := meta.FindStatusCondition(st.Conditions, syncv1alpha1.ConditionDegraded); c.Reason != syncv1alpha1.ReasonVerificationFailed {
 		t.Errorf("Degraded %+v, want VerificationFailed", c)
 	}
 	o.now = statusNow.Add(time.Minute)
@@ -367,7 +367,7 @@ func TestFailureRecorded(t *testing.T) {
 	w.lastExit = &corev1.ContainerStateTerminated{ExitCode: workerapi.ExitVerificationFailed, Message: "ferry: verification found differences", FinishedAt: metav1.NewTime(statusNow)}
 	o := observed{generation: 3, now: statusNow, mode: config.ModeFull, workers: []workerObservation{w}}
 	st := computeStatus(&syncv1alpha1.SyncTaskStatus{Phase: "Verifying"}, o)
-	if st.Phase != syncv1alpha1.PhaseFailed || st.Failures != 1 || st.LastFailure == nil || st.LastFailure.Reason != ReasonVerificationFailed || !st.LastFailure.Time.Equal(&metav1.Time{Time: statusNow}) {
+	if st.Phase != syncv1alpha1.PhaseFailed || st.Failures != 1 || st.LastFailure == nil || st.LastFailure.Reason != syncv1alpha1.ReasonVerificationFailed || !st.LastFailure.Time.Equal(&metav1.Time{Time: statusNow}) {
 		t.Fatalf("phase %s, failures %d, last %+v", st.Phase, st.Failures, st.LastFailure)
 	}
 	o.failedStop = true
@@ -405,7 +405,7 @@ func TestTargetShardingCondition(t *testing.T) {
 				Notes: []string{"zone EU has no target shard: chunks left to the balancer"}})},
 			"False/ShardingNotes", "shop.orders: zone EU has no target shard"},
 		{"no report now: kept", []metav1.Condition{{Type: syncv1alpha1.ConditionTargetSharding, Status: metav1.ConditionFalse,
-			Reason: ReasonShardingNotes, Message: "earlier notes", LastTransitionTime: metav1.Now()}},
+			Reason: syncv1alpha1.ReasonShardingNotes, Message: "earlier notes", LastTransitionTime: metav1.Now()}},
 			[]workerObservation{worker(0, streaming(1, 1, 10))}, "False/ShardingNotes", "earlier notes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -480,13 +480,13 @@ func TestCutoverVerificationFailure(t *testing.T) {
 	report := &workerapi.Status{Phase: workerapi.PhaseFailed,
 		Verify:  &workerapi.Verify{Mode: "hash", OK: false, Differing: []string{"shop.orders"}},
 		Cutover: &workerapi.Cutover{Step: workerapi.CutoverFailed, Message: "Verifying: verification found differences: [shop.orders] differ"}}
-	if f := reportedFailure("orders-0", report); f.reason != ReasonCutoverFailed {
-		t.Errorf("from /status: reason %s, want %s", f.reason, ReasonCutoverFailed)
+	if f := reportedFailure("orders-0", report); f.reason != syncv1alpha1.ReasonCutoverFailed {
+		t.Errorf("from /status: reason %s, want %s", f.reason, syncv1alpha1.ReasonCutoverFailed)
 	}
 	w := worker(0, nil)
 	w.running, w.ready, w.restarts = false, false, 1
 	w.lastExit = &corev1.ContainerStateTerminated{ExitCode: workerapi.ExitCutoverFailed, Message: "ferry: cut-over failed, step Verifying: verification found differences", FinishedAt: metav1.NewTime(statusNow)}
-	if _, f := exitOutcome(w); f == nil || f.reason != ReasonCutoverFailed {
-		t.Errorf("from the exit code: %+v, want %s", f, ReasonCutoverFailed)
+	if _, f := exitOutcome(w); f == nil || f.reason != syncv1alpha1.ReasonCutoverFailed {
+		t.Errorf("from the exit code: %+v, want %s", f, syncv1alpha1.ReasonCutoverFailed)
 	}
 }

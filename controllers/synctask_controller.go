@@ -124,7 +124,7 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		image = r.WorkerImage
 	}
 	if image == "" && o.blocked == nil {
-		o.blocked = &blockedError{ReasonInvalidSpec, "spec.workerImage: empty, and the manager has no default worker image: set spec.workerImage"}
+		o.blocked = &blockedError{syncv1alpha1.ReasonInvalidSpec, "spec.workerImage: empty, and the manager has no default worker image: set spec.workerImage"}
 	}
 
 	// A completed task keeps no workers (they would copy-check-exit in a
@@ -218,7 +218,7 @@ func (r *SyncTaskReconciler) workerEvents(task *syncv1alpha1.SyncTask, before wo
 	}
 	switch {
 	case before.replicas > 0 && replicas == 0 && task.Spec.Suspend:
-		r.event(task, corev1.EventTypeNormal, "Suspended", "Scale",
+		r.event(task, corev1.EventTypeNormal, syncv1alpha1.ReasonSuspended, "Scale",
 			"suspended: scaled StatefulSet %s to 0; the checkpoint is kept", name)
 	case before.replicas > 0 && replicas == 0 && completed:
 		r.event(task, corev1.EventTypeNormal, "WorkersStopped", "Scale", "the task completed: scaled StatefulSet %s to 0", name)

@@ -285,7 +285,7 @@ func TestSuspendScalesToZero(t *testing.T) {
 	}
 	task := getTask(t, ns, "orders")
 	ready := meta.FindStatusCondition(task.Status.Conditions, syncv1alpha1.ConditionReady)
-	if task.Status.Phase != syncv1alpha1.PhasePaused || ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != ReasonSuspended {
+	if task.Status.Phase != syncv1alpha1.PhasePaused || ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != syncv1alpha1.ReasonSuspended {
 		t.Errorf("suspended: phase %q, Ready %+v; want Paused, False/Suspended", task.Status.Phase, ready)
 	}
 	if evs := drainEvents(rec); !hasEvent(evs, "Normal", "Suspended") || !hasEvent(evs, "Normal", "PhaseChanged") {
@@ -322,7 +322,7 @@ func TestSecretNotFound(t *testing.T) {
 		status metav1.ConditionStatus
 	}{{syncv1alpha1.ConditionReady, metav1.ConditionFalse}, {syncv1alpha1.ConditionDegraded, metav1.ConditionTrue}} {
 		c := meta.FindStatusCondition(task.Status.Conditions, want.typ)
-		if c == nil || c.Status != want.status || c.Reason != ReasonSecretNotFound || !strings.HasPrefix(c.Message, msg) ||
+		if c == nil || c.Status != want.status || c.Reason != syncv1alpha1.ReasonSecretNotFound || !strings.HasPrefix(c.Message, msg) ||
 			c.ObservedGeneration != task.Generation {
 			t.Errorf("%s = %+v, want %s/SecretNotFound", want.typ, c, want.status)
 		}
@@ -333,7 +333,7 @@ func TestSecretNotFound(t *testing.T) {
 	if err := env.Client.Get(testCtx(t), types.NamespacedName{Namespace: ns, Name: "orders-worker"}, &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
 		t.Errorf("StatefulSet created without credentials: %v", err)
 	}
-	if evs := drainEvents(rec); !hasEvent(evs, "Warning", ReasonSecretNotFound) {
+	if evs := drainEvents(rec); !hasEvent(evs, "Warning", syncv1alpha1.ReasonSecretNotFound) {
 		t.Errorf("events %q, want Warning SecretNotFound", evs)
 	}
 
@@ -358,7 +358,7 @@ func TestSecretNotFound(t *testing.T) {
 	}
 	reconcile(t, r, ns, "bad")
 	c := meta.FindStatusCondition(getTask(t, ns, "bad").Status.Conditions, syncv1alpha1.ConditionReady)
-	if want := `source.credentialsSecret: Secret "half" must have the keys username and password (password is empty or missing)`; c == nil || c.Reason != ReasonSecretInvalid || c.Message != want {
+	if want := `source.credentialsSecret: Secret "half" must have the keys username and password (password is empty or missing)`; c == nil || c.Reason != syncv1alpha1.ReasonSecretInvalid || c.Message != want {
 		t.Errorf("Ready = %+v, want SecretInvalid: %s", c, want)
 	}
 }
@@ -433,13 +433,13 @@ func TestInvalidSpec(t *testing.T) {
 		r, rec := newReconciler()
 		reconcile(t, r, ns, c.name)
 		cond := meta.FindStatusCondition(getTask(t, ns, c.name).Status.Conditions, syncv1alpha1.ConditionReady)
-		if cond == nil || cond.Reason != ReasonInvalidSpec || cond.Message != c.want {
+		if cond == nil || cond.Reason != syncv1alpha1.ReasonInvalidSpec || cond.Message != c.want {
 			t.Errorf("Ready = %+v, want InvalidSpec: %s", cond, c.want)
 		}
 		if err := env.Client.Get(testCtx(t), types.NamespacedName{Namespace: ns, Name: c.name + "-worker"}, &appsv1.StatefulSet{}); !apierrors.IsNotFound(err) {
 			t.Errorf("StatefulSet created for an invalid task: %v", err)
 		}
-		if evs := drainEvents(rec); !hasEvent(evs, "Warning", ReasonInvalidSpec) {
+		if evs := drainEvents(rec); !hasEvent(evs, "Warning", syncv1alpha1.ReasonInvalidSpec) {
 			t.Errorf("events %q", evs)
 		}
 	}
@@ -536,8 +536,8 @@ func TestShardedSource(t *testing.T) {
 	if c := meta.FindStatusCondition(task.Status.Conditions, syncv1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("Degraded = %+v, want False", c)
 	}
-	if evs := drainEvents(rec); !hasEvent(evs, "Normal", ReasonShardsDiscovered) {
-		t.Errorf("events %q, want %s", evs, ReasonShardsDiscovered)
+	if evs := drainEvents(rec); !hasEvent(evs, "Normal", syncv1alpha1.ReasonShardsDiscovered) {
+		t.Errorf("events %q, want %s", evs, syncv1alpha1.ReasonShardsDiscovered)
 	}
 
 	// config.shards in another order, and a shard whose name sorts first
@@ -548,18 +548,18 @@ func TestShardedSource(t *testing.T) {
 	if !equality.Semantic.DeepEqual(sts.Spec.Template, sts2.Spec.Template) {
 		t.Errorf("adding a shard changed the pod template: the workers would restart")
 	}
-	if evs := drainEvents(rec); !hasEvent(evs, "Normal", ReasonShardAdded) || hasEvent(evs, "Normal", ReasonShardsDiscovered) {
-		t.Errorf("events %q, want %s only", evs, ReasonShardAdded)
+	if evs := drainEvents(rec); !hasEvent(evs, "Normal", syncv1alpha1.ReasonShardAdded) || hasEvent(evs, "Normal", syncv1alpha1.ReasonShardsDiscovered) {
+		t.Errorf("events %q, want %s only", evs, syncv1alpha1.ReasonShardAdded)
 	}
 
 	// A shard leaves: its worker stays to drain the shard's oplog.
 	listed = []string{"rs2", "rs00", "rs0"}
 	check("a shard removed", 4, []mapping{{"rs0", 0, false}, {"rs1", 1, true}, {"rs2", 2, false}, {"rs00", 3, false}})
-	if evs := drainEvents(rec); !hasEvent(evs, "Normal", ReasonShardRemoved) {
-		t.Errorf("events %q, want %s", evs, ReasonShardRemoved)
+	if evs := drainEvents(rec); !hasEvent(evs, "Normal", syncv1alpha1.ReasonShardRemoved) {
+		t.Errorf("events %q, want %s", evs, syncv1alpha1.ReasonShardRemoved)
 	}
 	check("nothing changed", 4, []mapping{{"rs0", 0, false}, {"rs1", 1, true}, {"rs2", 2, false}, {"rs00", 3, false}})
-	if evs := drainEvents(rec); hasEvent(evs, "Normal", ReasonShardRemoved) || hasEvent(evs, "Normal", ReasonShardAdded) {
+	if evs := drainEvents(rec); hasEvent(evs, "Normal", syncv1alpha1.ReasonShardRemoved) || hasEvent(evs, "Normal", syncv1alpha1.ReasonShardAdded) {
 		t.Errorf("events %q repeated", evs)
 	}
 
@@ -567,8 +567,8 @@ func TestShardedSource(t *testing.T) {
 	discoverErr = "source: deployment unreachable: nothing answered at mongodb://mongos.src:27017/"
 	check("discovery failed", 4, []mapping{{"rs0", 0, false}, {"rs1", 1, true}, {"rs2", 2, false}, {"rs00", 3, false}})
 	c := meta.FindStatusCondition(getTask(t, ns, "sharded").Status.Conditions, syncv1alpha1.ConditionDegraded)
-	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonShardDiscoveryFailed || !strings.Contains(c.Message, "unreachable") {
-		t.Errorf("Degraded = %+v, want %s", c, ReasonShardDiscoveryFailed)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != syncv1alpha1.ReasonShardDiscoveryFailed || !strings.Contains(c.Message, "unreachable") {
+		t.Errorf("Degraded = %+v, want %s", c, syncv1alpha1.ReasonShardDiscoveryFailed)
 	}
 }
 
@@ -678,7 +678,7 @@ func TestStatusFromWorker(t *testing.T) {
 	if st.StartedAt == nil || !st.StartedAt.Equal(&metav1.Time{Time: time.Date(2023, 11, 14, 22, 0, 0, 0, time.UTC)}) {
 		t.Errorf("startedAt %v", st.StartedAt)
 	}
-	if c := meta.FindStatusCondition(st.Conditions, syncv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonStreaming {
+	if c := meta.FindStatusCondition(st.Conditions, syncv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != syncv1alpha1.ReasonStreaming {
 		t.Errorf("Ready = %+v", c)
 	}
 	if evs := drainEvents(rec); !slices.ContainsFunc(evs, func(e string) bool { return strings.Contains(e, "phase Pending -> Streaming") }) {
@@ -726,7 +726,7 @@ func TestFailedTaskStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	reconcile(t, r, ns, "orders")
-	if st := getTask(t, ns, "orders").Status; st.Phase != syncv1alpha1.PhaseFailed || st.Failures != 1 || st.LastFailure == nil || st.LastFailure.Reason != ReasonVerificationFailed {
+	if st := getTask(t, ns, "orders").Status; st.Phase != syncv1alpha1.PhaseFailed || st.Failures != 1 || st.LastFailure == nil || st.LastFailure.Reason != syncv1alpha1.ReasonVerificationFailed {
 		t.Fatalf("after the failure: phase %s, failures %d, last %+v", st.Phase, st.Failures, st.LastFailure)
 	}
 	drainEvents(rec)
@@ -749,7 +749,7 @@ func TestFailedTaskStops(t *testing.T) {
 	if st.Phase != syncv1alpha1.PhaseFailed || st.Failures != 1 || *get(t, ns, "orders-worker", &appsv1.StatefulSet{}).Spec.Replicas != 0 {
 		t.Errorf("still stopped: phase %s, failures %d", st.Phase, st.Failures)
 	}
-	if c := meta.FindStatusCondition(st.Conditions, syncv1alpha1.ConditionDegraded); c == nil || c.Reason != ReasonVerificationFailed || !strings.Contains(c.Message, syncv1alpha1.RetryAnnotation) {
+	if c := meta.FindStatusCondition(st.Conditions, syncv1alpha1.ConditionDegraded); c == nil || c.Reason != syncv1alpha1.ReasonVerificationFailed || !strings.Contains(c.Message, syncv1alpha1.RetryAnnotation) {
 		t.Errorf("Degraded = %+v, want VerificationFailed naming the retry annotation", c)
 	}
 
@@ -894,7 +894,7 @@ func TestTLSSecrets(t *testing.T) {
 	updateTask(t, ns, "orders", func(st *syncv1alpha1.SyncTask) { st.Spec.Target.TLS.CASecret.Key = "missing.crt" })
 	reconcile(t, r, ns, "orders")
 	c := meta.FindStatusCondition(getTask(t, ns, "orders").Status.Conditions, syncv1alpha1.ConditionReady)
-	if c == nil || c.Reason != ReasonSecretInvalid || !strings.Contains(c.Message, `target.tls.caSecret: Secret "mongo-ca" has no key missing.crt`) {
+	if c == nil || c.Reason != syncv1alpha1.ReasonSecretInvalid || !strings.Contains(c.Message, `target.tls.caSecret: Secret "mongo-ca" has no key missing.crt`) {
 		t.Errorf("Ready = %+v, want SecretInvalid naming the key", c)
 	}
 }

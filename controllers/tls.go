@@ -57,20 +57,20 @@ func (r *SyncTaskReconciler) tlsSecretKey(ctx context.Context, namespace string,
 	pair := f.Kind == syncv1alpha1.TLSFileCertificate || f.Kind == syncv1alpha1.TLSFilePrivateKey
 	switch {
 	case apierrors.IsNotFound(err) && pair:
-		return nil, nil, &blockedError{ReasonSecretNotFound, fmt.Sprintf("%s: Secret %q not found in namespace %s: create it as a kubernetes.io/tls Secret with the client certificate under %s and its key under %s (a cert-manager Certificate with this secretName writes one)",
+		return nil, nil, &blockedError{syncv1alpha1.ReasonSecretNotFound, fmt.Sprintf("%s: Secret %q not found in namespace %s: create it as a kubernetes.io/tls Secret with the client certificate under %s and its key under %s (a cert-manager Certificate with this secretName writes one)",
 			f.Field, f.Ref.Name, namespace, syncv1alpha1.TLSCertificateKey, syncv1alpha1.TLSPrivateKeyKey)}
 	case apierrors.IsNotFound(err):
-		return nil, nil, &blockedError{ReasonSecretNotFound, fmt.Sprintf("%s: Secret %q not found in namespace %s: create it with the PEM under key %s", f.Field, f.Ref.Name, namespace, f.Ref.Key)}
+		return nil, nil, &blockedError{syncv1alpha1.ReasonSecretNotFound, fmt.Sprintf("%s: Secret %q not found in namespace %s: create it with the PEM under key %s", f.Field, f.Ref.Name, namespace, f.Ref.Key)}
 	case err != nil:
 		return nil, nil, fmt.Errorf("read %s %q: %w", f.Field, f.Ref.Name, err)
 	}
 	pem, ok := s.Data[f.Ref.Key]
 	switch {
 	case (!ok || len(pem) == 0) && pair:
-		return nil, nil, &blockedError{ReasonSecretInvalid, fmt.Sprintf("%s: Secret %q has no key %s: it must hold the client certificate under %s and its key under %s, as a kubernetes.io/tls Secret does; for a Secret with both PEMs under one key, use certificateKeySecret instead",
+		return nil, nil, &blockedError{syncv1alpha1.ReasonSecretInvalid, fmt.Sprintf("%s: Secret %q has no key %s: it must hold the client certificate under %s and its key under %s, as a kubernetes.io/tls Secret does; for a Secret with both PEMs under one key, use certificateKeySecret instead",
 			f.Field, f.Ref.Name, f.Ref.Key, syncv1alpha1.TLSCertificateKey, syncv1alpha1.TLSPrivateKeyKey)}
 	case !ok || len(pem) == 0:
-		return nil, nil, &blockedError{ReasonSecretInvalid, fmt.Sprintf("%s: Secret %q has no key %s: add the PEM under it, or name the key that holds it", f.Field, f.Ref.Name, f.Ref.Key)}
+		return nil, nil, &blockedError{syncv1alpha1.ReasonSecretInvalid, fmt.Sprintf("%s: Secret %q has no key %s: add the PEM under it, or name the key that holds it", f.Field, f.Ref.Name, f.Ref.Key)}
 	}
 	return pem, &s, nil
 }

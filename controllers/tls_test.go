@@ -117,11 +117,11 @@ func TestTLSCertificateSecretBlocked(t *testing.T) {
 		reason string
 		want   string
 	}{
-		{"no Secret", nil, ReasonSecretNotFound,
+		{"no Secret", nil, syncv1alpha1.ReasonSecretNotFound,
 			`target.tls.certificateSecret: Secret "ferry-client-tls" not found in namespace %s: create it as a kubernetes.io/tls Secret with the client certificate under tls.crt and its key under tls.key (a cert-manager Certificate with this secretName writes one)`},
-		{"no tls.key", &corev1.Secret{StringData: map[string]string{"tls.crt": "-----BEGIN CERTIFICATE-----\nX\n-----END CERTIFICATE-----\n"}}, ReasonSecretInvalid,
+		{"no tls.key", &corev1.Secret{StringData: map[string]string{"tls.crt": "-----BEGIN CERTIFICATE-----\nX\n-----END CERTIFICATE-----\n"}}, syncv1alpha1.ReasonSecretInvalid,
 			`target.tls.certificateSecret: Secret "ferry-client-tls" has no key tls.key: it must hold the client certificate under tls.crt and its key under tls.key, as a kubernetes.io/tls Secret does; for a Secret with both PEMs under one key, use certificateKeySecret instead`},
-		{"both PEMs under one key", &corev1.Secret{StringData: map[string]string{"tls.pem": "-----BEGIN CERTIFICATE-----\nX\n-----END CERTIFICATE-----\n"}}, ReasonSecretInvalid,
+		{"both PEMs under one key", &corev1.Secret{StringData: map[string]string{"tls.pem": "-----BEGIN CERTIFICATE-----\nX\n-----END CERTIFICATE-----\n"}}, syncv1alpha1.ReasonSecretInvalid,
 			`target.tls.certificateSecret: Secret "ferry-client-tls" has no key tls.crt: it must hold the client certificate under tls.crt and its key under tls.key, as a kubernetes.io/tls Secret does; for a Secret with both PEMs under one key, use certificateKeySecret instead`},
 	}
 	for _, c := range cases {

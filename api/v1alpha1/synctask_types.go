@@ -245,7 +245,7 @@ type WorkerMetadata struct {
 }
 
 // Condition types of a SyncTask. Each says exactly when it is True; the
-// reasons are the controller's (controllers/status.go).
+// reasons are in reasons.go.
 const (
 	// ConditionReady is True when the target can be used as it is: the
 	// task streams with a lag under 30 s (reason Streaming) or has

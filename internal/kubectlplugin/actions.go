@@ -11,6 +11,7 @@ import (
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	cliflags "github.com/mongoferry/mongoferry/internal/cli/flags"
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // suspendCommand is `suspend` (on) or `resume` (off): spec.suspend.
@@ -152,11 +153,11 @@ func (p *plugin) cutover(cmd *cobra.Command, name string, f cutoverFlags) error 
 				fmt.Fprintf(cmd.OutOrStdout(), "%s  %s\n", p.opts.Now().UTC().Format(time.TimeOnly), line)
 				last = line
 			}
-			if st.Step == "Failed" {
+			if st.Step == workerapi.CutoverFailed {
 				return true, fmt.Errorf("the cut-over failed at %s: %s", t.Status.Cutover.Step, st.Message)
 			}
 		}
-		if f := t.Status.LastFailure; t.Status.Phase == syncv1alpha1.PhaseFailed && f != nil && f.Reason == "CutoverFailed" {
+		if f := t.Status.LastFailure; t.Status.Phase == syncv1alpha1.PhaseFailed && f != nil && f.Reason == syncv1alpha1.ReasonCutoverFailed {
 			return true, fmt.Errorf("the cut-over failed: %s", f.Message)
 		}
 		c := meta.FindStatusCondition(t.Status.Conditions, syncv1alpha1.ConditionCutoverComplete)
@@ -165,7 +166,7 @@ func (p *plugin) cutover(cmd *cobra.Command, name string, f cutoverFlags) error 
 			return false, nil
 		case c.Status == "True":
 			return true, nil
-		case c.Reason == "CutoverFailed":
+		case c.Reason == syncv1alpha1.ReasonCutoverFailed:
 			return true, fmt.Errorf("the cut-over failed: %s", c.Message)
 		}
 		return false, nil
@@ -183,14 +184,14 @@ func (p *plugin) cutover(cmd *cobra.Command, name string, f cutoverFlags) error 
 
 // cutoverFailed reports whether the task's last cut-over failed.
 func cutoverFailed(task *syncv1alpha1.SyncTask) bool {
-	if st := task.Status.Cutover; st != nil && st.Step == "Failed" {
+	if st := task.Status.Cutover; st != nil && st.Step == workerapi.CutoverFailed {
 		return true
 	}
-	if f := task.Status.LastFailure; task.Status.Phase == syncv1alpha1.PhaseFailed && f != nil && f.Reason == "CutoverFailed" {
+	if f := task.Status.LastFailure; task.Status.Phase == syncv1alpha1.PhaseFailed && f != nil && f.Reason == syncv1alpha1.ReasonCutoverFailed {
 		return true
 	}
 	c := meta.FindStatusCondition(task.Status.Conditions, syncv1alpha1.ConditionCutoverComplete)
-	return c != nil && c.Reason == "CutoverFailed"
+	return c != nil && c.Reason == syncv1alpha1.ReasonCutoverFailed
 }
 
 func phaseWords(task *syncv1alpha1.SyncTask) string {

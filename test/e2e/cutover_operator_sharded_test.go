@@ -96,7 +96,7 @@ func TestOperatorShardedCutover(t *testing.T) {
 			t.Errorf("status.shards[%s].cutover %q, want Drained at its position", s.Name, s.Cutover)
 		}
 	}
-	if !hasReason(taskEvents(t, env.Client, ns, name), controllers.ReasonCutoverComplete) {
+	if !hasReason(taskEvents(t, env.Client, ns, name), syncv1alpha1.ReasonCutoverComplete) {
 		t.Error("no CutoverComplete event")
 	}
 	assertSameDocs(t, c.RouterClient(), coll, dst.MustClient(t), coll)

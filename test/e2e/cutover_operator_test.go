@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/controllers"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -78,10 +77,10 @@ func TestOperatorCutover(t *testing.T) {
 	if !proxy.Blocked() {
 		t.Error("the source's writes are not blocked after the cut-over")
 	}
-	if c := meta.FindStatusCondition(st.Status.Conditions, syncv1alpha1.ConditionCutoverReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != controllers.ReasonCaughtUp {
+	if c := meta.FindStatusCondition(st.Status.Conditions, syncv1alpha1.ConditionCutoverReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != syncv1alpha1.ReasonCaughtUp {
 		t.Errorf("CutoverReady = %+v, want True/CaughtUp", c)
 	}
-	if !hasReason(taskEvents(t, env.Client, ns, name), controllers.ReasonCutoverComplete) {
+	if !hasReason(taskEvents(t, env.Client, ns, name), syncv1alpha1.ReasonCutoverComplete) {
 		t.Error("no CutoverComplete event")
 	}
 	if rec := taskRecord(t, dc, name); rec.Cutover == nil || rec.Cutover.Step != workerapi.CutoverComplete {

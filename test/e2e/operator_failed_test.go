@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/controllers"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -64,10 +63,10 @@ func TestOperatorFailedVerificationStops(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	st := get()
-	if st.Status.Failures != 1 || st.Status.LastFailure == nil || st.Status.LastFailure.Reason != controllers.ReasonVerificationFailed {
+	if st.Status.Failures != 1 || st.Status.LastFailure == nil || st.Status.LastFailure.Reason != syncv1alpha1.ReasonVerificationFailed {
 		t.Errorf("failures %d, last %+v; want 1, VerificationFailed", st.Status.Failures, st.Status.LastFailure)
 	}
-	if c := meta.FindStatusCondition(st.Status.Conditions, syncv1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionTrue || c.Reason != controllers.ReasonVerificationFailed {
+	if c := meta.FindStatusCondition(st.Status.Conditions, syncv1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionTrue || c.Reason != syncv1alpha1.ReasonVerificationFailed {
 		t.Errorf("Degraded = %+v, want True/VerificationFailed", c)
 	}
 	if !hasReason(taskEvents(t, env.Client, ns, name), "WorkersStopped") {

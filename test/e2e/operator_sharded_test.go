@@ -177,7 +177,7 @@ func TestOperatorShardedSource(t *testing.T) {
 	waitFor(t, "the removed shard marked removed", time.Minute, func() bool {
 		st := get()
 		last := st.Status.Shards[len(st.Status.Shards)-1]
-		return last.Name == "shard3" && last.Removed && hasReason(taskEvents(t, env.Client, ns, name), controllers.ReasonShardRemoved)
+		return last.Name == "shard3" && last.Removed && hasReason(taskEvents(t, env.Client, ns, name), syncv1alpha1.ReasonShardRemoved)
 	})
 	if got, want := mapping(get()), "shard0:0 shard1:1 shard2:2 shard3:3"; got != want {
 		t.Errorf("status.shards %q after the removal, want %q", got, want)
@@ -219,7 +219,7 @@ func TestOperatorShardedSource(t *testing.T) {
 		t.Logf("shard %s: pod %s-worker-%d, %s, lag %ds, applied %s, held %d", s.Name, name, s.Ordinal, s.Phase, s.LagSeconds, s.AppliedTimestamp, s.HeldWrites)
 	}
 	evs := taskEvents(t, env.Client, ns, name)
-	for _, r := range []string{controllers.ReasonShardsDiscovered, controllers.ReasonShardAdded, controllers.ReasonShardRemoved} {
+	for _, r := range []string{syncv1alpha1.ReasonShardsDiscovered, syncv1alpha1.ReasonShardAdded, syncv1alpha1.ReasonShardRemoved} {
 		if !hasReason(evs, r) {
 			t.Errorf("no %s event", r)
 		}

@@ -381,7 +381,7 @@ func TestOperatorFullCopy(t *testing.T) {
 	if v := st.Status.LastVerification; v == nil || v.Result != syncv1alpha1.VerificationPassed || v.Mode != config.VerifyHash {
 		t.Errorf("lastVerification %+v, want Passed (hash)", v)
 	}
-	if c := meta.FindStatusCondition(st.Status.Conditions, syncv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != controllers.ReasonCompleted {
+	if c := meta.FindStatusCondition(st.Status.Conditions, syncv1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != syncv1alpha1.ReasonCompleted {
 		t.Errorf("Ready = %+v, want True/Completed", c)
 	}
 	// The documents are those of the worker's last report: a worker exits

@@ -69,7 +69,7 @@ func TestOperatorTLSCertManagerSecret(t *testing.T) {
 	}).get
 	waitFor(t, "Ready False, SecretNotFound naming the Secret", time.Minute, func() bool {
 		c := meta.FindStatusCondition(get().Status.Conditions, syncv1alpha1.ConditionReady)
-		return c != nil && c.Reason == controllers.ReasonSecretNotFound && strings.Contains(c.Message, `Secret "`+secretName+`" not found`)
+		return c != nil && c.Reason == syncv1alpha1.ReasonSecretNotFound && strings.Contains(c.Message, `Secret "`+secretName+`" not found`)
 	})
 	issue := func() map[string][]byte {
 		t.Helper()

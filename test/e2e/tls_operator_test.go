@@ -89,7 +89,7 @@ func TestOperatorTLSSecrets(t *testing.T) {
 	}).get
 	waitFor(t, "Ready False, SecretNotFound naming source.tls.caSecret", time.Minute, func() bool {
 		c := meta.FindStatusCondition(get().Status.Conditions, syncv1alpha1.ConditionReady)
-		return c != nil && c.Reason == controllers.ReasonSecretNotFound && strings.HasPrefix(c.Message, `source.tls.caSecret: Secret "mongo-ca" not found`)
+		return c != nil && c.Reason == syncv1alpha1.ReasonSecretNotFound && strings.HasPrefix(c.Message, `source.tls.caSecret: Secret "mongo-ca" not found`)
 	})
 	create(secret("mongo-ca", map[string]string{"ca.crt": string(ca.PEM)}))
 	create(secret("ferry-client", map[string]string{"tls.pem": string(clientCert) + string(clientKey)}))
