@@ -452,6 +452,7 @@ func TestStatusAndColumns(t *testing.T) {
 		StartedAt:          &now,
 		Progress:           &v1alpha1.CopyProgress{Documents: 1000, Bytes: 1 << 20, EstimatedDocuments: 1000, Percent: "100%"},
 		LagSeconds:         2,
+		Lag:                "2s",
 		OpsPerSecond:       350,
 		BytesPerSecond:     1 << 18,
 		CheckpointTime:     &now,
@@ -509,7 +510,7 @@ func TestStatusAndColumns(t *testing.T) {
 		t.Fatalf("%d rows, want 1", len(table.Rows))
 	}
 	cells := fmt.Sprintf("%v %v", table.Rows[0].Cells[:7], table.Rows[0].Cells[8])
-	if want := "[columns Streaming 100% 1/1 streaming 2 350 True] 1 worker streaming, 2s behind"; cells != want {
+	if want := "[columns Streaming 100% 1/1 streaming 2s 350 True] 1 worker streaming, 2s behind"; cells != want {
 		t.Errorf("row %q, want %q", cells, want)
 	}
 }
