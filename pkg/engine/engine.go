@@ -300,15 +300,7 @@ func (e *Engine) run(ctx context.Context) error {
 		return e.runShardWorker(ctx)
 	}
 	if withReplay && useOplog && exists && prev.HasStart() {
-		if e.sharded {
-			recs, err := e.store.Shards(ctx)
-			if err != nil {
-				return err
-			}
-			if err := e.checkShardWindows(ctx, recs); err != nil {
-				return err
-			}
-		} else if err := source.CheckWindow(ctx, e.source, prev.ResumeTS(), prev.ResumesFromEmptyOplog()); err != nil {
+		if err := e.checkResumeWindow(ctx, prev); err != nil {
 			return err
 		}
 	}
@@ -329,42 +321,13 @@ func (e *Engine) run(ctx context.Context) error {
 			return err
 		}
 	}
-	// The replay start position, taken before anything is copied (and
-	// before anything is written, since it may fail): every write the
-	// source takes during the copy is replayed.
-	// On an empty oplog it is the source's current time: a real point in
-	// time, checked as such against the oplog's window later.
-	startAt := source.StartPosition
-	if e.srcProfile.OplogQueriesScan {
-		// Reading the newest entry would read the whole oplog.
-		startAt = source.StartPositionByClock
-	}
-	if !useOplog {
-		startAt = func(ctx context.Context, c *mongo.Client) (bson.Timestamp, bool, error) {
-			ts, err := source.ClusterTime(ctx, c)
-			return ts, false, err
-		}
-	}
 	var (
 		startTS     bson.Timestamp
 		startEmpty  bool
 		shardStarts map[string]bson.Timestamp
 	)
 	if withReplay && (!exists || !prev.HasStart()) {
-		if spec.Incremental.StartAt != "" {
-			if startTS, shardStarts, err = e.givenStart(ctx, useOplog); err != nil {
-				return err
-			}
-		} else if e.sharded {
-			// Every shard's newest position, before anything is copied.
-			shardStarts, err = e.shardPositions(ctx)
-		} else {
-			startTS, startEmpty, err = startAt(ctx, e.source)
-			if err != nil {
-				err = fmt.Errorf("the source's replay start position: %w", err)
-			}
-		}
-		if err != nil {
+		if startTS, startEmpty, shardStarts, err = e.replayStart(ctx, useOplog); err != nil {
 			return err
 		}
 	}
@@ -426,7 +389,7 @@ func (e *Engine) run(ctx context.Context) error {
 			case withReplay && useOplog && e.srcProfile.OplogQueriesScan:
 				endTS, err = copyEndByClock(ctx, e.source)
 			case withReplay:
-				if endTS, _, err = startAt(ctx, e.source); err != nil {
+				if endTS, _, err = e.positionOf(useOplog)(ctx, e.source); err != nil {
 					err = fmt.Errorf("the source's position at the end of the copy: %w", err)
 				}
 			}
@@ -473,6 +436,59 @@ func (e *Engine) run(ctx context.Context) error {
 			return fmt.Errorf("engine: no transition from phase %s", next)
 		}
 	}
+}
+
+// checkResumeWindow stops a resumed task, before anything is written, when
+// the source's oplog (a shard's, for a sharded source) no longer holds the
+// position replay goes on from.
+func (e *Engine) checkResumeWindow(ctx context.Context, prev checkpoint.TaskRecord) error {
+	if !e.sharded {
+		return source.CheckWindow(ctx, e.source, prev.ResumeTS(), prev.ResumesFromEmptyOplog())
+	}
+	recs, err := e.store.Shards(ctx)
+	if err != nil {
+		return err
+	}
+	return e.checkShardWindows(ctx, recs)
+}
+
+// replayStart returns the replay start position of a task's first run,
+// taken before anything is copied (and before anything is written, since
+// it may fail), so that every write the source takes during the copy is
+// replayed: spec.incremental.startAt when given, else every shard's newest
+// position for a sharded source, else the source's newest position. On an
+// empty oplog it is the source's current time (empty true): a real point
+// in time, checked as such against the oplog's window later.
+func (e *Engine) replayStart(ctx context.Context, useOplog bool) (ts bson.Timestamp, empty bool, shards map[string]bson.Timestamp, err error) {
+	switch {
+	case e.task.Incremental.StartAt != "":
+		ts, shards, err = e.givenStart(ctx, useOplog)
+		return ts, false, shards, err
+	case e.sharded:
+		shards, err = e.shardPositions(ctx)
+		return ts, false, shards, err
+	}
+	if ts, empty, err = e.positionOf(useOplog)(ctx, e.source); err != nil {
+		err = fmt.Errorf("the source's replay start position: %w", err)
+	}
+	return ts, empty, nil, err
+}
+
+// positionOf returns how the source's current position is read: its
+// newest oplog entry, or its clock where reading the newest entry would
+// read the whole oplog, or its cluster time for change streams.
+func (e *Engine) positionOf(useOplog bool) func(context.Context, *mongo.Client) (bson.Timestamp, bool, error) {
+	switch {
+	case !useOplog:
+		return func(ctx context.Context, c *mongo.Client) (bson.Timestamp, bool, error) {
+			ts, err := source.ClusterTime(ctx, c)
+			return ts, false, err
+		}
+	case e.srcProfile.OplogQueriesScan:
+		// Reading the newest entry would read the whole oplog.
+		return source.StartPositionByClock
+	}
+	return source.StartPosition
 }
 
 func (e *Engine) setPhase(p Phase) {
