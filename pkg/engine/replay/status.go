@@ -70,7 +70,7 @@ func (r *Replayer) Status() Status {
 	}
 	// The watermark moves past no-ops and skipped entries too, so an idle
 	// source shows lag 0 once its newest entry is read.
-	if wm := r.wm.Applied(); wm.Compare(s.NewestTS) >= 0 && r.oldestOpen == nil && r.hold == nil {
+	if wm := r.wm.Applied(); wm.Compare(s.NewestTS) >= 0 && r.oldestOpen == nil && r.applying == nil {
 		s.AppliedTS = maxTS(s.AppliedTS, wm)
 	}
 	if s.NewestTS.T > s.AppliedTS.T {
