@@ -199,10 +199,12 @@ type Replayer struct {
 	// reapplied is the highest ts an earlier run may have applied (saved
 	// with the checkpoint): a write up to it may meet a newer document.
 	reapplied bson.Timestamp
-	savedTS   bson.Timestamp
-	savedAt   time.Time
-	unique    map[catalog.Namespace]bool
-	recopied  map[catalog.Namespace]bson.Timestamp // see recopy
+	// staleUpserts counts upserts stepped over (stale.go).
+	staleUpserts int64
+	savedTS      bson.Timestamp
+	savedAt      time.Time
+	unique       map[catalog.Namespace]bool
+	recopied     map[catalog.Namespace]bson.Timestamp // see recopy
 	// Status (status.go).
 	readTS          bson.Timestamp
 	newestTS        bson.Timestamp
