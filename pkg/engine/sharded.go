@@ -375,6 +375,7 @@ func (e *Engine) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, p repla
 		ShardMember: true,
 		Shard:       st.shard.Name,
 		Board:       e.board,
+		HoldInserts: e.task.Incremental.IDReuseAcrossShards == config.IDReuseHold,
 	}
 }
 
