@@ -37,4 +37,50 @@
 //     shard key, shard-key changes included.
 //
 // The final documents must equal the model's.
+//
+// Behaviours (behaviours.go) add what mongod writes that the first model,
+// built from the same assumption as the replay rule, left out; each is
+// switched on or off per schedule (GenerateWith; TestSim reads
+// SHARDSIM_BEHAVIOURS=all or a list, and SHARDSIM_WITHOUT), at a version
+// (4.4 to 8.0) the seed picks, and comes from the server source named:
+//
+//   - Clocks: each shard's own hybrid logical clock, advanced past the
+//     cluster time a message carries (db/vector_clock.cpp,
+//     db/logical_time.h): a router's request, the donor's and recipient's
+//     migration commands, a coordinator's prepare and commit; the
+//     application's client gossips the cluster time of a document's last
+//     write. Entries of two shards can share a ts. A periodic no-op is
+//     written only after 10 s without a write (repl/noop_writer.cpp).
+//   - ConfigDocs: config.migrationCoordinators on the donor,
+//     config.rangeDeletions on both sides, from 6.0 the recipient's
+//     config.migrationRecipients and config.collection_critical_sections,
+//     each inserted, updated and deleted in the server's order
+//     (s/migration_source_manager.cpp, s/migration_coordinator.cpp,
+//     s/migration_util.cpp, s/migration_destination_manager.cpp,
+//     s/range_deletion_util.cpp and the .idl files of each document); an
+//     aborted migration's copies go through the recipient's range deleter.
+//   - RecordIDClone: the clone reads the record ids taken at its start in
+//     batches, with donor writes between them; a document deleted before
+//     its batch is skipped, and its transferred delete logs nothing on a
+//     recipient without it (s/migration_chunk_cloner_source.cpp,
+//     _applyMigrateOp in s/migration_destination_manager.cpp).
+//   - EmptyMigrations: a chunk emptied by plain deletes migrates (no
+//     fromMigrate CRUD entry at all) and one of its _ids is inserted again
+//     on the recipient.
+//   - Sessions: retryable writes; a migration moves each session's last
+//     write as a $sessionMigrateInfo no-op, or the $incompleteOplogHistory
+//     sentinel for a transaction (s/session_catalog_migration_source.cpp,
+//     s/session_catalog_migration_destination.cpp).
+//   - Coordinator: config.transaction_coordinators with the participants
+//     on the coordinator shard, commitTimestamp the largest prepare ts,
+//     the decision before the commits, some transactions aborted after
+//     some prepares (s/transaction_coordinator.cpp,
+//     s/transaction_coordinator_util.cpp).
+//   - IDReuse: an _id deleted on one shard and inserted with a shard key
+//     another shard owns.
+//
+// docs/oplog-shapes.md shows the shapes by version; testdata holds them as
+// extended JSON (TestConfigShapeFixtures). scenarios_rule2_test.go (build
+// tag shardrule2) has the interleavings the hold rule of docs/sharded.md
+// does not survive.
 package shardsim

@@ -50,6 +50,11 @@ type Shard struct {
 	Removed bool
 	// Idle shards own no chunk and write only no-ops.
 	Idle bool
+
+	// hlc is the shard's hybrid logical clock (Behaviours.Clocks), skew
+	// its wall clock's offset in seconds.
+	hlc  bson.Timestamp
+	skew uint32
 }
 
 // Last returns the ts of the shard's last entry.
@@ -78,8 +83,12 @@ type Model struct {
 	Writes map[WriteKey]Write
 	// Counts of what the schedule did, for messages.
 	Migrations, Aborted, KeyChanges, Txns, DDL int
+	// Fired counts, by behaviour name, the events only that behaviour
+	// makes (Behaviours; see Fired in behaviours.go).
+	Fired map[string]int
 
 	rng    *rand.Rand
+	seed   uint64
 	clock  uint32
 	owner  [chunkCount]*Shard
 	seq    map[int64]int
@@ -87,15 +96,38 @@ type Model struct {
 	txn    int64
 	// held are, per shard, ids of orphan copies left by migrations out of
 	// it, waiting for the range deleter.
-	orphans map[*Shard][]int64
+	orphans map[*Shard][]orphans
 	ui      bson.Binary
+
+	// B are the behaviours the model has (behaviours.go).
+	B Behaviours
+	// wall is the cluster's wall second past epoch (Clocks); routers are
+	// the cluster times of the routers the application writes through,
+	// lastWrite each document's last write ts.
+	wall       uint32
+	routers    [2]bson.Timestamp
+	routerNext int
+	lastWrite  map[int64]bson.Timestamp
+	// sessions are the retryable-write sessions (Sessions) and, per
+	// shard, each session's last write there (config.transactions).
+	sessions []*session
+	sessLast map[*Shard]map[string]sessWrite
+	uuids    int
+}
+
+// orphans are a range's documents a shard keeps until its range deleter
+// runs: their _ids and, with ConfigDocs, the range-deletion task.
+type orphans struct {
+	ids  []int64
+	task *rangeTask
 }
 
 // NewModel returns a cluster of shards named s0, s1, ... with the chunks
 // dealt over the shards that are not idle.
 func NewModel(seed uint64, ns string, shards int, idle bool) *Model {
-	m := &Model{NS: ns, Docs: map[int64]Doc{}, Writes: map[WriteKey]Write{}, seq: map[int64]int{},
-		rng: rand.New(rand.NewPCG(seed, 0x5ead)), orphans: map[*Shard][]int64{}, nextID: 1,
+	m := &Model{NS: ns, seed: seed, Fired: map[string]int{}, Docs: map[int64]Doc{}, Writes: map[WriteKey]Write{}, seq: map[int64]int{},
+		rng: rand.New(rand.NewPCG(seed, 0x5ead)), orphans: map[*Shard][]orphans{}, nextID: 1,
+		lastWrite: map[int64]bson.Timestamp{}, sessLast: map[*Shard]map[string]sessWrite{},
 		ui: bson.Binary{Subtype: 4, Data: []byte("0123456789abcdef")}}
 	for i := range shards {
 		m.Shards = append(m.Shards, &Shard{Name: fmt.Sprintf("s%d", i), Idle: idle && i == shards-1})
@@ -166,9 +198,7 @@ func (m *Model) nextSeq(id int64) int {
 }
 
 // Noop logs a periodic no-op on s.
-func (m *Model) Noop(s *Shard) {
-	m.log(s, m.tick(), bson.D{{Key: "op", Value: "n"}, {Key: "ns", Value: ""}, {Key: "o", Value: bson.D{{Key: "msg", Value: "periodic noop"}}}})
-}
+func (m *Model) Noop(s *Shard) { m.logNoop(s) }
 
 // Insert inserts a new document with shard key sk on the shard owning it.
 func (m *Model) Insert(sk int64) Doc {
@@ -182,11 +212,45 @@ func (m *Model) Insert(sk int64) Doc {
 func (m *Model) InsertID(id, sk int64) Doc {
 	d := Doc{ID: id, SK: sk, V: int64(m.seq[id] + 1)}
 	s := m.owner[sk/chunkWidth]
-	ts := m.tick()
-	m.log(s, ts, m.crud("i", d.raw(), d.key(), false))
+	m.userWrite(s, id, m.crud("i", d.raw(), d.key(), false), 'i')
 	m.Docs[d.ID] = d
-	m.record(s, ts, d.ID, 'i', m.nextSeq(d.ID))
 	return d
+}
+
+// userWrite logs a user's write of document id on s, routed (Clocks) and,
+// with Sessions, retryable in half the cases.
+func (m *Model) userWrite(s *Shard, id int64, e bson.D, kind byte) bson.Timestamp {
+	m.route(s, id)
+	ts := m.at(s)
+	var ss *session
+	if m.B.Sessions && m.rng.IntN(2) == 0 {
+		e, ss = m.retryable(e)
+	}
+	m.log(s, ts, e)
+	if ss != nil {
+		m.wroteRetryable(s, ss, m.skOf(id, e))
+	}
+	m.routed(id, ts)
+	m.record(s, ts, id, kind, m.nextSeq(id))
+	return ts
+}
+
+// skOf returns the shard key of document id as entry e writes it.
+func (m *Model) skOf(id int64, e bson.D) int64 {
+	for _, f := range e {
+		if f.Key == "o2" || f.Key == "o" && f.Value.(bson.D)[0].Key == "sk" {
+			return f.Value.(bson.D)[0].Value.(int64)
+		}
+	}
+	return m.Docs[id].SK
+}
+
+// diff returns an update of fields: a $v:2 diff, or on 4.4 $v:1 $set.
+func (m *Model) diff(fields bson.D) bson.D {
+	if m.B.Version == 44 {
+		return bson.D{{Key: "$v", Value: int32(1)}, {Key: "$set", Value: fields}}
+	}
+	return bson.D{{Key: "$v", Value: int32(2)}, {Key: "diff", Value: bson.D{{Key: "u", Value: fields}}}}
 }
 
 // Update sets a new version of document id on its shard, as a $v:2 diff.
@@ -194,20 +258,16 @@ func (m *Model) Update(id int64) {
 	d := m.Docs[id]
 	d.V++
 	s := m.owner[d.SK/chunkWidth]
-	ts := m.tick()
-	m.log(s, ts, m.crud("u", bson.D{{Key: "$v", Value: int32(2)}, {Key: "diff", Value: bson.D{{Key: "u", Value: bson.D{{Key: "v", Value: d.V}}}}}}, d.key(), false))
+	m.userWrite(s, id, m.crud("u", m.diff(bson.D{{Key: "v", Value: d.V}}), d.key(), false), 'u')
 	m.Docs[id] = d
-	m.record(s, ts, id, 'u', m.nextSeq(id))
 }
 
 // Delete deletes document id on its shard.
 func (m *Model) Delete(id int64) {
 	d := m.Docs[id]
 	s := m.owner[d.SK/chunkWidth]
-	ts := m.tick()
-	m.log(s, ts, m.crud("d", d.key(), nil, false))
+	m.userWrite(s, id, m.crud("d", d.key(), nil, false), 'd')
 	delete(m.Docs, id)
-	m.record(s, ts, id, 'd', m.nextSeq(id))
 }
 
 // inChunk returns the ids of the documents in chunk c, in order.
@@ -234,6 +294,10 @@ func (m *Model) Owner(c int) *Shard { return m.owner[c] }
 func (m *Model) Migrate(c int, to *Shard, catchUp int, abort bool) {
 	from := m.owner[c]
 	if from == to {
+		return
+	}
+	if m.B.ConfigDocs || m.B.RecordIDClone || m.B.Sessions || m.B.Clocks {
+		m.migrate(c, to, catchUp, abort)
 		return
 	}
 	m.RangeDelete(to) // a shard receives a range only once its orphans are gone
@@ -271,7 +335,15 @@ func (m *Model) Migrate(c int, to *Shard, catchUp int, abort bool) {
 		return
 	}
 	m.owner[c] = to
-	m.orphans[from] = append(m.orphans[from], m.inChunk(c)...)
+	m.orphans[from] = append(m.orphans[from], orphans{ids: m.inChunk(c)})
+}
+
+func idsOf(ws []Write) []int64 {
+	out := make([]int64, 0, len(ws))
+	for _, w := range ws {
+		out = append(out, w.ID)
+	}
+	return out
 }
 
 func sortedIDs(set map[int64]bool) []int64 {
@@ -285,9 +357,19 @@ func sortedIDs(set map[int64]bool) []int64 {
 
 // RangeDelete logs the range deleter's fromMigrate deletes of s's orphan
 // copies.
+// With ConfigDocs, each range's task is updated and deleted around its
+// deletes (range_deletion_util.cpp).
 func (m *Model) RangeDelete(s *Shard) {
-	for _, id := range m.orphans[s] {
-		m.log(s, m.tick(), m.crud("d", bson.D{{Key: "_id", Value: id}}, nil, true))
+	for _, o := range m.orphans[s] {
+		if o.task != nil {
+			m.taskProcessing(s, o.task)
+		}
+		for _, id := range o.ids {
+			m.log(s, m.at(s), m.crud("d", bson.D{{Key: "_id", Value: id}}, nil, true))
+		}
+		if o.task != nil {
+			m.taskDone(s, o.task, len(o.ids))
+		}
 	}
 	delete(m.orphans, s)
 }
@@ -304,41 +386,9 @@ type part struct {
 	ops   []bson.D
 	// writes are recorded at the commit entry's ts.
 	writes []Write
-}
-
-// prepared logs a multi-shard transaction: a prepare applyOps on each
-// shard, then (after between, if set) commitTransaction entries with one
-// commitTimestamp, in a random order of shards.
-func (m *Model) prepared(parts []*part, between func()) {
-	lsid, n := m.session()
-	m.rng.Shuffle(len(parts), func(i, j int) { parts[i], parts[j] = parts[j], parts[i] })
-	prep := make([]bson.Timestamp, len(parts))
-	for i, p := range parts {
-		prep[i] = m.tick()
-		m.log(p.shard, prep[i], bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
-			{Key: "o", Value: bson.D{{Key: "applyOps", Value: p.ops}, {Key: "prepare", Value: true}}},
-			{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: n},
-			{Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: bson.Timestamp{}}, {Key: "t", Value: int64(-1)}}}})
-	}
-	if between != nil {
-		between()
-	}
-	cts := m.tick()
-	m.rng.Shuffle(len(parts), func(i, j int) {
-		parts[i], parts[j] = parts[j], parts[i]
-		prep[i], prep[j] = prep[j], prep[i]
-	})
-	for i, p := range parts {
-		ts := m.tick()
-		m.log(p.shard, ts, bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
-			{Key: "o", Value: bson.D{{Key: "commitTransaction", Value: int32(1)}, {Key: "commitTimestamp", Value: cts}}},
-			{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: n},
-			{Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: prep[i]}, {Key: "t", Value: int64(1)}}}})
-		for _, w := range p.writes {
-			m.record(p.shard, ts, w.ID, w.Kind, w.Seq)
-		}
-	}
-	m.Txns++
+	// undo are the documents before the part (nil: absent), restored if
+	// the transaction aborts (Parts).
+	undo map[int64]*Doc
 }
 
 func (m *Model) inner(op string, o, o2 bson.D) bson.D {
@@ -377,73 +427,9 @@ func (m *Model) ChangeKeyInPlace(id, sk int64) {
 	d := m.Docs[id]
 	s := m.owner[d.SK/chunkWidth]
 	nd := Doc{ID: id, SK: sk, V: d.V + 1}
-	ts := m.tick()
-	m.log(s, ts, m.crud("u", bson.D{{Key: "$v", Value: int32(2)}, {Key: "diff", Value: bson.D{{Key: "u", Value: bson.D{{Key: "sk", Value: nd.SK}, {Key: "v", Value: nd.V}}}}}}, d.key(), false))
+	m.userWrite(s, id, m.crud("u", m.diff(bson.D{{Key: "sk", Value: nd.SK}, {Key: "v", Value: nd.V}}), d.key(), false), 'u')
 	m.Docs[id] = nd
-	m.record(s, ts, id, 'u', m.nextSeq(id))
 	m.KeyChanges++
-}
-
-// MultiShardTxn updates one document and inserts one on each of two
-// shards, in one prepared transaction.
-func (m *Model) MultiShardTxn(a, b *Shard) {
-	var parts []*part
-	for _, s := range []*Shard{a, b} {
-		p := &part{shard: s}
-		if id, ok := m.docOn(s); ok {
-			d := m.Docs[id]
-			d.V++
-			p.ops = append(p.ops, m.inner("u", bson.D{{Key: "$v", Value: int32(2)}, {Key: "diff", Value: bson.D{{Key: "u", Value: bson.D{{Key: "v", Value: d.V}}}}}}, d.key()))
-			p.writes = append(p.writes, Write{WriteKey: WriteKey{ID: id}, Seq: m.nextSeq(id), Kind: 'u'})
-			m.Docs[id] = d
-		}
-		if c, ok := m.chunkOf(s); ok {
-			d := Doc{ID: m.nextID, SK: int64(c*chunkWidth + m.rng.IntN(chunkWidth)), V: 1}
-			m.nextID++
-			p.ops = append(p.ops, m.inner("i", d.raw(), d.key()))
-			p.writes = append(p.writes, Write{WriteKey: WriteKey{ID: d.ID}, Seq: m.nextSeq(d.ID), Kind: 'i'})
-			m.Docs[d.ID] = d
-		}
-		if len(p.ops) > 0 {
-			parts = append(parts, p)
-		}
-	}
-	if len(parts) > 0 {
-		m.prepared(parts, nil)
-	}
-}
-
-// ShardTxn is a one-shard transaction: one applyOps entry that inserts a
-// document and updates another.
-func (m *Model) ShardTxn(s *Shard) {
-	c, ok := m.chunkOf(s)
-	if !ok {
-		return
-	}
-	lsid, n := m.session()
-	var ops []bson.D
-	var ws []Write
-	d := Doc{ID: m.nextID, SK: int64(c*chunkWidth + m.rng.IntN(chunkWidth)), V: 1}
-	m.nextID++
-	ops = append(ops, m.inner("i", d.raw(), d.key()))
-	ws = append(ws, Write{WriteKey: WriteKey{ID: d.ID}, Seq: m.nextSeq(d.ID), Kind: 'i'})
-	m.Docs[d.ID] = d
-	if id, ok := m.docOn(s); ok && id != d.ID {
-		u := m.Docs[id]
-		u.V++
-		ops = append(ops, m.inner("u", bson.D{{Key: "$v", Value: int32(2)}, {Key: "diff", Value: bson.D{{Key: "u", Value: bson.D{{Key: "v", Value: u.V}}}}}}, u.key()))
-		ws = append(ws, Write{WriteKey: WriteKey{ID: id}, Seq: m.nextSeq(id), Kind: 'u'})
-		m.Docs[id] = u
-	}
-	ts := m.tick()
-	m.log(s, ts, bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
-		{Key: "o", Value: bson.D{{Key: "applyOps", Value: ops}}},
-		{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: n},
-		{Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: bson.Timestamp{}}, {Key: "t", Value: int64(-1)}}}})
-	for _, w := range ws {
-		m.record(s, ts, w.ID, w.Kind, w.Seq)
-	}
-	m.Txns++
 }
 
 // docOn picks a document owned by s.
@@ -477,13 +463,19 @@ func (m *Model) chunkOf(s *Shard) (int, bool) {
 
 // AddShard adds an empty shard that takes chunks from now on.
 func (m *Model) AddShard() *Shard {
-	s := &Shard{Name: fmt.Sprintf("s%d", len(m.Shards)), Added: m.tick()}
+	added := m.tick()
+	if m.B.Clocks {
+		added = bson.Timestamp{T: epoch + m.wall, I: 1}
+	}
+	s := &Shard{Name: fmt.Sprintf("s%d", len(m.Shards)), Added: added}
+	s.hlc = added
 	m.Shards = append(m.Shards, s)
 	return s
 }
 
 // RemoveShard drains s (its chunks migrate to the other active shards,
-// its orphans are deleted), logs its last no-op and removes it.
+// its orphans are deleted), logs its last no-op (with Clocks, 10 s pass
+// and the idle shards write theirs) and removes it.
 func (m *Model) RemoveShard(s *Shard) {
 	others := slices.DeleteFunc(m.active(), func(o *Shard) bool { return o == s })
 	if len(others) == 0 {
@@ -495,7 +487,11 @@ func (m *Model) RemoveShard(s *Shard) {
 		}
 	}
 	m.RangeDelete(s)
-	m.Noop(s)
+	if m.B.Clocks {
+		m.Elapse(noopInterval) // the removal takes a while: idle shards write their no-ops
+	} else {
+		m.Noop(s)
+	}
 	s.Removed = true
 }
 
@@ -505,6 +501,10 @@ func (m *Model) RemoveShard(s *Shard) {
 func (m *Model) Finish() {
 	for _, s := range m.Shards {
 		m.RangeDelete(s)
+	}
+	if m.B.Clocks {
+		m.Elapse(noopInterval + 1)
+		return
 	}
 	for _, s := range m.Shards {
 		if !s.Removed {
@@ -521,7 +521,7 @@ func (m *Model) Finish() {
 func (m *Model) Topology(op, ns string, shards []*Shard) map[string]bson.Timestamp {
 	at := map[string]bson.Timestamp{}
 	for _, s := range shards {
-		ts := m.tick()
+		ts := m.at(s)
 		m.log(s, ts, bson.D{{Key: "op", Value: "n"}, {Key: "ns", Value: ns},
 			{Key: "o", Value: bson.D{{Key: "msg", Value: bson.D{{Key: op, Value: ns}}}}},
 			{Key: "o2", Value: bson.D{{Key: op, Value: ns}, {Key: "shardKey", Value: bson.D{{Key: "sk", Value: 1}}}}}})
@@ -549,7 +549,7 @@ func (m *Model) ReshardCommit(shards []*Shard) map[string]bson.Timestamp {
 	db, _, _ := strings.Cut(m.NS, ".")
 	at := map[string]bson.Timestamp{}
 	for _, s := range shards {
-		ts := m.tick()
+		ts := m.at(s)
 		m.log(s, ts, bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: db + ".$cmd"},
 			{Key: "o", Value: bson.D{{Key: "renameCollection", Value: db + ".system.resharding.6f1c2a3b-0000-4000-8000-000000000001"},
 				{Key: "to", Value: m.NS}, {Key: "stayTemp", Value: false}, {Key: "dropTarget", Value: true}}}})

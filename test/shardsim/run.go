@@ -51,6 +51,13 @@ type Config struct {
 	// Step, when set, is called after every round with the board; the
 	// scenarios use it to look at positions while the run goes on.
 	Step func(round int, board *shard.MemoryBoard, rec *Recorder) bool
+	// Kill, when set, is called after every round: the shard it names
+	// (none when empty) is killed and restarted from its saved checkpoint,
+	// as the seeded kills are.
+	Kill func(round int) string
+	// CheckpointInterval is the subtasks' checkpoint period; 2ms when
+	// zero (a long one keeps the saved checkpoint far behind).
+	CheckpointInterval time.Duration
 }
 
 // feed is one shard's oplog as its readers see it: the first visible
@@ -243,6 +250,9 @@ func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
 	if cfg.Round == 0 {
 		cfg.Round = time.Millisecond
 	}
+	if cfg.CheckpointInterval == 0 {
+		cfg.CheckpointInterval = 2 * time.Millisecond
+	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	rn := &runner{sc: sc, cfg: cfg, board: shard.NewMemoryBoard(), rec: NewRecorder(sc.Model), feeds: map[string]*feed{}, subs: map[string]*subtask{}}
@@ -321,6 +331,11 @@ func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
 		if killAt[round] {
 			rn.kill(ctx, rng)
 		}
+		if cfg.Kill != nil {
+			if name := cfg.Kill(round); name != "" && rn.subs[name] != nil {
+				rn.killShard(ctx, name)
+			}
+		}
 		for _, s := range sc.Model.Shards {
 			if sub := rn.subs[s.Name]; s.Removed && sub != nil && rn.feeds[s.Name].done() {
 				sub.r.Retire()
@@ -397,7 +412,7 @@ func (rn *runner) start(ctx context.Context, name string, from saved) {
 	r := replay.New(replay.Options{
 		ShardKeys: keys, TargetMajor: major,
 		Task: "sim", Spec: &rn.spec, Reader: &reader{f: rn.feeds[name], from: from.ts}, Mapper: rn.mapper, From: from.ts,
-		ShardMember: true, Shard: name, Board: fc, CheckpointInterval: 2 * time.Millisecond, HoldPoll: time.Millisecond,
+		ShardMember: true, Shard: name, Board: fc, CheckpointInterval: rn.cfg.CheckpointInterval, HoldPoll: time.Millisecond,
 		WriteTimeout: 20 * time.Second,
 		Recover:      from.txns,
 		SaveState: func(_ context.Context, ts bson.Timestamp, txns oplog.AssemblerState) error {
@@ -448,7 +463,12 @@ func (rn *runner) kill(ctx context.Context, rng *rand.Rand) {
 	if len(names) == 0 {
 		return
 	}
-	name := names[rng.IntN(len(names))]
+	rn.killShard(ctx, names[rng.IntN(len(names))])
+}
+
+// killShard SIGKILLs shard name's subtask and restarts it from its last
+// saved checkpoint.
+func (rn *runner) killShard(ctx context.Context, name string) {
 	sub := rn.subs[name]
 	sub.fence.close()
 	sub.killed.Store(true)

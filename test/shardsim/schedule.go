@@ -2,6 +2,7 @@ package shardsim
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -39,9 +40,16 @@ type Schedule struct {
 // half the seeds, a shard added in half, one removed in a third and, in
 // one in eight, a topology change the subtasks must stop at.
 func Generate(seed uint64, ns string, steps int) Schedule {
+	return GenerateWith(seed, ns, steps, Behaviours{})
+}
+
+// GenerateWith is Generate with the behaviours b (behaviours.go): with
+// Clocks, wall time passes between steps instead of random no-ops; with
+// EmptyMigrations and IDReuse, their events are added to the random ones.
+func GenerateWith(seed uint64, ns string, steps int, b Behaviours) Schedule {
 	rng := rand.New(rand.NewPCG(seed, 0x51a1))
 	idle := rng.IntN(2) == 0
-	m := NewModel(seed, ns, 3, idle)
+	m := NewModel(seed, ns, 3, idle).With(b)
 	sc := Schedule{Seed: seed, Model: m}
 	addAt, removeAt, stopAt := -1, -1, -1
 	if rng.IntN(2) == 0 {
@@ -71,7 +79,17 @@ func Generate(seed uint64, ns string, steps int) Schedule {
 		if step == stopAt {
 			sc.Stop = m.stop(rng)
 		}
+		if b.EmptyMigrations && rng.IntN(8) == 0 {
+			m.emptyMigration(rng)
+		}
+		if b.IDReuse && rng.IntN(8) == 0 {
+			m.reuseID(rng)
+		}
 		m.randomEvent(rng)
+		if b.Clocks {
+			m.Elapse(uint32(rng.IntN(4)))
+			continue
+		}
 		for _, s := range m.Shards {
 			p := 6
 			if s.Idle {
@@ -83,6 +101,7 @@ func Generate(seed uint64, ns string, steps int) Schedule {
 		}
 	}
 	m.Finish()
+	m.countLogs()
 	return sc
 }
 
@@ -194,4 +213,66 @@ func (m *Model) stop(rng *rand.Rand) *Stop {
 	}
 	o := ops[rng.IntN(len(ops))]
 	return &Stop{Op: o.op, NS: o.ns, At: m.Topology(o.op, o.ns, some(rng, m.listed()))}
+}
+
+// emptyMigration deletes every document of a chunk (plain deletes), moves
+// the empty chunk (the recipient clones nothing) and inserts one of the
+// _ids again, now on the recipient.
+func (m *Model) emptyMigration(rng *rand.Rand) {
+	act := m.active()
+	if len(act) < 2 {
+		return
+	}
+	c := rng.IntN(chunkCount)
+	ids := m.inChunk(c)
+	for _, id := range ids {
+		m.Delete(id)
+	}
+	to := act[rng.IntN(len(act))]
+	if to == m.owner[c] {
+		return
+	}
+	m.Migrate(c, to, 0, false)
+	if len(ids) > 0 {
+		m.InsertID(ids[rng.IntN(len(ids))], int64(c*chunkWidth+rng.IntN(chunkWidth)))
+		m.Fired["EmptyMigrations"]++
+	}
+}
+
+// reuseID deletes a document on its shard and inserts its _id with a
+// shard key another shard owns (the application keeps _id unique across
+// the shards; the other shard holds no orphan copy of it).
+func (m *Model) reuseID(rng *rand.Rand) {
+	var ids []int64
+	for c := range chunkCount {
+		ids = append(ids, m.inChunk(c)...)
+	}
+	if len(ids) == 0 {
+		return
+	}
+	id := ids[rng.IntN(len(ids))]
+	from := m.owner[m.Docs[id].SK/chunkWidth]
+	var cs []int
+	for c, s := range m.owner {
+		if s != from && !m.holdsOrphan(s, id) {
+			cs = append(cs, c)
+		}
+	}
+	if len(cs) == 0 {
+		return
+	}
+	c := cs[rng.IntN(len(cs))]
+	m.Delete(id)
+	m.InsertID(id, int64(c*chunkWidth+rng.IntN(chunkWidth)))
+	m.Fired["IDReuse"]++
+}
+
+// holdsOrphan reports whether s keeps an orphan copy of id.
+func (m *Model) holdsOrphan(s *Shard, id int64) bool {
+	for _, o := range m.orphans[s] {
+		if slices.Contains(o.ids, id) {
+			return true
+		}
+	}
+	return false
 }
