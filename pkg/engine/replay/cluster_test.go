@@ -266,8 +266,8 @@ type cluster struct {
 	spec  config.Spec
 	mp    *catalog.Mapper
 	errs  chan error
-	// holdInserts is Options.HoldInserts.
-	holdInserts bool
+	// detectIDReuse is Options.DetectIDReuse.
+	detectIDReuse bool
 }
 
 type savedState struct {
@@ -314,7 +314,7 @@ func (c *cluster) run(ctx context.Context, name string) {
 	dead, killed := &sync.Mutex{}, new(bool)
 	r := New(Options{Task: "rule", Spec: &c.spec, Mapper: c.mp, Reader: &feed{log: c.logs[name], from: from.ts, open: c.open[name], slow: c.open[name] != nil},
 		From: from.ts, Recover: from.state, ShardMember: true, Shard: name, Board: fenced{c.board, dead, killed},
-		CheckpointInterval: 2 * time.Millisecond, HoldPoll: time.Millisecond, HoldInserts: c.holdInserts,
+		CheckpointInterval: 2 * time.Millisecond, HoldPoll: time.Millisecond, DetectIDReuse: c.detectIDReuse,
 		SaveState: func(_ context.Context, ts bson.Timestamp, st oplog.AssemblerState) error {
 			dead.Lock()
 			defer dead.Unlock()

@@ -41,7 +41,7 @@ type holds struct {
 	pending map[catalog.Namespace]int
 	since   map[catalog.Namespace]time.Time
 	// idReuse holds every insert of a namespace whose document key does
-	// not start with _id (Options.HoldInserts).
+	// not start with _id (unless Options.DetectIDReuse).
 	idReuse bool
 	// waiting is the commit ts of a transaction part waiting for the
 	// others, first its first entry's.
@@ -276,7 +276,7 @@ func (h *holds) status() HoldStatus {
 }
 
 // reused reports whether it is an insert held for _id reuse across
-// shards (Options.HoldInserts): its namespace's document key does not
+// shards (see Options.DetectIDReuse): its namespace's document key does not
 // start with _id, so another shard may hold a document with its _id.
 func (h *holds) reused(it item) bool {
 	if !h.idReuse || it.kind != oplog.Insert.String() {

@@ -119,13 +119,15 @@ type Options struct {
 	// not published holds nobody back.
 	Shard string
 	Board shard.Board
-	// HoldInserts holds, on a subtask of a sharded source, every insert
-	// of a namespace whose document key does not start with _id until
-	// every other subtask has passed it: MongoDB enforces _id uniqueness
-	// per shard only, so an _id deleted on one shard may be inserted on
-	// another, and the two subtasks must apply them in that order (see
-	// docs/sharded.md).
-	HoldInserts bool
+	// DetectIDReuse, on a subtask of a sharded source, leaves inserts
+	// unheld. By default every insert of a namespace whose document key
+	// does not start with _id waits until every other subtask has passed
+	// it: MongoDB enforces _id uniqueness per shard only, so an _id
+	// deleted on one shard may be inserted on another, and the two
+	// subtasks must apply them in that order (see docs/sharded.md). With
+	// DetectIDReuse a write that meets the other document is stepped over
+	// and logged instead.
+	DetectIDReuse bool
 	// HoldPoll is how often held writes look at Board; a quarter of
 	// CheckpointInterval, at most 250ms, when zero.
 	HoldPoll time.Duration
@@ -275,7 +277,7 @@ func New(o Options) *Replayer {
 			return admin.RunCommand(ctx, cmd).Raw()
 		}
 	}
-	r.hs.idReuse = o.HoldInserts && o.Board != nil
+	r.hs.idReuse = !o.DetectIDReuse && o.Board != nil
 	if len(o.Recover.Entries) > 0 {
 		var txns oplog.AssemblerState
 		txns.Entries, r.reapplied = r.hs.recoverState(o.Recover.Entries)

@@ -23,9 +23,8 @@ func TestShardRule(t *testing.T) {
 		lag, lead string
 		// kill, when set, kills and restarts a subtask once the lead
 		// subtask has read everything.
-		kill        string
-		holdInserts bool
-		want        []want
+		kill string
+		want []want
 	}{{
 		// Case 1: the donor deletes X, the chunk migrates empty (no
 		// fromMigrate entry), the application inserts X again on the
@@ -96,12 +95,12 @@ func TestShardRule(t *testing.T) {
 	}, {
 		// Case 7: X deleted on s0, an X with another shard-key value
 		// inserted on s1 (MongoDB enforces _id uniqueness per shard).
-		name: "_id reused on another shard, inserts held",
+		name: "_id reused on another shard (inserts held, the default)",
 		logs: func(t *testing.T) oplogs {
 			return oplogs{}.add(t, "s0", 1, insOp(1, 5, 1)).add(t, "s0", 2, delOp(1, 5)).
 				add(t, "s1", 3, insOp(1, 50, 7)).add(t, "s0", 9, noopOp()).add(t, "s1", 10, noopOp())
 		},
-		lag: "s0", lead: "s1", holdInserts: true,
+		lag: "s0", lead: "s1",
 		want: []want{{id: 1, exists: true, sk: 50, v: 7}},
 	}}
 	for _, tc := range tests {
@@ -109,7 +108,6 @@ func TestShardRule(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			c := newCluster(t, tc.logs(t))
-			c.holdInserts = tc.holdInserts
 			if tc.lag != "" {
 				// The lagging reader starts once the leading one has read
 				// everything it could, or waits.
