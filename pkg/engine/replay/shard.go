@@ -261,7 +261,8 @@ func (r *Replayer) waitCommit(ctx, wctx context.Context, u oplog.Unit, cts bson.
 // applyingPart reports whether another subtask is about to apply its
 // own part of transaction id, this subtask's part waiting at its commit
 // entry at ts: it has the transaction prepared and does not wait for
-// this subtask to pass ts (its Needs is not past ts). The parts then
+// this subtask to pass ts (its Needs is not past ts; at ts, the shard
+// whose name sorts first goes on). The parts then
 // apply one after the other, the other's first: a target whose delete is
 // not atomic on the filter (FerretDB v1 removes by _id a document the
 // rest of the filter no longer matches) never sees an old shard's delete
@@ -274,7 +275,10 @@ func applyingPart(self string, ps []shard.Position, id string, ts bson.Timestamp
 		return false
 	}
 	for _, p := range ps {
-		if p.Shard != self && !p.Retired && !p.Drained && slices.Contains(p.Prepared, id) && !p.Needs.After(ts) {
+		// Two parts that wait at the same ts (shards' clocks may
+		// agree): the one on the shard whose name sorts first goes on.
+		past := p.Needs.After(ts) || p.Needs.Equal(ts) && p.Shard > self
+		if p.Shard != self && !p.Retired && !p.Drained && slices.Contains(p.Prepared, id) && !past {
 			return true
 		}
 	}
