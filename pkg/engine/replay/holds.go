@@ -171,10 +171,10 @@ func (h *holds) release(self string, ps []shard.Position) []item {
 	keep := h.held[:0]
 	for _, hi := range h.held {
 		ns := hi.it.src
-		need := h.need(ns, hi.it.ts)
-		if !h.released(ns, hi.needNS) || !h.released(catalog.Namespace{}, hi.needAll) {
-			need = maxTS(need, maxTS(hi.needNS, hi.needAll))
-		}
+		// The fromMigrate entries it waits for are checked on the
+		// positions themselves: after a restart the list holds only the
+		// last one saved, and an earlier one may be missing from it.
+		need := maxTS(h.need(ns, hi.it.ts), maxTS(hi.needNS, hi.needAll))
 		if h.reused(hi.it) {
 			need = maxTS(need, hi.it.ts)
 		}
@@ -191,12 +191,6 @@ func (h *holds) release(self string, ps []shard.Position) []item {
 	clear(h.held[len(keep):])
 	h.held = keep
 	return out
-}
-
-// released reports whether the fromMigrate entry need of ns is released.
-func (h *holds) released(ns catalog.Namespace, need bson.Timestamp) bool {
-	b := h.fromMigrate[ns]
-	return need.IsZero() || len(b) == 0 || need.Before(b[0])
 }
 
 // blockedOn returns what the subtask waits for (shard.Position.Needs):
