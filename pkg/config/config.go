@@ -80,6 +80,17 @@ const (
 	MethodChangeStream IncrementalMethod = "changeStream"
 )
 
+// IDReuse is what replay of a sharded source does about an _id reused
+// across shards.
+// +kubebuilder:validation:Enum=detect;hold
+type IDReuse string
+
+// IDReuse choices.
+const (
+	IDReuseDetect IDReuse = "detect"
+	IDReuseHold   IDReuse = "hold"
+)
+
 // VerifyMode is how source and target are compared.
 // +kubebuilder:validation:Enum=none;count;hash;sample
 type VerifyMode string
@@ -381,6 +392,18 @@ type Incremental struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	StartAt string `json:"startAt,omitempty"`
+	// IDReuseAcrossShards is what replay of a sharded source does about
+	// an _id reused on another shard (MongoDB enforces _id uniqueness per
+	// shard: a document deleted on one shard and another with its _id
+	// inserted on a second one, in a collection whose shard key does not
+	// start with _id). hold (the default) holds each insert of such a
+	// collection until every other shard's subtask has passed it, which
+	// applies the two in the source's order; detect holds nothing, steps
+	// over a write that meets the other document and logs the namespace
+	// and _id (see docs/sharded.md for what each costs and covers).
+	// +kubebuilder:default=hold
+	// +optional
+	IDReuseAcrossShards IDReuse `json:"idReuseAcrossShards,omitempty"`
 }
 
 // Verify configures the comparison of source and target.

@@ -65,6 +65,9 @@ func (s *Spec) SetDefaults() {
 	if s.Incremental.Method == "" {
 		s.Incremental.Method = MethodOplog
 	}
+	if s.Incremental.IDReuseAcrossShards == "" {
+		s.Incremental.IDReuseAcrossShards = IDReuseHold
+	}
 	if s.DDL == nil {
 		t := true
 		s.DDL = &t

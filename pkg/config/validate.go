@@ -114,6 +114,7 @@ func (s *Spec) Validate() error {
 	}
 	oneOf(add, "fullSync.split", string(s.FullSync.Split), SplitAuto, SplitAlways, SplitNever)
 	oneOf(add, "incremental.method", string(s.Incremental.Method), MethodOplog, MethodChangeStream)
+	oneOf(add, "incremental.idReuseAcrossShards", string(s.Incremental.IDReuseAcrossShards), IDReuseDetect, IDReuseHold)
 	if s.Incremental.StartAt != "" {
 		if _, err := ParseStartAt(s.Incremental.StartAt); err != nil {
 			add("incremental.startAt", "%v", err)

@@ -375,9 +375,10 @@ func (e *Engine) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, p repla
 		// Chunk migrations (fromMigrate entries) are skipped, and writes
 		// after one wait on the board until the other subtasks have
 		// applied up to it (replay/shard.go).
-		ShardMember: true,
-		Shard:       st.shard.Name,
-		Board:       e.board,
+		ShardMember:   true,
+		Shard:         st.shard.Name,
+		Board:         e.board,
+		DetectIDReuse: e.task.Incremental.IDReuseAcrossShards == config.IDReuseDetect,
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"slices"
+	"strconv"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
@@ -31,6 +33,11 @@ type Unit struct {
 	// Only a unit of several entries (FirstTS before TS) must also hold
 	// the checkpoint below FirstTS while it is applied.
 	Txn bool
+	// Buffered are the raw entries of a unit of several entries before
+	// the one that completed it (a chain's, a prepared transaction's):
+	// they are no longer buffered, so a checkpoint saved while the unit
+	// is applied saves them instead (see Checkpoint).
+	Buffered []bson.Raw
 }
 
 // AssemblerState is the Assembler's buffered state for a checkpoint: the
@@ -316,7 +323,19 @@ func complete(e Entry, t *openTxn) (Unit, error) {
 	if err != nil {
 		return Unit{}, err
 	}
-	return Unit{TS: e.ts, FirstTS: first, Ops: ops, Txn: true}, nil
+	return Unit{TS: e.ts, FirstTS: first, Ops: ops, Txn: true, Buffered: raws(t)}, nil
+}
+
+// raws returns the raw entries of t (nil when t is nil).
+func raws(t *openTxn) []bson.Raw {
+	if t == nil {
+		return nil
+	}
+	out := make([]bson.Raw, len(t.entries))
+	for i, e := range t.entries {
+		out[i] = e.raw
+	}
+	return out
 }
 
 func (a *Assembler) commit(e Entry) (Unit, bool, error) {
@@ -340,7 +359,7 @@ func (a *Assembler) commit(e Entry) (Unit, bool, error) {
 		return Unit{}, false, err
 	}
 	delete(a.open, key)
-	return Unit{TS: e.ts, FirstTS: t.entries[0].ts, Ops: ops, Txn: true}, true, nil
+	return Unit{TS: e.ts, FirstTS: t.entries[0].ts, Ops: ops, Txn: true, Buffered: raws(t)}, true, nil
 }
 
 func (a *Assembler) abort(e Entry) error {
@@ -495,5 +514,31 @@ func (a *Assembler) all() []*openTxn {
 	for _, t := range a.chains {
 		out = append(out, t)
 	}
+	return out
+}
+
+// TxnID returns a short identifier of e's transaction (its lsid and
+// txnNumber), the same on every shard it touches; false without them.
+func TxnID(e Entry) (string, bool) {
+	key, ok := txnKey(e)
+	if !ok {
+		return "", false
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(key))
+	return strconv.FormatUint(h.Sum64(), 36), true
+}
+
+// Prepared returns the TxnID of every prepared transaction buffered.
+func (a *Assembler) Prepared() []string {
+	var out []string
+	for _, t := range a.open {
+		if t.prepared {
+			if id, ok := TxnID(t.entries[0]); ok {
+				out = append(out, id)
+			}
+		}
+	}
+	slices.Sort(out)
 	return out
 }

@@ -2,9 +2,12 @@ package replay
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 )
 
 // checkpointLoop saves the checkpoint every interval.
@@ -38,37 +41,81 @@ func (r *Replayer) Checkpoint() bson.Timestamp {
 }
 
 // checkpointLocked is Checkpoint with r.mu held: the dispatcher changes
-// what it reads (seen, hold, open transactions, txns) under r.mu, so a
-// position and the transactions saved with it agree.
+// what it reads (seen, applying, the Assembler) under r.mu, so a position
+// and the state saved with it agree.
+//
+// With Options.SaveState the checkpoint may pass open transactions, a
+// unit being applied and migrations still holding writes: their entries
+// are saved with it (stateLocked). Without it, it stays below each of
+// them, so a restart reads them again.
 func (r *Replayer) checkpointLocked() bson.Timestamp {
 	ts := r.wm.Applied()
+	saves := r.o.SaveState != nil
 	if r.o.Board != nil {
 		// A subtask publishes its checkpoint for the others: up to just
-		// below its first write not yet applied (a held one), and below
-		// the migrations it holds writes for. seen is read first: once
-		// nothing is in flight, everything up to it is applied, or held
-		// back below by a cap (open transactions).
+		// below its first write not yet applied (a held one). seen is
+		// read first: once nothing is in flight, everything up to it is
+		// applied, or buffered (open transactions).
 		seen := r.seen
 		ts = r.wm.Frontier()
 		if r.wm.InFlight() == 0 {
 			ts = maxTS(ts, seen)
 		}
-		ts = r.hs.cap(ts)
+		if !saves {
+			ts = r.hs.cap(ts)
+		}
 	}
-	if r.oldestOpen != nil {
+	if r.oldestOpen != nil && !saves {
 		ts = minTS(ts, before(*r.oldestOpen))
 	}
-	if r.hold != nil {
-		ts = minTS(ts, before(*r.hold))
+	if a := r.applying; a != nil {
+		if saves {
+			ts = minTS(ts, before(a.ts))
+		} else {
+			ts = minTS(ts, before(a.first))
+		}
 	}
 	return ts
+}
+
+// applyingUnit is a unit of several entries from the moment the
+// Assembler emits it until it is applied: the checkpoint stays below its
+// ts, or below its first entry when no state is saved.
+type applyingUnit struct {
+	ts, first bson.Timestamp
+	entries   []bson.Raw
+	id        string // its transaction (oplog.TxnID), if prepared
+}
+
+// stateLocked returns what SaveState saves with the checkpoint, with r.mu
+// held: the open transactions' entries, those of the unit being applied,
+// and the holds' (migration.go).
+func (r *Replayer) stateLocked() oplog.AssemblerState {
+	st := r.asm.Checkpoint()
+	if a := r.applying; a != nil && len(a.entries) > 0 {
+		st.Entries = append(st.Entries, a.entries...)
+		slices.SortStableFunc(st.Entries, func(x, y bson.Raw) int { return tsOf(x).Compare(tsOf(y)) })
+	}
+	if r.o.Board != nil {
+		st.Entries = append(st.Entries, r.hs.stateEntries(maxTS(r.reapplied, r.readTS))...)
+	}
+	return st
+}
+
+// tsOf returns a raw entry's ts.
+func tsOf(raw bson.Raw) bson.Timestamp {
+	t, i, _ := raw.Lookup("ts").TimestampOK()
+	return bson.Timestamp{T: t, I: i}
 }
 
 func (r *Replayer) saveCheckpoint(ctx context.Context) error {
 	r.mu.Lock()
 	ts := r.checkpointLocked()
-	txns := r.txns
 	unchanged := ts.Compare(r.savedTS) <= 0
+	var txns oplog.AssemblerState
+	if !unchanged && r.o.SaveState != nil {
+		txns = r.stateLocked()
+	}
 	r.mu.Unlock()
 	if unchanged {
 		return nil

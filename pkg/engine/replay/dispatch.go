@@ -47,12 +47,19 @@ func (r *Replayer) dispatch(ctx, wctx context.Context) error {
 			return errRetired
 		}
 		for _, raw := range raws {
+			if r.o.Board != nil {
+				// Everything read before raw is dispatched or buffered:
+				// the checkpoint may reach just below it while raw waits.
+				r.mu.Lock()
+				r.seen = maxTS(r.seen, before(tsOf(raw)))
+				r.mu.Unlock()
+			}
 			if err := r.entry(ctx, wctx, raw); err != nil {
 				return err
 			}
 			if r.o.Board != nil {
 				r.mu.Lock()
-				r.seen = r.lastTS
+				r.seen = maxTS(r.seen, r.lastTS)
 				r.mu.Unlock()
 			}
 		}
@@ -99,18 +106,15 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 		// checkpoint reads of it, stay as they are.
 		return r.dispatchOp(ctx, wctx, e, e.TS())
 	}
-	var ending oplog.AssemblerState
-	if r.o.SaveState != nil && e.Command() == oplog.CmdCommitTransaction {
-		ending = r.asm.Checkpoint() // with the transaction this commit ends
-	}
+	// The Assembler is read by the checkpoint (its state is saved with
+	// it), under r.mu.
+	r.mu.Lock()
 	unit, ok, err := r.asm.Add(e)
 	if err != nil {
+		r.mu.Unlock()
 		return fmt.Errorf("replay: %w", err)
 	}
-	// The Assembler belongs to this goroutine; the checkpoint reads what
-	// it holds from here.
 	oldest, open := r.asm.OldestBufferedTS()
-	r.mu.Lock()
 	r.oldestOpen = nil
 	if open {
 		r.oldestOpen = &oldest
@@ -118,16 +122,19 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 	if ok && unit.FirstTS != unit.TS {
 		// The unit's first entries are no longer buffered: from here
 		// until it is applied (applyBarrier), the checkpoint stays below
-		// them, with no gap in which a checkpoint could pass them.
-		first := unit.FirstTS
-		r.hold = &first
+		// it, with its entries saved (or below its first entry), with no
+		// gap in which a checkpoint could pass them.
+		r.applying = &applyingUnit{ts: unit.TS, first: unit.FirstTS, entries: unit.Buffered}
+		if e.Command() == oplog.CmdCommitTransaction {
+			r.applying.id, _ = oplog.TxnID(e)
+		}
 	}
 	r.mu.Unlock()
 	if !ok {
 		return nil // buffered: a transaction still open
 	}
 	if r.o.Board != nil && e.Command() == oplog.CmdCommitTransaction && insertsDocuments(unit) {
-		if err := r.waitCommit(ctx, wctx, unit, commitTS(e), ending); err != nil {
+		if err := r.waitCommit(ctx, wctx, unit, commitTS(e)); err != nil {
 			return err
 		}
 	}
@@ -305,14 +312,9 @@ func (r *Replayer) applyBarrier(ctx, wctx context.Context, unit oplog.Unit) erro
 	if err := r.drain(ctx, wctx); err != nil {
 		return err
 	}
-	first := unit.FirstTS
-	r.mu.Lock()
-	r.hold = &first
-	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
-		r.hold = nil
-		r.txns = oplog.AssemblerState{}
+		r.applying = nil
 		r.mu.Unlock()
 	}()
 	for _, op := range unit.Ops {

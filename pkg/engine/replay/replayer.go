@@ -124,6 +124,15 @@ type Options struct {
 	// not published holds nobody back.
 	Shard string
 	Board shard.Board
+	// DetectIDReuse, on a subtask of a sharded source, leaves inserts
+	// unheld. By default every insert of a namespace whose document key
+	// does not start with _id waits until every other subtask has passed
+	// it: MongoDB enforces _id uniqueness per shard only, so an _id
+	// deleted on one shard may be inserted on another, and the two
+	// subtasks must apply them in that order (see docs/sharded.md). With
+	// DetectIDReuse a write that meets the other document is stepped over
+	// and logged instead.
+	DetectIDReuse bool
 	// HoldPoll is how often held writes look at Board; a quarter of
 	// CheckpointInterval, at most 250ms, when zero.
 	HoldPoll time.Duration
@@ -194,14 +203,18 @@ type Replayer struct {
 	// mu guards the rest: what dispatch, the writers and the checkpoint
 	// share, and what Status reads.
 	mu         sync.Mutex
-	hold       *bson.Timestamp      // the checkpoint stays below this while set
-	oldestOpen *bson.Timestamp      // first entry of the oldest open transaction
-	seen       bson.Timestamp       // the last entry dispatched or buffered (Options.Board)
-	txns       oplog.AssemblerState // what SaveState saves with the checkpoint
-	savedTS    bson.Timestamp
-	savedAt    time.Time
-	unique     map[catalog.Namespace]bool
-	recopied   map[catalog.Namespace]bson.Timestamp // see recopy
+	applying   *applyingUnit   // a unit of several entries, from Add to applied
+	oldestOpen *bson.Timestamp // first entry of the oldest open transaction
+	seen       bson.Timestamp  // everything read up to it is dispatched or buffered (Options.Board)
+	// reapplied is the highest ts an earlier run may have applied (saved
+	// with the checkpoint): a write up to it may meet a newer document.
+	reapplied bson.Timestamp
+	// staleUpserts counts upserts stepped over (stale.go).
+	staleUpserts int64
+	savedTS      bson.Timestamp
+	savedAt      time.Time
+	unique       map[catalog.Namespace]bool
+	recopied     map[catalog.Namespace]bson.Timestamp // see recopy
 	// Status (status.go).
 	readTS          bson.Timestamp
 	newestTS        bson.Timestamp
@@ -275,8 +288,11 @@ func New(o Options) *Replayer {
 			return admin.RunCommand(ctx, cmd).Raw()
 		}
 	}
+	r.hs.idReuse = !o.DetectIDReuse && o.Board != nil
 	if len(o.Recover.Entries) > 0 {
-		if err := r.asm.Recover(o.Recover); err != nil {
+		var txns oplog.AssemblerState
+		txns.Entries, r.reapplied = r.hs.recoverState(o.Recover.Entries)
+		if err := r.asm.Recover(txns); err != nil {
 			r.recoverErr = fmt.Errorf("replay: %w", err)
 		}
 	}

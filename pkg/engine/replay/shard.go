@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,164 +56,6 @@ import (
 
 // errRetired ends a retired subtask's dispatch.
 var errRetired = errors.New("shard retired")
-
-// holds is a subtask's held writes and migration barriers.
-type holds struct {
-	mu sync.Mutex
-	// barriers are, per source namespace, the ts of the fromMigrate
-	// entries read and not yet released, ascending; the zero Namespace
-	// stands for all (a fromMigrate applyOps). Each is released on its
-	// own: a write waits only for the migrations read before it, so a
-	// later migration never holds back writes an earlier one alone held.
-	barriers map[catalog.Namespace][]bson.Timestamp
-	// held are the writes waiting, in dispatch order; pending counts them
-	// per source namespace, with those being handed to the writers.
-	held    []heldItem
-	pending map[catalog.Namespace]int
-	since   map[catalog.Namespace]time.Time
-	// waiting is the commit ts of a transaction part waiting for the
-	// others, first its first entry's.
-	waiting, first bson.Timestamp
-	retire         bool
-
-	heldTotal  int64
-	holdTime   time.Duration
-	commitWait int64
-	waitTime   time.Duration
-}
-
-// heldItem is a held write and the barriers it waits for: the last one of
-// its namespace and the last one of all namespaces when it was held.
-type heldItem struct {
-	it              item
-	needNS, needAll bson.Timestamp
-}
-
-// migrated records a fromMigrate entry of ns at ts.
-func (h *holds) migrated(ns catalog.Namespace, ts bson.Timestamp) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.barriers == nil {
-		h.barriers = map[catalog.Namespace][]bson.Timestamp{}
-	}
-	b := h.barriers[ns]
-	if n := len(b); n > 0 && !ts.After(b[n-1]) {
-		return
-	}
-	h.barriers[ns] = append(b, ts)
-}
-
-// last returns the last barrier of ns, if any.
-func (h *holds) last(ns catalog.Namespace) (bson.Timestamp, bool) {
-	b := h.barriers[ns]
-	if len(b) == 0 {
-		return bson.Timestamp{}, false
-	}
-	return b[len(b)-1], true
-}
-
-// hold keeps it back when its namespace is held; it reports whether it
-// did.
-func (h *holds) hold(it item) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	needNS, barred := h.last(it.src)
-	needAll, all := h.last(catalog.Namespace{})
-	if !barred && !all && h.pending[it.src] == 0 {
-		return false
-	}
-	if h.pending == nil {
-		h.pending, h.since = map[catalog.Namespace]int{}, map[catalog.Namespace]time.Time{}
-	}
-	if h.pending[it.src] == 0 {
-		h.since[it.src] = time.Now()
-	}
-	h.pending[it.src]++
-	h.held = append(h.held, heldItem{it: it, needNS: needNS, needAll: needAll})
-	h.heldTotal++
-	return true
-}
-
-// cap returns the highest checkpoint the barriers allow.
-func (h *holds) cap(ts bson.Timestamp) bson.Timestamp {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, b := range h.barriers {
-		if len(b) > 0 {
-			ts = minTS(ts, shard.Prev(b[0]))
-		}
-	}
-	return ts
-}
-
-// released reports whether the barrier need of ns is released.
-func (h *holds) released(ns catalog.Namespace, need bson.Timestamp) bool {
-	b := h.barriers[ns]
-	return need.IsZero() || len(b) == 0 || need.Before(b[0])
-}
-
-// release drops the barriers every other subtask has passed and returns
-// the held writes free to go, in order.
-func (h *holds) release(self string, ps []shard.Position) []item {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for ns, b := range h.barriers {
-		n := 0
-		for n < len(b) && reachedBy(self, ps, b[n], bson.Timestamp{}) {
-			n++
-		}
-		if n == len(b) {
-			delete(h.barriers, ns)
-		} else if n > 0 {
-			h.barriers[ns] = b[n:]
-		}
-	}
-	if len(h.held) == 0 {
-		return nil
-	}
-	var out []item
-	var blocked map[catalog.Namespace]bool
-	keep := h.held[:0]
-	for _, hi := range h.held {
-		ns := hi.it.src
-		if blocked[ns] || !h.released(ns, hi.needNS) || !h.released(catalog.Namespace{}, hi.needAll) {
-			if blocked == nil {
-				blocked = map[catalog.Namespace]bool{}
-			}
-			blocked[ns] = true
-			keep = append(keep, hi)
-			continue
-		}
-		out = append(out, hi.it)
-	}
-	clear(h.held[len(keep):])
-	h.held = keep
-	return out
-}
-
-// sent counts writes handed to the writers.
-func (h *holds) sent(its []item) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, it := range its {
-		h.pending[it.src]--
-		if h.pending[it.src] == 0 {
-			h.holdTime += time.Since(h.since[it.src])
-			delete(h.pending, it.src)
-			delete(h.since, it.src)
-		}
-	}
-}
-
-// reachedBy reports whether every other subtask's position reaches ts.
-func reachedBy(self string, ps []shard.Position, ts, waitingOn bson.Timestamp) bool {
-	for _, p := range ps {
-		if p.Shard != self && !p.Reaches(ts, waitingOn) {
-			return false
-		}
-	}
-	return true
-}
 
 // send queues a write for its writer, or holds it (Options.Board).
 // Writes wait in the dispatcher's pending slice of their writer until
@@ -295,7 +138,14 @@ func putItems(its *[]item) {
 // noteSkip notes an entry skipped for reason; a subtask bars a namespace
 // after a migration's entry.
 func (r *Replayer) noteSkip(e oplog.Entry, ts bson.Timestamp, reason string) {
-	if r.o.Board == nil || reason != oplog.ReasonFromMigrate {
+	if r.o.Board == nil {
+		return
+	}
+	if reason == oplog.ReasonInternal {
+		r.hs.marker(e, ts, r.o.Shard)
+		return
+	}
+	if reason != oplog.ReasonFromMigrate {
 		return
 	}
 	ns := e.Namespace()
@@ -360,42 +210,40 @@ func commitTS(e oplog.Entry) bson.Timestamp {
 
 // waitCommit holds a multi-shard transaction's part that inserts
 // documents until every other subtask has applied what precedes its
-// commit timestamp cts, or waits on the same commit.
-func (r *Replayer) waitCommit(ctx, wctx context.Context, u oplog.Unit, cts bson.Timestamp, open oplog.AssemblerState) error {
-	first := u.FirstTS
-	r.mu.Lock()
-	r.hold = &first
-	if r.o.SaveState != nil {
-		// The part's entries are saved with the checkpoint, which may
-		// then reach the commit entry: a restart reads it again and
-		// completes the part from what was saved. Every entry read
-		// before the commit is dispatched or buffered.
-		first = u.TS
-		r.hold, r.txns = &first, open
-		r.seen = maxTS(r.seen, before(u.TS))
-	}
-	r.mu.Unlock()
+// commit timestamp cts. While it waits, the part's entries are saved
+// with the checkpoint (Options.SaveState), which reaches just below the
+// commit entry: a subtask waiting on this one's position at or below cts
+// goes on.
+func (r *Replayer) waitCommit(ctx, wctx context.Context, u oplog.Unit, cts bson.Timestamp) error {
 	r.hs.mu.Lock()
-	r.hs.waiting, r.hs.first = cts, first
+	r.hs.waiting, r.hs.first, r.hs.needs = cts, u.FirstTS, cts
+	if r.o.SaveState != nil {
+		r.hs.first = u.TS
+	}
 	r.hs.commitWait++
 	r.hs.mu.Unlock()
 	started := time.Now()
 	defer func() {
 		r.hs.mu.Lock()
-		r.hs.waiting, r.hs.first = bson.Timestamp{}, bson.Timestamp{}
+		r.hs.waiting, r.hs.first, r.hs.needs = bson.Timestamp{}, bson.Timestamp{}, bson.Timestamp{}
 		r.hs.waitTime += time.Since(started)
 		r.hs.mu.Unlock()
-		// Applied next (applyBarrier): below its first entry again; the
-		// checkpoint saved meanwhile stays valid with the state saved.
-		r.mu.Lock()
-		back := u.FirstTS
-		r.hold = &back
-		r.mu.Unlock()
 	}()
+	var id string
+	r.mu.Lock()
+	if r.applying != nil {
+		id = r.applying.id
+	}
+	r.mu.Unlock()
 	for {
 		ps, err := r.o.Board.Positions(ctx)
 		if err == nil && reachedBy(r.o.Shard, ps, cts, cts) {
-			return nil
+			r.hs.mu.Lock()
+			r.hs.needs = u.TS
+			r.hs.mu.Unlock()
+			if !applyingPart(r.o.Shard, ps, id, u.TS) {
+				return nil
+			}
 		}
 		if err != nil {
 			r.log.Warn("shard positions not read; retrying", "shard", r.o.Shard, "err", err)
@@ -410,11 +258,43 @@ func (r *Replayer) waitCommit(ctx, wctx context.Context, u oplog.Unit, cts bson.
 	}
 }
 
+// applyingPart reports whether another subtask is about to apply its
+// own part of transaction id, this subtask's part waiting at its commit
+// entry at ts: it has the transaction prepared and does not wait for
+// this subtask to pass ts (its Needs is not past ts; at ts, the shard
+// whose name sorts first goes on). The parts then
+// apply one after the other, the other's first: a target whose delete is
+// not atomic on the filter (FerretDB v1 removes by _id a document the
+// rest of the filter no longer matches) never sees an old shard's delete
+// of a shard-key change land after the new shard's insert. This wait is
+// in no cycle (docs/sharded.md): the other subtask reaches and applies
+// its part without this one, or it waits for this one, which then goes
+// on.
+func applyingPart(self string, ps []shard.Position, id string, ts bson.Timestamp) bool {
+	if id == "" {
+		return false
+	}
+	for _, p := range ps {
+		// Two parts that wait at the same ts (shards' clocks may
+		// agree): the one on the shard whose name sorts first goes on.
+		past := p.Needs.After(ts) || p.Needs.Equal(ts) && p.Shard > self
+		if p.Shard != self && !p.Retired && !p.Drained && slices.Contains(p.Prepared, id) && !past {
+			return true
+		}
+	}
+	return false
+}
+
 // publish puts the subtask's position on the board.
 func (r *Replayer) publish(ctx context.Context, retired bool) error {
 	r.mu.Lock()
-	p := shard.Position{Shard: r.o.Shard, Read: r.readTS, Applied: r.savedTS, Retired: retired}
+	p := shard.Position{Shard: r.o.Shard, Read: r.readTS, Applied: r.savedTS, Retired: retired,
+		Prepared: r.asm.Prepared()}
+	if a := r.applying; a != nil && a.id != "" {
+		p.Prepared = append(p.Prepared, a.id)
+	}
 	r.mu.Unlock()
+	p.Needs = r.hs.blockedOn()
 	r.hs.mu.Lock()
 	if !r.hs.waiting.IsZero() && p.Applied.Compare(shard.Prev(r.hs.first)) >= 0 {
 		p.Waiting = r.hs.waiting
@@ -440,28 +320,6 @@ func (r *Replayer) retiring() bool {
 	r.hs.mu.Lock()
 	defer r.hs.mu.Unlock()
 	return r.hs.retire
-}
-
-// HoldStatus is what a subtask held for the ordering rule.
-type HoldStatus struct {
-	// HeldWrites counts writes held after a migration; HeldNow those held
-	// at the moment; HoldSeconds the time namespaces spent held, summed.
-	HeldWrites  int64   `json:"heldWrites"`
-	HeldNow     int     `json:"heldNow"`
-	HoldSeconds float64 `json:"holdSeconds"`
-	// CommitWaits counts multi-shard transaction parts that waited for
-	// the other subtasks; CommitWaitSeconds their waiting time.
-	CommitWaits       int64   `json:"commitWaits"`
-	CommitWaitSeconds float64 `json:"commitWaitSeconds"`
-	// Barriers is the number of namespaces held at the moment.
-	Barriers int `json:"barriers"`
-}
-
-func (h *holds) status() HoldStatus {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return HoldStatus{HeldWrites: h.heldTotal, HeldNow: len(h.held), HoldSeconds: h.holdTime.Seconds(),
-		CommitWaits: h.commitWait, CommitWaitSeconds: h.waitTime.Seconds(), Barriers: len(h.barriers)}
 }
 
 // byID returns an insert's upsert filtered on _id alone. On a shard an

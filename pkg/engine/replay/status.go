@@ -42,11 +42,15 @@ type Status struct {
 	WritesSent       map[string]int64 `json:"writesSent"`
 	WritesPerCommand float64          `json:"writesPerCommand"`
 	// OpsPerSecond is the apply rate over the last seconds.
-	OpsPerSecond       float64   `json:"opsPerSecond"`
-	BufferedBytes      int64     `json:"bufferedBytes"`
-	InFlight           int       `json:"inFlight"`
-	ToleratedConflicts int64     `json:"toleratedConflicts"`
-	CheckpointAt       time.Time `json:"checkpointAt"`
+	OpsPerSecond       float64 `json:"opsPerSecond"`
+	BufferedBytes      int64   `json:"bufferedBytes"`
+	InFlight           int     `json:"inFlight"`
+	ToleratedConflicts int64   `json:"toleratedConflicts"`
+	// StaleUpserts counts upserts of a shard's subtask that met a newer
+	// version of their document (another shard-key value) and were
+	// stepped over (see Replayer.stepOver).
+	StaleUpserts int64     `json:"staleUpserts,omitempty"`
+	CheckpointAt time.Time `json:"checkpointAt"`
 	// ShardKeyReads counts the queries that read the shard keys of
 	// documents on a sharded target (one per command that needs them,
 	// see shardkey.go).
@@ -103,11 +107,11 @@ func (r *Replayer) Status() Status {
 		AppliedTS: applied, AppliedTime: time.Unix(int64(applied.T), 0).UTC(),
 		ReadTS: r.readTS, NewestTS: r.newestTS, NewestKnown: r.newestKnown,
 		Applied: maps.Clone(r.counts), Skipped: maps.Clone(r.skipped),
-		OpsPerSecond: r.rate.perSecond(), ToleratedConflicts: r.tolerated, CheckpointAt: r.savedAt, ShardKeyReads: r.keyReads.Load(),
+		OpsPerSecond: r.rate.perSecond(), ToleratedConflicts: r.tolerated, StaleUpserts: r.staleUpserts, CheckpointAt: r.savedAt, ShardKeyReads: r.keyReads.Load(),
 	}
 	// The watermark moves past no-ops and skipped entries too, so an idle
 	// source shows lag 0 once its newest entry is read.
-	if wm := r.wm.Applied(); wm.Compare(s.NewestTS) >= 0 && r.oldestOpen == nil && r.hold == nil {
+	if wm := r.wm.Applied(); wm.Compare(s.NewestTS) >= 0 && r.oldestOpen == nil && r.applying == nil {
 		s.AppliedTS = maxTS(s.AppliedTS, wm)
 	}
 	switch {

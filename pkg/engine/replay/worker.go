@@ -336,6 +336,11 @@ func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
 			}
 			k := bwe.WriteErrors[0].Index
 			it := batch[k]
+			if r.o.ShardMember && staleUpsert(it, bwe.WriteErrors[0]) {
+				r.stepOver(it)
+				batch = batch[k+1:]
+				continue
+			}
 			if !r.inOverlap(it.ns, it.ts) {
 				return fmt.Errorf("replay into %s at %d,%d: %w: a unique index on the target refuses a write the source accepted; "+
 					"the target holds documents the source does not (written outside this task?)", it.ns, it.ts.T, it.ts.I, err)

@@ -32,6 +32,14 @@ type Position struct {
 	// subtask waiting on the same commit counts it as far enough, so the
 	// parts of one transaction never wait for each other.
 	Waiting bson.Timestamp `bson:"waiting,omitempty" json:"waiting,omitzero"`
+	// Prepared are the prepared transactions (oplog.TxnID) the subtask
+	// has read and not applied. Needs, when set, is what its reader waits
+	// for: every other subtask at or past Prev(Needs) (a held write's
+	// need, a commit timestamp), or, while its part of a transaction
+	// waits for another's (see replay.Replayer.waitCommit), the ts of its
+	// own commit entry.
+	Prepared []string       `bson:"prepared,omitempty" json:"prepared,omitempty"`
+	Needs    bson.Timestamp `bson:"needs,omitempty" json:"needs,omitzero"`
 }
 
 // Reaches reports whether p lets a subtask go on past a point that needs

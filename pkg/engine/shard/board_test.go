@@ -2,6 +2,7 @@ package shard_test
 
 import (
 	"context"
+	"reflect"
 	"testing"
 	"time"
 
@@ -62,7 +63,7 @@ func exercise(t *testing.T, publish, read shard.Board, wait func()) {
 		t.Fatalf("positions %+v, want %+v", got, want)
 	}
 	for i := range want {
-		if got[i] != want[i] {
+		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Errorf("position %d is %+v, want %+v", i, got[i], want[i])
 		}
 	}

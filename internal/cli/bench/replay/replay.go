@@ -94,10 +94,11 @@ for the ddt shape on the 2-core development machine.
 --shards N (N > 1) replays the same entries as a sharded source logs them:
 each entry on the shard its document's _id hashes to, one replayer per
 shard (the subtasks of a sharded task, with a shared in-memory position
-board), and every --migrate-every entries a chunk migration's fromMigrate
-entry on one shard in turn, after which that shard holds the namespace's
-writes until the others have applied up to it (subtasks publish every
-200ms here). It reports the writes held and the time they were held.
+board), and every --migrate-every entries a chunk migration into one
+shard in turn (its start marker, a fromMigrate entry and, a tenth of the
+interval later, its end marker), during which that shard holds the
+namespace's writes until the others have applied up to them (subtasks
+publish every 200ms here). It reports the writes held and the time they were held.
 
 --cpuprofile writes a CPU profile of each shape's rounds (FILE.<shape> with
 --shape both); read them with 'go tool pprof -top bin/ferry FILE*'.
@@ -134,7 +135,7 @@ writes until the others have applied up to it (subtasks publish every
 	fl.IntVar(&f.rounds, "rounds", 3, "rounds per shape; the medians are reported")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the rounds to this file (FILE.<shape> with --shape both)")
 	fl.IntVar(&f.shards, "shards", 1, "replay as a sharded source with this many shards, one replayer each")
-	fl.Int64Var(&f.migrate, "migrate-every", replaybench.DefaultMigrateEvery, "with --shards: entries between chunk migrations (fromMigrate entries); 0 for none")
+	fl.Int64Var(&f.migrate, "migrate-every", replaybench.DefaultMigrateEvery, "with --shards: entries between chunk migrations (start marker, fromMigrate entry, end marker); 0 for none")
 	addBenchWireFlags(fl, &f.wire)
 	return cmd
 }

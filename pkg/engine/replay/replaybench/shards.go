@@ -29,10 +29,11 @@ type ShardConfig struct {
 	// Shards is the number of shards; each document lives on the shard
 	// its _id hashes to.
 	Shards int
-	// MigrateEvery puts a fromMigrate entry (a migration's copy) of the
-	// namespace of every MigrateEvery-th entry on one shard, the shards
-	// in turn: that shard then holds the namespace's writes until the
-	// others' positions pass it. DefaultMigrateEvery when zero, none when
+	// MigrateEvery puts a migration of the namespace of every
+	// MigrateEvery-th entry on one shard, the shards in turn: its start
+	// marker, a fromMigrate entry (a copy) and, MigrateEvery/10 entries
+	// later, its end marker. That shard then holds the namespace's
+	// writes until the others' positions pass them. DefaultMigrateEvery when zero, none when
 	// negative.
 	MigrateEvery int64
 	// Publish is the subtasks' checkpoint and publication interval;
@@ -69,9 +70,34 @@ func (p *shardPlan) ts(k int64, extra bool) bson.Timestamp {
 	return bson.Timestamp{T: p.in.From.T + uint32(k/10_000), I: i}
 }
 
-// migrationAt reports whether a migration entry precedes entry k on shard s.
-func (p *shardPlan) migrationAt(k int64, s int) bool {
-	return p.every > 0 && k > 0 && k%p.every == 0 && int((k/p.every)%int64(p.shards)) == s
+// What a migration into a shard logs there, each entry just before one
+// of the pool's: its start marker (the recipient's pending range
+// deletion task in config.rangeDeletions), a fromMigrate copy one entry
+// later and its end marker (the task's deletion after the commit)
+// migrationSpan entries later, during which the migration is open.
+const (
+	extraNone = iota
+	extraStart
+	extraCopy
+	extraEnd
+)
+
+// migrationSpan is how many entries a migration stays open: a tenth of
+// the interval between migrations.
+func (p *shardPlan) migrationSpan() int64 { return max(p.every/10, 2) }
+
+// extraAt returns the migration entry shard s logs just before entry k.
+func (p *shardPlan) extraAt(k int64, s int) int {
+	if p.every <= 0 {
+		return extraNone
+	}
+	for kind, d := range []int64{0, 1, p.migrationSpan()} {
+		j := k - d
+		if j > 0 && j%p.every == 0 && int((j/p.every)%int64(p.shards)) == s {
+			return kind + 1
+		}
+	}
+	return extraNone
 }
 
 // last returns the position of shard s's last entry.
@@ -81,7 +107,7 @@ func (p *shardPlan) last(s int) bson.Timestamp {
 		if int(p.of[k%pool]) == s {
 			return p.ts(k, false)
 		}
-		if p.migrationAt(k, s) {
+		if p.extraAt(k, s) != extraNone {
 			return p.ts(k, true)
 		}
 	}
@@ -128,8 +154,11 @@ func (r *shardReader) Next(ctx context.Context) ([]bson.Raw, error) {
 	for ; r.next < r.p.ops && len(out) < r.batch; r.next++ {
 		k := r.next
 		i := k % pool
-		if r.p.migrationAt(k, r.s) {
+		switch x := r.p.extraAt(k, r.s); x {
+		case extraCopy:
 			out = append(out, r.p.stamp(i, k, true))
+		case extraStart, extraEnd:
+			out = append(out, r.p.marker(i, k, x))
 		}
 		if int(r.p.of[i]) == r.s {
 			out = append(out, r.p.stamp(i, k, false))
@@ -164,6 +193,30 @@ func (p *shardPlan) stamp(i, k int64, extra bool) bson.Raw {
 	binary.LittleEndian.PutUint32(buf[at:], ts.I)
 	binary.LittleEndian.PutUint32(buf[at+4:], ts.T)
 	return buf
+}
+
+// marker returns the start or end marker of the migration that entry
+// k's extra slot belongs to, of pool entry i's namespace.
+func (p *shardPlan) marker(i, k int64, kind int) bson.Raw {
+	ts := p.ts(k, true)
+	m := k
+	if kind == extraEnd {
+		m = k - p.migrationSpan()
+	}
+	id := bsoncore.AppendStringElement(nil, "_id", "bench-migration-"+strconv.FormatInt(m/p.every, 10))
+	b := bsoncore.NewDocumentBuilder().AppendTimestamp("ts", ts.T, ts.I).AppendInt64("t", 1)
+	if kind == extraEnd {
+		return bson.Raw(b.AppendString("op", "d").AppendString("ns", "config.rangeDeletions").
+			AppendDocument("o", bsoncore.BuildDocument(nil, id)).Build())
+	}
+	e, err := oplog.Parse(p.in.Entries[i])
+	ns := "bench.c"
+	if err == nil {
+		ns = e.NS()
+	}
+	o := bsoncore.BuildDocument(nil, append(append(id, bsoncore.AppendStringElement(nil, "nss", ns)...),
+		append(bsoncore.AppendStringElement(nil, "donorShardId", "another"), bsoncore.AppendBooleanElement(nil, "pending", true)...)...))
+	return bson.Raw(b.AppendString("op", "i").AppendString("ns", "config.rangeDeletions").AppendDocument("o", o).Build())
 }
 
 // Newest implements source.OplogReader.
@@ -222,6 +275,9 @@ func RunShards(ctx context.Context, in *Input, c ShardConfig) (ShardResult, erro
 			Task: "bench-replay", Spec: &spec, Reader: &shardReader{p: plan, s: s, batch: batch},
 			Mapper: mapper, From: in.From, Apply: sink.Apply,
 			ShardMember: true, Shard: name, Board: board, CheckpointInterval: publish,
+			// As a task's subtasks do: the checkpoint passes open
+			// migrations with their markers saved (here, nowhere).
+			SaveState: func(context.Context, bson.Timestamp, oplog.AssemblerState) error { return nil },
 		})
 	}
 

@@ -1,0 +1,281 @@
+package replay
+
+import (
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
+	"github.com/mongoferry/mongoferry/pkg/engine/shard"
+)
+
+// holds is a subtask's held writes and what holds them: the migrations
+// into its shard it read (migration.go) and the fromMigrate entries.
+//
+// A write of namespace N at tw needs every other non-retired subtask's
+// durable position at or past Prev(need), where need is the highest of
+//
+//   - for each migration of N read before tw: tw while the migration is
+//     open, min(tw, its end) once its end marker is read;
+//   - the ts of the last fromMigrate entry of N (or of an applyOps of
+//     them, any namespace) read before tw.
+//
+// need is never above tw: the no-cycle argument of docs/sharded.md rests
+// on it. Writes of N leave in their order: one held keeps the later ones
+// of N behind it.
+type holds struct {
+	mu sync.Mutex
+	// migrations are the migrations read and not yet released, by marker
+	// key; byNS indexes them.
+	migrations map[string]*migration
+	byNS       map[catalog.Namespace][]*migration
+	// fromMigrate are, per source namespace, the ts of the fromMigrate
+	// entries read and not yet passed by every other subtask, ascending;
+	// the zero Namespace stands for all (a fromMigrate applyOps).
+	fromMigrate map[catalog.Namespace][]bson.Timestamp
+	// held are the writes waiting, in dispatch order; pending counts them
+	// per source namespace, with those being handed to the writers.
+	held    []heldItem
+	pending map[catalog.Namespace]int
+	since   map[catalog.Namespace]time.Time
+	// idReuse holds every insert of a namespace whose document key does
+	// not start with _id (unless Options.DetectIDReuse).
+	idReuse bool
+	// waiting is the commit ts of a transaction part waiting for the
+	// others, first its first entry's.
+	waiting, first bson.Timestamp
+	// needs is what a commit wait needs (shard.Position.Needs).
+	needs  bson.Timestamp
+	retire bool
+
+	heldTotal  int64
+	holdTime   time.Duration
+	commitWait int64
+	waitTime   time.Duration
+}
+
+// heldItem is a held write and the fromMigrate entries it waits for (the
+// last of its namespace and of all namespaces when it was held).
+type heldItem struct {
+	it              item
+	needNS, needAll bson.Timestamp
+}
+
+// migrated records a fromMigrate entry of ns (zero: every namespace) at
+// ts.
+func (h *holds) migrated(ns catalog.Namespace, ts bson.Timestamp) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.fromMigrate == nil {
+		h.fromMigrate = map[catalog.Namespace][]bson.Timestamp{}
+	}
+	b := h.fromMigrate[ns]
+	if n := len(b); n > 0 && !ts.After(b[n-1]) {
+		return
+	}
+	h.fromMigrate[ns] = append(b, ts)
+}
+
+// lastFrom returns the last fromMigrate entry of ns read, capped at ts
+// (one read again after a restart may lie above a write).
+func (h *holds) lastFrom(ns catalog.Namespace, ts bson.Timestamp) bson.Timestamp {
+	b := h.fromMigrate[ns]
+	if len(b) == 0 {
+		return bson.Timestamp{}
+	}
+	return minTS(b[len(b)-1], ts)
+}
+
+// need returns what a write of ns at ts waits for from the migrations
+// (zero: nothing), with h.mu held.
+func (h *holds) need(ns catalog.Namespace, ts bson.Timestamp) bson.Timestamp {
+	var n bson.Timestamp
+	for _, m := range h.byNS[ns] {
+		if !m.start.Before(ts) {
+			continue
+		}
+		x := ts
+		if !m.end.IsZero() && m.end.Before(ts) {
+			x = m.end
+		}
+		n = maxTS(n, x)
+	}
+	return n
+}
+
+// hold keeps it back when it must wait; it reports whether it did.
+func (h *holds) hold(it item) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	needNS := h.lastFrom(it.src, it.ts)
+	needAll := h.lastFrom(catalog.Namespace{}, it.ts)
+	if needNS.IsZero() && needAll.IsZero() && h.pending[it.src] == 0 &&
+		h.need(it.src, it.ts).IsZero() && !h.reused(it) {
+		return false
+	}
+	if h.pending == nil {
+		h.pending, h.since = map[catalog.Namespace]int{}, map[catalog.Namespace]time.Time{}
+	}
+	if h.pending[it.src] == 0 {
+		h.since[it.src] = time.Now()
+	}
+	h.pending[it.src]++
+	h.held = append(h.held, heldItem{it: it, needNS: needNS, needAll: needAll})
+	h.heldTotal++
+	return true
+}
+
+// cap returns the highest checkpoint that keeps every migration and
+// fromMigrate entry not yet released above it: what a subtask that
+// saves no state (Options.SaveState nil) reads again after a restart.
+func (h *holds) cap(ts bson.Timestamp) bson.Timestamp {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, m := range h.migrations {
+		ts = minTS(ts, shard.Prev(m.start))
+	}
+	for _, b := range h.fromMigrate {
+		ts = minTS(ts, shard.Prev(b[0]))
+	}
+	return ts
+}
+
+// release drops what every other subtask has passed and returns the held
+// writes free to go, in order.
+func (h *holds) release(self string, ps []shard.Position) []item {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ns, b := range h.fromMigrate {
+		n := 0
+		for n < len(b) && reachedBy(self, ps, b[n], bson.Timestamp{}) {
+			n++
+		}
+		if n == len(b) {
+			delete(h.fromMigrate, ns)
+		} else if n > 0 {
+			h.fromMigrate[ns] = b[n:]
+		}
+	}
+	for key, m := range h.migrations {
+		if !m.end.IsZero() && reachedBy(self, ps, m.end, bson.Timestamp{}) {
+			h.drop(key)
+		}
+	}
+	if len(h.held) == 0 {
+		return nil
+	}
+	var out []item
+	var blocked map[catalog.Namespace]bool
+	keep := h.held[:0]
+	for _, hi := range h.held {
+		ns := hi.it.src
+		// The fromMigrate entries it waits for are checked on the
+		// positions themselves: after a restart the list holds only the
+		// last one saved, and an earlier one may be missing from it.
+		need := maxTS(h.need(ns, hi.it.ts), maxTS(hi.needNS, hi.needAll))
+		if h.reused(hi.it) {
+			need = maxTS(need, hi.it.ts)
+		}
+		if blocked[ns] || !need.IsZero() && !reachedBy(self, ps, need, bson.Timestamp{}) {
+			if blocked == nil {
+				blocked = map[catalog.Namespace]bool{}
+			}
+			blocked[ns] = true
+			keep = append(keep, hi)
+			continue
+		}
+		out = append(out, hi.it)
+	}
+	clear(h.held[len(keep):])
+	h.held = keep
+	return out
+}
+
+// blockedOn returns what the subtask waits for (shard.Position.Needs):
+// its commit wait's, else the lowest need of its held writes.
+func (h *holds) blockedOn() bson.Timestamp {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.needs.IsZero() {
+		return h.needs
+	}
+	var low bson.Timestamp
+	for _, hi := range h.held {
+		n := maxTS(maxTS(hi.needNS, hi.needAll), h.need(hi.it.src, hi.it.ts))
+		if h.reused(hi.it) {
+			n = maxTS(n, hi.it.ts)
+		}
+		if !n.IsZero() && (low.IsZero() || n.Before(low)) {
+			low = n
+		}
+	}
+	return low
+}
+
+// sent counts writes handed to the writers.
+func (h *holds) sent(its []item) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, it := range its {
+		h.pending[it.src]--
+		if h.pending[it.src] == 0 {
+			h.holdTime += time.Since(h.since[it.src])
+			delete(h.pending, it.src)
+			delete(h.since, it.src)
+		}
+	}
+}
+
+// reachedBy reports whether every other subtask's position reaches ts.
+func reachedBy(self string, ps []shard.Position, ts, waitingOn bson.Timestamp) bool {
+	for _, p := range ps {
+		if p.Shard != self && !p.Reaches(ts, waitingOn) {
+			return false
+		}
+	}
+	return true
+}
+
+// HoldStatus is what a subtask held for the ordering rule.
+type HoldStatus struct {
+	// HeldWrites counts writes held after a migration; HeldNow those held
+	// at the moment; HoldSeconds the time namespaces spent held, summed.
+	HeldWrites  int64   `json:"heldWrites"`
+	HeldNow     int     `json:"heldNow"`
+	HoldSeconds float64 `json:"holdSeconds"`
+	// CommitWaits counts multi-shard transaction parts that waited for
+	// the other subtasks; CommitWaitSeconds their waiting time.
+	CommitWaits       int64   `json:"commitWaits"`
+	CommitWaitSeconds float64 `json:"commitWaitSeconds"`
+	// Barriers is the number of namespaces held at the moment;
+	// Migrations the migrations into the shard not yet released.
+	Barriers   int `json:"barriers"`
+	Migrations int `json:"migrations,omitempty"`
+}
+
+func (h *holds) status() HoldStatus {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	nss := map[catalog.Namespace]bool{}
+	for ns := range h.fromMigrate {
+		nss[ns] = true
+	}
+	for ns := range h.byNS {
+		nss[ns] = true
+	}
+	return HoldStatus{HeldWrites: h.heldTotal, HeldNow: len(h.held), HoldSeconds: h.holdTime.Seconds(),
+		CommitWaits: h.commitWait, CommitWaitSeconds: h.waitTime.Seconds(), Barriers: len(nss), Migrations: len(h.migrations)}
+}
+
+// reused reports whether it is an insert held for _id reuse across
+// shards (see Options.DetectIDReuse): its namespace's document key does not
+// start with _id, so another shard may hold a document with its _id.
+func (h *holds) reused(it item) bool {
+	if !h.idReuse || it.kind != oplog.Insert.String() {
+		return false
+	}
+	first, err := it.key.IndexErr(0)
+	return err == nil && first.Key() != "_id"
+}
