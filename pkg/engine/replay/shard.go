@@ -17,42 +17,16 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 )
 
-// The ordering rule of a subtask of a sharded source (Options.Board set;
-// DESIGN.md section 5).
-//
-// Migrations. After the subtask reads fromMigrate entries of namespace N up
-// to tm (the recipient's copies and catch-up writes, or the donor's range
-// deletion), it holds its own later writes of N until every other
-// non-retired subtask has published a durable position at or past
-// Prev(tm). The donor's writes of the moved documents all precede the
-// recipient's fromMigrate entries, so they are on the target, and saved
-// in the donor's checkpoint, before the recipient's later writes: a donor
-// that restarts never applies an old write again over a newer one. While N
-// is held, the checkpoint stays below tm, so a restarted subtask reads the
-// fromMigrate entry again and holds again. Writes of other namespaces go
-// on; held writes count against cache.maxBytes like queued ones.
-//
-// Multi-shard transactions. A shard-key change is a delete on the old
-// shard and an insert on the new one, in one prepared transaction. The
-// insert's part waits, before it is applied, until every other subtask's
-// durable position reaches Prev(commit ts), or that subtask waits on the
-// same commit (shard.Position.Waiting): the old shard's earlier writes of
-// the document are then on the target, and the two parts apply in either
-// order (the delete filters on the whole document key, the insert replaces
-// by _id).
-//
-// Durable positions. Applied, as published, is the checkpoint as saved.
-// A subtask's checkpoint reaches Prev(h) when h is the first entry it read
-// and has not applied (a held write): nothing lies between.
-//
-// A chunk migration into a third shard between the prepare and the commit
-// of a shard-key change would stall without Options.SaveState: the
-// insert's part waits for the third subtask, which holds the migrated
-// namespace until the waiting subtask's saved position passes the
-// migration, and that position stays below the prepare until the part is
-// applied. With SaveState, a waiting part's entries are saved with the
-// checkpoint, which then reaches its commit entry
-// (shardsim.TestScenarioMigrationDuringShardKeyChange).
+// The ordering rule of a subtask of a sharded source (Options.Board set)
+// is written out, with its conditions and the argument that no cycle of
+// waits forms, in docs/sharded.md ("The ordering guarantee and its
+// cost"). Its parts: migration.go recognises migrations into the shard by
+// their config.* markers; holds.go holds the writes they, and fromMigrate
+// entries, could order wrongly; this file sends writes or holds them and
+// makes a transaction's inserting part wait at its commit; stale.go steps
+// over a write applied again past a newer version of its document; the
+// checkpoint (checkpoint.go) saves open transactions and migrations as
+// state, so a subtask's durable position reaches the entry it waits at.
 
 // errRetired ends a retired subtask's dispatch.
 var errRetired = errors.New("shard retired")
