@@ -40,8 +40,9 @@
 //
 // Behaviours (behaviours.go) add what mongod writes that the first model,
 // built from the same assumption as the replay rule, left out; each is
-// switched on or off per schedule (GenerateWith; TestSim reads
-// SHARDSIM_BEHAVIOURS=all or a list, and SHARDSIM_WITHOUT), at a version
+// switched on or off per schedule (GenerateWith; TestSim switches every
+// one on unless SHARDSIM_BEHAVIOURS names a list, or none, and
+// SHARDSIM_WITHOUT leaves one off), at a version
 // (4.4 to 8.0) the seed picks, and comes from the server source named:
 //
 //   - Clocks: each shard's own hybrid logical clock, advanced past the
@@ -80,7 +81,6 @@
 //     another shard owns.
 //
 // docs/oplog-shapes.md shows the shapes by version; testdata holds them as
-// extended JSON (TestConfigShapeFixtures). scenarios_rule2_test.go (build
-// tag shardrule2) has the interleavings the hold rule of docs/sharded.md
-// does not survive.
+// extended JSON (TestConfigShapeFixtures). scenarios_mongod_test.go has
+// the interleavings of these behaviours a replay rule must survive.
 package shardsim

@@ -1,13 +1,11 @@
-//go:build shardrule2
-
-// The scenarios of this file are what MongoDB legally writes and the
-// replay rule of docs/sharded.md (hold a namespace's writes after the
-// recipient's fromMigrate entries until the other subtasks pass them)
-// does not survive: most of them fail against it. They build with
-// `-tags shardrule2` and join the default build with the rule that
-// passes them.
-//
-//	go test -tags shardrule2 ./test/shardsim -run 'TestScenario(EmptyMigration|DeleteBeforeClone|CheckpointInsidePreparedTxn|PreparedTxnAcrossMigration|CommitWaitCycle|RestartAfterShardKeyChange|IDReuseAcrossShards)' -v
+// The scenarios of this file are what MongoDB legally writes during chunk
+// migrations and two-phase commits and what the first replay rule (hold a
+// namespace's writes after the recipient's fromMigrate entries until the
+// other subtasks pass them) did not survive: empty migrations, deletes of
+// documents not yet cloned, checkpoints inside prepared transactions,
+// commit waits that could form a cycle, writes applied again after a
+// restart, _id reuse across shards. The rule of docs/sharded.md passes
+// them; each comment gives its interleaving.
 
 package shardsim
 

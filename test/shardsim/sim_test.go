@@ -131,7 +131,7 @@ func TestSim(t *testing.T) {
 	tg := stats.target
 	t.Logf("%d runs onto a sharded target (versions 5.0 to 8.0, keys %v): %d writes, %d inserts (routed by their document), %d of the other %d with the whole shard key in their filter; %d shard-key changes, %d of them moving the document to another shard",
 		stats.sharded, TargetShapes, tg.Writes, tg.Inserts, tg.WithKey, tg.Writes-tg.Inserts, tg.KeyChanges, tg.Moves)
-	if os.Getenv("SHARDSIM_BEHAVIOURS") != "" {
+	if os.Getenv("SHARDSIM_BEHAVIOURS") != "none" {
 		for _, name := range BehaviourNames {
 			t.Logf("%s: in %d of %d schedules (%d events)", name, fired[name], n, firedEvents[name])
 		}
@@ -156,15 +156,17 @@ func simTarget(seed uint64) *Target {
 	return &Target{Major: 5 + int(seed%4), Key: TargetShapes[(seed/4)%uint64(len(TargetShapes))], Shards: 3}
 }
 
-// behavioursFromEnv returns the behaviours of seed's schedule:
-// SHARDSIM_BEHAVIOURS=all switches every one on (at a version the seed
-// picks), or a comma-separated list of BehaviourNames; SHARDSIM_WITHOUT
-// names one to leave off. Off by default: the replay rule of
-// docs/sharded.md does not hold against them yet (behaviours.go).
+// behavioursFromEnv returns the behaviours of seed's schedule: every one
+// (at a MongoDB version the seed picks) unless SHARDSIM_BEHAVIOURS says
+// otherwise: a comma-separated list of BehaviourNames, or none for the
+// model without them; SHARDSIM_WITHOUT names one to leave off.
 func behavioursFromEnv(t *testing.T, seed uint64) Behaviours {
 	v := os.Getenv("SHARDSIM_BEHAVIOURS")
-	if v == "" {
+	switch v {
+	case "none":
 		return Behaviours{}
+	case "":
+		v = "all"
 	}
 	all := AllBehaviours(rand.New(rand.NewPCG(seed, 0x7e55)))
 	b := all
