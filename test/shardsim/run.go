@@ -37,7 +37,11 @@ type Config struct {
 	// Unkeyed keeps the replayer from learning the target's shard keys,
 	// to show that the target model refuses what mongos refuses.
 	Unkeyed bool
-	// Timeout bounds the run; 5s when zero.
+	// Timeout is how long the run may go without any subtask making
+	// progress (a change of its read or applied position, of its writes
+	// in flight or of its holds) before it counts as stuck; 10s when zero.
+	// A run that progresses is stopped only after 60 times as long, so a
+	// loaded machine slows a run down but never fails it.
 	Timeout time.Duration
 	// Speeds, when set, are the entries per round each shard's reader is
 	// given (by shard name; 0 stops it); otherwise the seed picks them,
@@ -245,7 +249,7 @@ func (res Result) stopped(sc Schedule, rec *Recorder, err error) (Result, error)
 
 func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
 	if cfg.Timeout == 0 {
-		cfg.Timeout = 5 * time.Second
+		cfg.Timeout = 10 * time.Second
 	}
 	if cfg.Round == 0 {
 		cfg.Round = time.Millisecond
@@ -253,7 +257,7 @@ func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
 	if cfg.CheckpointInterval == 0 {
 		cfg.CheckpointInterval = 2 * time.Millisecond
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	ctx, cancel := context.WithTimeout(ctx, 60*cfg.Timeout)
 	defer cancel()
 	rn := &runner{sc: sc, cfg: cfg, board: shard.NewMemoryBoard(), rec: NewRecorder(sc.Model), feeds: map[string]*feed{}, subs: map[string]*subtask{}}
 	if cfg.Recorder != nil {
@@ -314,9 +318,15 @@ func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
 	for range kills {
 		killAt[1+rng.IntN(40)] = true
 	}
+	lastProgress, progressAt := "", time.Now()
 	for round := 1; ; round++ {
 		if err := ctx.Err(); err != nil {
 			return rn, fmt.Errorf("schedule did not finish: %w; %s", err, rn.describe())
+		}
+		if p := rn.progress(); p != lastProgress {
+			lastProgress, progressAt = p, time.Now()
+		} else if time.Since(progressAt) > cfg.Timeout {
+			return rn, fmt.Errorf("schedule did not finish: no subtask made progress for %s; %s", cfg.Timeout, rn.describe())
 		}
 		if err, _ := rn.failed.Load().(error); err != nil {
 			return rn, err
@@ -507,6 +517,21 @@ func (rn *runner) stopAll() {
 }
 
 // describe says where every subtask is, for a schedule that hangs.
+// progress is what every subtask has done so far, for the stuck check:
+// its read and applied positions, its writes in flight and its holds.
+func (rn *runner) progress() string {
+	var b strings.Builder
+	for _, s := range rn.sc.Model.Shards {
+		if sub := rn.subs[s.Name]; sub != nil {
+			st := sub.r.Status()
+			h := st.Holds // its seconds grow while a subtask waits: left out
+			fmt.Fprintf(&b, "%s %v %v %d %d %d %d %d %d;", s.Name, st.ReadTS, st.AppliedTS, st.InFlight,
+				h.HeldWrites, h.HeldNow, h.CommitWaits, h.Barriers, h.Migrations)
+		}
+	}
+	return b.String()
+}
+
 func (rn *runner) describe() string {
 	var b strings.Builder
 	ps, _ := rn.board.Positions(context.Background())
