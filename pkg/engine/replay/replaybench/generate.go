@@ -69,6 +69,9 @@ type Input struct {
 	Collections int
 	// From is the position just before the first entry.
 	From bson.Timestamp
+	// ShardKey is the field the collections are sharded on, before _id,
+	// when not by _id (GenerateKeyed).
+	ShardKey string
 }
 
 // DefaultPool is the number of distinct entries Generate makes by default.
@@ -158,6 +161,16 @@ var baseTime = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 // is an oplog a server could have written. The entries share a few large
 // buffers.
 func Generate(shape Shape, n int, mix Mix, seed uint64) (*Input, error) {
+	return GenerateKeyed(shape, n, mix, seed, "")
+}
+
+// GenerateKeyed is Generate for collections sharded on {shardKey: 1,
+// _id: 1} when shardKey is not empty: every document gets an int32
+// shardKey field after its others, and every entry carries the document
+// key {shardKey, _id} as a sharded source logs it (in o2 of inserts and
+// updates, in o of deletes). The replayer of a sharded source then holds
+// every insert for _id reuse across shards (idReuseAcrossShards: hold).
+func GenerateKeyed(shape Shape, n int, mix Mix, seed uint64, shardKey string) (*Input, error) {
 	spec, err := specOf(shape)
 	if err != nil {
 		return nil, err
@@ -179,9 +192,9 @@ func Generate(shape Shape, n int, mix Mix, seed uint64) (*Input, error) {
 		return nil, fmt.Errorf("the pool must hold at least 1 entry, got %d", n)
 	}
 	in := &Input{Shape: shape, Mix: mix, Entries: make([]bson.Raw, 0, n), tsAt: make([]int, 0, n), kinds: make([]byte, 0, n),
-		Collections: spec.collections, From: bson.Timestamp{T: uint32(baseTime.Unix())}}
+		Collections: spec.collections, From: bson.Timestamp{T: uint32(baseTime.Unix())}, ShardKey: shardKey}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	g := generator{spec: spec, rng: rng, live: make([][]int, spec.collections), next: make([]int, spec.collections)}
+	g := generator{spec: spec, rng: rng, live: make([][]int, spec.collections), next: make([]int, spec.collections), shardKey: shardKey}
 	g.nss = make([]string, spec.collections)
 	g.uis = make([][]byte, spec.collections)
 	for c := range g.nss {
@@ -255,6 +268,23 @@ type generator struct {
 	doc  []byte
 	// tsAt is the offset of the ts value in the last entry built.
 	tsAt int
+	// shardKey is Input.ShardKey.
+	shardKey string
+}
+
+// skValue is the shard key value of document n.
+func skValue(n int) int32 { return int32(n % 1000) }
+
+// document builds document n of collection c into g.doc, with its shard
+// key field last when the collections have one.
+func (g *generator) document(c, n int) {
+	g.doc = g.spec.doc(g.doc[:0], g.rng, c, n)
+	if g.shardKey == "" {
+		return
+	}
+	g.doc = bsoncore.AppendInt32Element(g.doc[:len(g.doc)-1], g.shardKey, skValue(n))
+	g.doc = append(g.doc, 0)
+	binary.LittleEndian.PutUint32(g.doc, uint32(len(g.doc)))
 }
 
 // header appends op, ns and ui: the first fields of a CRUD entry.
@@ -278,10 +308,13 @@ func (g *generator) insert(dst []byte, c int, ts bson.Timestamp, wall time.Time)
 	n := g.next[c]
 	g.next[c]++
 	g.live[c] = append(g.live[c], n)
-	g.doc = g.spec.doc(g.doc[:0], g.rng, c, n)
+	g.document(c, n)
 	idx, dst := bsoncore.AppendDocumentStart(dst)
 	dst = g.header(dst, "i", c)
 	dst = bsoncore.AppendDocumentElement(dst, "o", g.doc)
+	if g.shardKey != "" {
+		dst = g.idDoc(dst, "o2", c, n)
+	}
 	dst = g.trailer(dst, ts, wall)
 	dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
 	return dst, len(g.doc)
@@ -315,7 +348,7 @@ func (g *generator) batch(dst []byte, c, i int, ts bson.Timestamp, wall time.Tim
 	for j := range docs {
 		n := g.next[c]
 		g.next[c]++
-		g.doc = g.spec.doc(g.doc[:0], g.rng, c, n)
+		g.document(c, n)
 		var op int32
 		op, dst = bsoncore.AppendDocumentElementStart(dst, strconv.Itoa(j))
 		dst = g.header(dst, "i", c)
@@ -353,10 +386,14 @@ func (g *generator) pick(c int, remove bool) int {
 	return n
 }
 
-// idDoc appends {_id: ...} of document n as an element named key.
+// idDoc appends the document key of document n, {_id: ...} or
+// {shardKey: ..., _id: ...}, as an element named key.
 func (g *generator) idDoc(dst []byte, key string, c, n int) []byte {
 	var idx int32
 	idx, dst = bsoncore.AppendDocumentElementStart(dst, key)
+	if g.shardKey != "" {
+		dst = bsoncore.AppendInt32Element(dst, g.shardKey, skValue(n))
+	}
 	dst = g.spec.id(dst, c, n)
 	dst, _ = bsoncore.AppendDocumentEnd(dst, idx)
 	return dst

@@ -101,3 +101,48 @@ func TestRunShards(t *testing.T) {
 		t.Errorf("%d migrations read, %d writes held; want 14 and some", res.Migrations, res.HeldWrites)
 	}
 }
+
+// TestGenerateKeyedCarriesTheDocumentKey: with a shard key not led by
+// _id, every entry carries the document key {sk, _id} where a sharded
+// source logs it (o2 of inserts and updates, o of deletes), each document
+// has the sk of its key, and a sharded run holds every insert with
+// idReuseAcrossShards: hold (and the later writes of its collection)
+// and nothing with detect.
+func TestGenerateKeyedCarriesTheDocumentKey(t *testing.T) {
+	in, err := GenerateKeyed(ShapeDDT, 2000, Mix{}, 3, "sk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, raw := range in.Entries {
+		e, err := oplog.Parse(raw)
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		key, err := e.DocKey()
+		if err != nil {
+			t.Fatalf("entry %d: %v", i, err)
+		}
+		elems, err := key.Elements()
+		if err != nil || len(elems) != 2 || elems[0].Key() != "sk" || elems[1].Key() != "_id" {
+			t.Fatalf("entry %d (%s): document key %s, want {sk, _id}", i, e, key)
+		}
+		if e.Kind() == oplog.Insert {
+			if sk, id := e.O().Lookup("sk"), e.O().Lookup("_id"); !sk.Equal(elems[0].Value()) || !id.Equal(elems[1].Value()) {
+				t.Fatalf("entry %d: document %s does not match its key %s", i, e.O(), key)
+			}
+		}
+	}
+	inserts := in.Counts(300).Inserts
+	for _, detect := range []bool{false, true} {
+		r, err := RunShards(context.Background(), in, ShardConfig{Config: Config{Ops: 300, Writers: 2, BatchSize: 50},
+			Shards: 2, MigrateEvery: -1, Publish: 10 * time.Millisecond, DetectIDReuse: detect})
+		if err != nil {
+			t.Fatalf("detect %v: %v", detect, err)
+		}
+		// With hold every insert is held, and the writes of its
+		// collection behind it.
+		if held := r.HeldWrites; detect && held != 0 || !detect && held < inserts {
+			t.Fatalf("detect %v: %d writes held, %d inserts", detect, held, inserts)
+		}
+	}
+}

@@ -39,6 +39,10 @@ type ShardConfig struct {
 	// Publish is the subtasks' checkpoint and publication interval;
 	// 200ms when zero.
 	Publish time.Duration
+	// DetectIDReuse is incremental.idReuseAcrossShards: detect (hold
+	// when false). It matters only for an Input with a ShardKey: with
+	// hold, each of its inserts waits until every other shard passes it.
+	DetectIDReuse bool
 }
 
 // ShardResult is what a sharded run measured.
@@ -100,18 +104,19 @@ func (p *shardPlan) extraAt(k int64, s int) int {
 	return extraNone
 }
 
-// last returns the position of shard s's last entry.
-func (p *shardPlan) last(s int) bson.Timestamp {
-	pool := int64(len(p.in.Entries))
-	for k := p.ops - 1; k >= 0; k-- {
-		if int(p.of[k%pool]) == s {
-			return p.ts(k, false)
-		}
-		if p.extraAt(k, s) != extraNone {
-			return p.ts(k, true)
-		}
-	}
-	return p.in.From
+// end is the position of the no-op every shard logs after its entries,
+// as mongod's periodic no-op writer does on a shard without writes: it
+// takes every subtask past the run's last write, so that writes held
+// until the others pass them (an insert held for _id reuse near the end
+// of a shard's entries) are released.
+func (p *shardPlan) end() bson.Timestamp { return p.ts(p.ops, false) }
+
+// noop returns the no-op entry at end.
+func (p *shardPlan) noop() bson.Raw {
+	ts := p.end()
+	return bson.Raw(bsoncore.NewDocumentBuilder().AppendTimestamp("ts", ts.T, ts.I).AppendInt64("t", 1).
+		AppendString("op", "n").AppendString("ns", "").
+		AppendDocument("o", bsoncore.NewDocumentBuilder().AppendString("msg", "periodic noop").Build()).Build())
 }
 
 func newShardPlan(in *Input, ops int64, shards int, every int64) (*shardPlan, error) {
@@ -143,6 +148,8 @@ type shardReader struct {
 
 	mu   sync.Mutex
 	next int64
+	// ended is set once the no-op at end is served.
+	ended bool
 }
 
 // Next implements source.OplogReader.
@@ -163,6 +170,9 @@ func (r *shardReader) Next(ctx context.Context) ([]bson.Raw, error) {
 		if int(r.p.of[i]) == r.s {
 			out = append(out, r.p.stamp(i, k, false))
 		}
+	}
+	if r.next == r.p.ops && !r.ended && len(out) < r.batch {
+		out, r.ended = append(out, r.p.noop()), true
 	}
 	if len(out) == 0 {
 		r.mu.Unlock()
@@ -221,7 +231,7 @@ func (p *shardPlan) marker(i, k int64, kind int) bson.Raw {
 
 // Newest implements source.OplogReader.
 func (r *shardReader) Newest(context.Context) (bson.Timestamp, error) {
-	return r.p.last(r.s), nil
+	return r.p.end(), nil
 }
 
 // RunShards replays c.Ops entries of in as a sharded source would log
@@ -274,7 +284,7 @@ func RunShards(ctx context.Context, in *Input, c ShardConfig) (ShardResult, erro
 		rs[s] = replay.New(replay.Options{
 			Task: "bench-replay", Spec: &spec, Reader: &shardReader{p: plan, s: s, batch: batch},
 			Mapper: mapper, From: in.From, Apply: sink.Apply,
-			ShardMember: true, Shard: name, Board: board, CheckpointInterval: publish,
+			ShardMember: true, Shard: name, Board: board, CheckpointInterval: publish, DetectIDReuse: c.DetectIDReuse,
 			// As a task's subtasks do: the checkpoint passes open
 			// migrations with their markers saved (here, nowhere).
 			SaveState: func(context.Context, bson.Timestamp, oplog.AssemblerState) error { return nil },
@@ -291,7 +301,7 @@ func RunShards(ctx context.Context, in *Input, c ShardConfig) (ShardResult, erro
 	for deadline := time.Now().Add(10 * publish); ; time.Sleep(publish / 10) {
 		lag = nil
 		for s, r := range rs {
-			if cp, last := r.Checkpoint(), plan.last(s); cp != last {
+			if cp, last := r.Checkpoint(), plan.end(); cp != last {
 				lag = fmt.Errorf("shard %d's checkpoint is %d.%d after the run, want its last entry's %d.%d", s, cp.T, cp.I, last.T, last.I)
 			}
 		}
