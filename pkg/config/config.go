@@ -396,12 +396,14 @@ type Incremental struct {
 	// an _id reused on another shard (MongoDB enforces _id uniqueness per
 	// shard: a document deleted on one shard and another with its _id
 	// inserted on a second one, in a collection whose shard key does not
-	// start with _id). hold (the default) holds each insert of such a
-	// collection until every other shard's subtask has passed it, which
-	// applies the two in the source's order; detect holds nothing, steps
-	// over a write that meets the other document and logs the namespace
-	// and _id (see docs/sharded.md for what each costs and covers).
-	// +kubebuilder:default=hold
+	// start with _id). detect (the default) holds nothing, steps over a
+	// write that meets the other document and logs the namespace and _id;
+	// hold holds each insert of such a collection until every other
+	// shard's subtask has passed it, which applies the two in the source's
+	// order but, with inserts on several shards, at about one entry per
+	// publication round (see docs/sharded.md for what each costs and
+	// covers).
+	// +kubebuilder:default=detect
 	// +optional
 	IDReuseAcrossShards IDReuse `json:"idReuseAcrossShards,omitempty"`
 }

@@ -66,7 +66,7 @@ func (s *Spec) SetDefaults() {
 		s.Incremental.Method = MethodOplog
 	}
 	if s.Incremental.IDReuseAcrossShards == "" {
-		s.Incremental.IDReuseAcrossShards = IDReuseHold
+		s.Incremental.IDReuseAcrossShards = IDReuseDetect
 	}
 	if s.DDL == nil {
 		t := true

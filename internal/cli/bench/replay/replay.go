@@ -104,8 +104,9 @@ namespace's writes until the others have applied up to them (subtasks
 publish every 200ms here). It reports the writes held and the time they were held.
 With --shard-key FIELD the collections are sharded on {FIELD: 1, _id: 1}
 (entries carry that document key, as a sharded source logs it), so
---id-reuse hold (incremental.idReuseAcrossShards' default) holds every
-insert until the other shards have passed it; --id-reuse detect does not.
+incremental.idReuseAcrossShards applies: --id-reuse detect (incremental.idReuseAcrossShards' default) holds no
+insert; --id-reuse hold holds every insert until the other shards have
+passed it.
 
 --cpuprofile writes a CPU profile of each shape's rounds (FILE.<shape> with
 --shape both); read them with 'go tool pprof -top bin/ferry FILE*'.
@@ -147,7 +148,7 @@ insert until the other shards have passed it; --id-reuse detect does not.
 	fl.IntVar(&f.shards, "shards", 1, "replay as a sharded source with this many shards, one replayer each")
 	fl.Int64Var(&f.migrate, "migrate-every", replaybench.DefaultMigrateEvery, "with --shards: entries between chunk migrations (start marker, fromMigrate entry, end marker); 0 for none")
 	fl.StringVar(&f.shardKey, "shard-key", "", "with --shards: shard the collections on {FIELD: 1, _id: 1}: documents get an int field FIELD and entries carry the document key {FIELD, _id}, so idReuseAcrossShards applies")
-	fl.StringVar(&f.idReuse, "id-reuse", string(config.IDReuseHold), "with --shards: incremental.idReuseAcrossShards, hold or detect")
+	fl.StringVar(&f.idReuse, "id-reuse", string(config.IDReuseDetect), "with --shards: incremental.idReuseAcrossShards, detect (its default) or hold")
 	addBenchWireFlags(fl, &f.wire)
 	return cmd
 }
