@@ -109,8 +109,6 @@ func queryVariable(name, label, def string) *gd.QueryVariableBuilder {
 // every Grafana version the chart supports; the SDK prefers its v2
 // resource, which only Grafana 12's new API reads.
 func Build() (gd.Dashboard, error) { //nolint:staticcheck // SA1019: see above
-	m := func(f string) string { return fmt.Sprintf(f, managerSel) }
-	w := func(f string) string { return fmt.Sprintf(f, workerSel) }
 	//nolint:staticcheck // SA1019: see Build
 	b := gd.NewDashboardBuilder("MongoFerry / SyncTask").Uid(UID).
 		Description("One SyncTask: phase, copy progress, lag, throughput, buffers, write latency, errors, checkpoint age, the source oplog's headroom and the cut-over. Manager series (mongoferry_synctask_*) come from the chart's ServiceMonitor, worker series from the PodMonitor(s).").
@@ -120,8 +118,22 @@ func Build() (gd.Dashboard, error) { //nolint:staticcheck // SA1019: see above
 		WithVariable(gd.NewDatasourceVariableBuilder("datasource").Label("Data source").Type("prometheus")).
 		WithVariable(queryVariable("namespace", "Namespace", labelValues("mongoferry_synctask_info", "namespace"))).
 		WithVariable(queryVariable("task", "SyncTask", labelValues(`mongoferry_synctask_info{namespace="$namespace"}`, "synctask")))
+	b = taskRow(b)
+	b = progressRow(b)
+	b = throughputRow(b)
+	b = errorsRow(b)
+	b = cutoverRow(b)
+	return b.Build()
+}
 
-	b = b.WithRow(row(1, "Task")).
+// m and w fill a query's selector: the manager's series (mongoferry_synctask_*)
+// or the workers'.
+func m(f string) string { return fmt.Sprintf(f, managerSel) }
+func w(f string) string { return fmt.Sprintf(f, workerSel) }
+
+// taskRow adds the row of the task at a glance: phase, copy progress, lag, checkpoint age, rate and health.
+func taskRow(b *gd.DashboardBuilder) *gd.DashboardBuilder { //nolint:staticcheck // SA1019: see Build
+	return b.WithRow(row(1, "Task")).
 		WithPanel(statPanel(2, "Phase", "The SyncTask's status.phase (mongoferry_synctask_phase == 1).", "", "blue", nil,
 			query{m(`max by (phase) (mongoferry_synctask_phase{%s}) == 1`), "{{phase}}"})).
 		WithPanel(gauge.NewPanelBuilder().Id(3).Title("Copy progress").Description("Full copy progress from status.progress: 100% once every range is copied.").
@@ -136,8 +148,11 @@ func Build() (gd.Dashboard, error) { //nolint:staticcheck // SA1019: see above
 			query{m(`max(mongoferry_synctask_ops_per_second{%s})`), "ops/s"})).
 		WithPanel(statPanel(7, "Degraded", "The Degraded condition's reason while it is True (OplogWindowLost, WorkerFailing, ...); Healthy otherwise.", "", "green", nil,
 			query{m(`max by (reason) (mongoferry_synctask_condition{%s, type="Degraded"})`), "{{reason}}"}))
+}
 
-	b = b.WithRow(row(8, "Progress and lag")).
+// progressRow adds the row of progress and lag over time, per shard, and the oplog's headroom.
+func progressRow(b *gd.DashboardBuilder) *gd.DashboardBuilder { //nolint:staticcheck // SA1019: see Build
+	return b.WithRow(row(8, "Progress and lag")).
 		WithPanel(graph(9, "Copy progress and documents/s", "Full copy progress (status.progress) and documents copied per second (workers).", "percentunit",
 			query{m(`max(mongoferry_synctask_progress_ratio{%s})`), "progress"},
 			query{w(`sum(rate(mongoferry_copy_documents_total{%s}[$__rate_interval]))`), "documents/s"}).Min(0).
@@ -161,8 +176,11 @@ func Build() (gd.Dashboard, error) { //nolint:staticcheck // SA1019: see above
 		WithPanel(graph(23, "Oplog headroom", "Per source oplog (shard): seconds between its oldest entry and the task's checkpoint (what a restart resumes from), and the oplog's time span. When the headroom reaches 0 the window is lost (MongoFerryOplogHeadroomLow warns first).", "s",
 			query{w(`min by (shard) (mongoferry_source_oplog_headroom_seconds{%s})`), "headroom {{shard}}"},
 			query{w(`max by (shard) (mongoferry_source_oplog_span_seconds{%s})`), "span {{shard}}"}))
+}
 
-	b = b.WithRow(row(13, "Throughput")).
+// throughputRow adds the row of applied operations, bytes, buffers, write latency, batching and held writes.
+func throughputRow(b *gd.DashboardBuilder) *gd.DashboardBuilder { //nolint:staticcheck // SA1019: see Build
+	return b.WithRow(row(13, "Throughput")).
 		WithPanel(graph(14, "Applied ops/s by operation", "Oplog operations applied to the target per second, by kind (insert, update, delete, ddl, transaction).", "ops",
 			query{w(`sum by (op) (rate(mongoferry_replay_applied_ops_total{%s}[$__rate_interval]))`), "{{op}}"})).
 		WithPanel(graph(15, "Bytes/s", "Document bytes the full copy writes to the target per second.", "Bps",
@@ -178,8 +196,11 @@ func Build() (gd.Dashboard, error) { //nolint:staticcheck // SA1019: see above
 			query{w(`sum(rate(mongoferry_replay_writes_sent_total{%[1]s}[$__rate_interval])) / sum(rate(mongoferry_replay_write_commands_total{%[1]s}[$__rate_interval]))`), "writes/command"})).
 		WithPanel(graph(25, "Held writes", "Writes each shard's worker holds back after chunk migrations until the other shards' workers have applied up to them (sharded sources; 0 otherwise).", "short",
 			query{m(`max by (shard) (mongoferry_synctask_shard_held_writes{%s})`), "{{shard}}"}))
+}
 
-	b = b.WithRow(row(18, "Errors")).
+// errorsRow adds the row of retries, tolerated conflicts, worker restarts and verification mismatches.
+func errorsRow(b *gd.DashboardBuilder) *gd.DashboardBuilder { //nolint:staticcheck // SA1019: see Build
+	return b.WithRow(row(18, "Errors")).
 		WithPanel(graph(19, "Errors and retries", "Write batches retried after a retryable error, duplicate keys stepped over in the copy/replay overlap, and worker restarts.", "short",
 			query{w(`sum(rate(mongoferry_write_retries_total{%s}[$__rate_interval]))`), "write retries/s"},
 			query{w(`sum(rate(mongoferry_replay_tolerated_conflicts_total{%s}[$__rate_interval]))`), "tolerated conflicts/s"},
@@ -188,13 +209,15 @@ func Build() (gd.Dashboard, error) { //nolint:staticcheck // SA1019: see above
 			query{m(`max by (pod) (mongoferry_synctask_worker_restarts_total{%s})`), "{{pod}}"})).
 		WithPanel(statPanel(26, "Verification mismatches", "Namespaces whose target differed from the source at the last verification (0 when it matched; no value before one has run).", "", "", thresholds("green", 1, "red"),
 			query{w(`max(mongoferry_verify_differing_namespaces{%s})`), "namespaces"}).Span(12).Height(8))
+}
 
-	b = b.WithRow(row(27, "Cut-over")).
+// cutoverRow adds the row of the cut-over's step and whether source writes are blocked.
+func cutoverRow(b *gd.DashboardBuilder) *gd.DashboardBuilder { //nolint:staticcheck // SA1019: see Build
+	return b.WithRow(row(27, "Cut-over")).
 		WithPanel(statPanel(28, "Cut-over step", "The step a requested cut-over is at, over the workers: CatchingUp, BlockingWrites, Draining, Verifying, Finalizing, Complete or Failed (no value before one is requested).", "", "blue", nil,
 			query{w(`max by (step) (mongoferry_cutover_step{%s}) == 1`), "{{step}}"}).Span(12).Height(4)).
 		WithPanel(statPanel(29, "Source writes blocked", "1 once the cut-over has blocked the application's writes on the source (setUserWriteBlockMode); they stay blocked after it (no value before a cut-over is requested).", "", "", thresholds("green", 1, "orange"),
 			query{w(`max(mongoferry_cutover_source_writes_blocked{%s})`), "blocked"}).Span(12).Height(4))
-	return b.Build()
 }
 
 // JSON returns the dashboard as the chart ships it.

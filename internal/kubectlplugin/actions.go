@@ -1,8 +1,10 @@
 package kubectlplugin
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -99,34 +101,9 @@ func (p *plugin) cutover(cmd *cobra.Command, name string, f cutoverFlags) error 
 	if err != nil {
 		return err
 	}
-	retry, oldGen := "", int64(0)
-	switch {
-	case task.Spec.Cutover.Requested && cutoverFailed(task):
-		// Requested again, perhaps with other flags: the new spec and a
-		// new retry value make the operator run the failed task again.
-		retry = p.opts.Now().UTC().Format(time.RFC3339Nano)
-		oldGen = task.Generation
-		err := p.patch(ctx, task, map[string]any{
-			"metadata": map[string]any{"annotations": map[string]any{syncv1alpha1.RetryAnnotation: retry}},
-			"spec": map[string]any{"cutover": map[string]any{
-				"requested": true, "blockSourceWrites": f.blockSourceWrites, "verify": f.verify, "maxLagSeconds": f.maxLag.Seconds}}})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "synctask %s: the last cut-over failed; requested again (blockSourceWrites %v, verify %s, maxLagSeconds %d)\n", name, f.blockSourceWrites, f.verify, f.maxLag.Seconds)
-	case !task.Spec.Cutover.Requested:
-		if task.Status.Phase != syncv1alpha1.PhaseStreaming || task.Spec.Suspend {
-			return fmt.Errorf("SyncTask %s is %s: a cut-over starts from a streaming task (the copy done, changes replaying); wait until kubectl mongoferry status %s shows phase Streaming%s",
-				name, phaseWords(task), name, resumeHint(task))
-		}
-		err := p.patch(ctx, task, map[string]any{"spec": map[string]any{"cutover": map[string]any{
-			"requested": true, "blockSourceWrites": f.blockSourceWrites, "verify": f.verify, "maxLagSeconds": f.maxLag.Seconds}}})
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "synctask %s: cut-over requested (blockSourceWrites %v, verify %s, maxLagSeconds %d)\n", name, f.blockSourceWrites, f.verify, f.maxLag.Seconds)
-	default:
-		fmt.Fprintf(cmd.OutOrStdout(), "synctask %s: a cut-over is already requested\n", name)
+	retry, oldGen, err := p.requestCutover(ctx, cmd.OutOrStdout(), task, f)
+	if err != nil {
+		return err
 	}
 	if !f.wait {
 		return nil
@@ -180,6 +157,43 @@ func (p *plugin) cutover(cmd *cobra.Command, name string, f cutoverFlags) error 
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), msg)
 	return nil
+}
+
+// requestCutover sets spec.cutover.requested with the flags' settings, or,
+// when the last cut-over failed, requests it again with a new retry value
+// (returned with the generation it replaces, for the wait to tell the new
+// attempt from the failed one). A task that is not streaming yet is
+// refused.
+func (p *plugin) requestCutover(ctx context.Context, out io.Writer, task *syncv1alpha1.SyncTask, f cutoverFlags) (retry string, oldGen int64, err error) {
+	switch {
+	case task.Spec.Cutover.Requested && cutoverFailed(task):
+		// Requested again, perhaps with other flags: the new spec and a
+		// new retry value make the operator run the failed task again.
+		retry = p.opts.Now().UTC().Format(time.RFC3339Nano)
+		oldGen = task.Generation
+		err = p.patch(ctx, task, map[string]any{
+			"metadata": map[string]any{"annotations": map[string]any{syncv1alpha1.RetryAnnotation: retry}},
+			"spec": map[string]any{"cutover": map[string]any{
+				"requested": true, "blockSourceWrites": f.blockSourceWrites, "verify": f.verify, "maxLagSeconds": f.maxLag.Seconds}}})
+		if err != nil {
+			return "", 0, err
+		}
+		fmt.Fprintf(out, "synctask %s: the last cut-over failed; requested again (blockSourceWrites %v, verify %s, maxLagSeconds %d)\n", task.Name, f.blockSourceWrites, f.verify, f.maxLag.Seconds)
+	case !task.Spec.Cutover.Requested:
+		if task.Status.Phase != syncv1alpha1.PhaseStreaming || task.Spec.Suspend {
+			return "", 0, fmt.Errorf("SyncTask %s is %s: a cut-over starts from a streaming task (the copy done, changes replaying); wait until kubectl mongoferry status %s shows phase Streaming%s",
+				task.Name, phaseWords(task), task.Name, resumeHint(task))
+		}
+		err = p.patch(ctx, task, map[string]any{"spec": map[string]any{"cutover": map[string]any{
+			"requested": true, "blockSourceWrites": f.blockSourceWrites, "verify": f.verify, "maxLagSeconds": f.maxLag.Seconds}}})
+		if err != nil {
+			return "", 0, err
+		}
+		fmt.Fprintf(out, "synctask %s: cut-over requested (blockSourceWrites %v, verify %s, maxLagSeconds %d)\n", task.Name, f.blockSourceWrites, f.verify, f.maxLag.Seconds)
+	default:
+		fmt.Fprintf(out, "synctask %s: a cut-over is already requested\n", task.Name)
+	}
+	return retry, oldGen, nil
 }
 
 // cutoverFailed reports whether the task's last cut-over failed.

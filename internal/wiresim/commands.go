@@ -257,6 +257,39 @@ func (h *handler) bulkWrite(ctx context.Context, req *request, dst []byte) ([]by
 	if err != nil {
 		return dst, badValue("bulkWrite: %v", err)
 	}
+	perDB, all, err := countBulkOps(ops, nsInfo)
+	if err != nil {
+		return dst, err
+	}
+	waited := h.delay(ctx)
+	for db, c := range perDB {
+		c.Waited = waited
+		h.s.stats.addWrites(db, *c)
+	}
+	errorsOnly, _ := req.body.Lookup("errorsOnly").BooleanOK()
+	return appendBulkWriteReply(dst, ops, all, errorsOnly), nil
+}
+
+// delay waits the write delay (or until the server closes) and returns
+// how long it waited.
+func (h *handler) delay(ctx context.Context) time.Duration {
+	if h.s.o.WriteDelay <= 0 {
+		return 0
+	}
+	start := time.Now()
+	t := time.NewTimer(h.s.o.WriteDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-h.s.closed:
+	case <-ctx.Done():
+	}
+	return time.Since(start)
+}
+
+// countBulkOps counts a bulkWrite's operations by kind, per database (the
+// part of each op's nsInfo namespace before the dot) and in all.
+func countBulkOps(ops, nsInfo []bsoncore.Document) (map[string]*Counts, Counts, error) {
 	dbs := make([]string, len(nsInfo))
 	for i, ns := range nsInfo {
 		s, _ := ns.Lookup("ns").StringValueOK()
@@ -267,11 +300,11 @@ func (h *handler) bulkWrite(ctx context.Context, req *request, dst []byte) ([]by
 	for i, op := range ops {
 		elem, err := op.IndexErr(0)
 		if err != nil {
-			return dst, badValue("bulkWrite: ops.%d is empty", i)
+			return nil, all, badValue("bulkWrite: ops.%d is empty", i)
 		}
 		at, ok := elem.Value().AsInt64OK()
 		if !ok || at < 0 || at >= int64(len(dbs)) {
-			return dst, badValue("bulkWrite: ops.%d: %s names no nsInfo entry", i, elem.Key())
+			return nil, all, badValue("bulkWrite: ops.%d: %s names no nsInfo entry", i, elem.Key())
 		}
 		c := perDB[dbs[at]]
 		if c == nil {
@@ -287,18 +320,19 @@ func (h *handler) bulkWrite(ctx context.Context, req *request, dst []byte) ([]by
 		case "delete":
 			one.Deletes = 1
 		default:
-			return dst, badValue("bulkWrite: ops.%d: unknown operation %q", i, elem.Key())
+			return nil, all, badValue("bulkWrite: ops.%d: unknown operation %q", i, elem.Key())
 		}
 		one.Writes = 1
 		c.add(one)
 		all.add(one)
 	}
-	waited := h.delay(ctx)
-	for db, c := range perDB {
-		c.Waited = waited
-		h.s.stats.addWrites(db, *c)
-	}
-	errorsOnly, _ := req.body.Lookup("errorsOnly").BooleanOK()
+	return perDB, all, nil
+}
+
+// appendBulkWriteReply appends the reply to a bulkWrite whose every
+// operation succeeded: its cursor of per-operation results (empty with
+// errorsOnly) and the totals.
+func appendBulkWriteReply(dst []byte, ops []bsoncore.Document, all Counts, errorsOnly bool) []byte {
 	idx, d := bsoncore.AppendDocumentStart(dst)
 	var cur, batch int32
 	cur, d = bsoncore.AppendDocumentElementStart(d, "cursor")
@@ -331,22 +365,5 @@ func (h *handler) bulkWrite(ctx context.Context, req *request, dst []byte) ([]by
 	d = bsoncore.AppendInt64Element(d, "nDeleted", all.Deletes)
 	d = bsoncore.AppendDoubleElement(d, "ok", 1)
 	dst, _ = bsoncore.AppendDocumentEnd(d, idx)
-	return dst, nil
-}
-
-// delay waits the write delay (or until the server closes) and returns
-// how long it waited.
-func (h *handler) delay(ctx context.Context) time.Duration {
-	if h.s.o.WriteDelay <= 0 {
-		return 0
-	}
-	start := time.Now()
-	t := time.NewTimer(h.s.o.WriteDelay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-h.s.closed:
-	case <-ctx.Done():
-	}
-	return time.Since(start)
+	return dst
 }

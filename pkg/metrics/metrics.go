@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
@@ -109,112 +111,145 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.status()
-	t := s.Task
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{t}, labels...)...)
-	}
-	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{t}, labels...)...)
-	}
+	e := emitter{ch: ch, task: s.Task}
 	for _, p := range Phases {
-		gauge(phaseDesc, oneIf(s.Phase == p), string(p))
-	}
-	counter(copyDocsDesc, float64(s.Copy.Documents))
-	counter(copyBytesDesc, float64(s.Copy.Bytes))
-	gauge(copyEstimatedDesc, float64(s.Copy.EstimatedDocuments))
-	gauge(copyRatioDesc, s.Copy.Percent/100)
-	for _, n := range s.Copy.Namespaces {
-		gauge(copyNSRatioDesc, n.Percent/100, n.NS)
-	}
-	gauge(copyRangesDesc, float64(s.Copy.Ranges))
-	gauge(copyRangesDoneDesc, float64(s.Copy.RangesDone))
-	counter(conflictsDesc, float64(s.Copy.Overwritten), "overwritten")
-	counter(conflictsDesc, float64(s.Copy.Skipped), "skipped")
-	counter(retriesDesc, float64(s.Copy.Retries))
-	gauge(bufferedDesc, float64(s.Copy.BufferedBytes))
-	gauge(maxBytesDesc, float64(s.Copy.QueueBudgetBytes))
-	if r := s.Replay; r != nil {
-		if r.LagKnown() {
-			// Absent while unknown: a 0 would read as caught up.
-			gauge(lagDesc, r.LagSeconds)
-		}
-		for op, n := range r.Applied {
-			counter(appliedDesc, float64(n), op)
-		}
-		for reason, n := range r.Skipped {
-			counter(skippedDesc, float64(n), reason)
-		}
-		gauge(replayRateDesc, r.OpsPerSecond)
-		gauge(replayBufDesc, float64(r.BufferedBytes))
-		gauge(checkpointDesc, float64(r.AppliedTS.T))
-		counter(conflictsTolDesc, float64(r.ToleratedConflicts))
-		for kind, n := range r.WriteCommands {
-			counter(writeCmdsDesc, float64(n), kind)
-			counter(writesSentDesc, float64(r.WritesSent[kind]), kind)
-		}
-	}
-	if src := s.Source; src != nil {
-		counter(reopensDesc, float64(src.Reopens))
-		counter(newestReadsDesc, float64(src.NewestReads))
-		counter(lateEntriesDesc, float64(src.LateEntries))
+		e.gauge(phaseDesc, oneIf(s.Phase == p), string(p))
 	}
 	if s.StartupSeconds > 0 {
-		gauge(planningDesc, s.StartupSeconds)
+		e.gauge(planningDesc, s.StartupSeconds)
+	}
+	e.emitCopy(s.Copy)
+	if s.Replay != nil {
+		e.emitReplay(s.Replay)
+	}
+	if src := s.Source; src != nil {
+		e.counter(reopensDesc, float64(src.Reopens))
+		e.counter(newestReadsDesc, float64(src.NewestReads))
+		e.counter(lateEntriesDesc, float64(src.LateEntries))
 	}
 	for _, sh := range s.Shards {
-		for _, p := range []string{engine.SubtaskPending, engine.SubtaskStreaming, engine.SubtaskRetiring, engine.SubtaskRetired, engine.SubtaskFailed} {
-			gauge(shardPhaseDesc, oneIf(sh.Phase == p), sh.Shard, p)
-		}
-		r := sh.Replay
-		if r == nil {
-			continue
-		}
-		if r.LagKnown() {
-			gauge(shardLagDesc, r.LagSeconds, sh.Shard)
-		}
-		gauge(shardAppliedTSDesc, float64(r.AppliedTS.T), sh.Shard)
-		gauge(shardReadTSDesc, float64(r.ReadTS.T), sh.Shard)
-		gauge(shardRateDesc, r.OpsPerSecond, sh.Shard)
-		counter(heldDesc, float64(r.Holds.HeldWrites), sh.Shard)
-		gauge(heldNowDesc, float64(r.Holds.HeldNow), sh.Shard)
-		counter(holdSecondsDesc, r.Holds.HoldSeconds, sh.Shard)
-		counter(commitWaitsDesc, float64(r.Holds.CommitWaits), sh.Shard)
-		for op, n := range r.Applied {
-			counter(shardAppliedDesc, float64(n), sh.Shard, op)
-		}
-		for reason, n := range r.Skipped {
-			counter(shardSkippedDesc, float64(n), sh.Shard, reason)
-		}
+		e.emitShard(sh)
 	}
 	for _, w := range s.OplogWindows {
-		gauge(spanDesc, w.SpanSeconds, w.Shard)
+		e.gauge(spanDesc, w.SpanSeconds, w.Shard)
 		if w.HeadroomSeconds != nil {
-			gauge(headroomDesc, *w.HeadroomSeconds, w.Shard)
+			e.gauge(headroomDesc, *w.HeadroomSeconds, w.Shard)
 		}
 	}
-	if v := s.Verify; v != nil && !v.Running {
-		gauge(verifyOKDesc, oneIf(v.OK))
-		gauge(verifyDiffDesc, float64(len(v.Differing)))
-	}
-	if v := s.StreamingVerify; v != nil {
-		gauge(svRunningDesc, oneIf(v.Running))
-		counter(svPassesDesc, float64(v.Passes))
-		gauge(svDocsDesc, float64(v.Compared))
-		gauge(svPendingDesc, float64(v.PendingRechecks))
-		gauge(svPendingBytes, float64(v.PendingBytes))
-		gauge(svMaxPending, float64(v.MaxPendingBytes))
-		gauge(svPersistingDesc, float64(v.Persisting))
-		gauge(svNotRechecked, float64(v.NotRechecked+v.Unsettled))
-		if v.Passes > 0 && !v.Running {
-			gauge(svOKDesc, oneIf(v.OK))
-		}
-	}
+	e.emitVerify(s.Verify, s.StreamingVerify)
 	if co := s.Cutover; co != nil {
 		for _, step := range workerapi.CutoverSteps {
-			gauge(cutoverStepDesc, oneIf(co.Step == step), step)
+			e.gauge(cutoverStepDesc, oneIf(co.Step == step), step)
 		}
-		gauge(cutoverStepDesc, oneIf(co.Step == workerapi.CutoverFailed), workerapi.CutoverFailed)
-		gauge(cutoverBlockedDesc, oneIf(co.WritesBlocked))
+		e.gauge(cutoverStepDesc, oneIf(co.Step == workerapi.CutoverFailed), workerapi.CutoverFailed)
+		e.gauge(cutoverBlockedDesc, oneIf(co.WritesBlocked))
+	}
+}
+
+// emitter sends one scrape's metrics, each labelled with the task's name
+// first.
+type emitter struct {
+	ch   chan<- prometheus.Metric
+	task string
+}
+
+func (e emitter) gauge(d *prometheus.Desc, v float64, labels ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{e.task}, labels...)...)
+}
+
+func (e emitter) counter(d *prometheus.Desc, v float64, labels ...string) {
+	e.ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, append([]string{e.task}, labels...)...)
+}
+
+// emitCopy emits the full copy's progress, conflicts and queue.
+func (e emitter) emitCopy(c fullsync.Status) {
+	e.counter(copyDocsDesc, float64(c.Documents))
+	e.counter(copyBytesDesc, float64(c.Bytes))
+	e.gauge(copyEstimatedDesc, float64(c.EstimatedDocuments))
+	e.gauge(copyRatioDesc, c.Percent/100)
+	for _, n := range c.Namespaces {
+		e.gauge(copyNSRatioDesc, n.Percent/100, n.NS)
+	}
+	e.gauge(copyRangesDesc, float64(c.Ranges))
+	e.gauge(copyRangesDoneDesc, float64(c.RangesDone))
+	e.counter(conflictsDesc, float64(c.Overwritten), "overwritten")
+	e.counter(conflictsDesc, float64(c.Skipped), "skipped")
+	e.counter(retriesDesc, float64(c.Retries))
+	e.gauge(bufferedDesc, float64(c.BufferedBytes))
+	e.gauge(maxBytesDesc, float64(c.QueueBudgetBytes))
+}
+
+// emitReplay emits the whole task's replay: lag (absent while unknown: a 0
+// would read as caught up), applied and skipped entries, rate, buffer,
+// checkpoint and write commands.
+func (e emitter) emitReplay(r *replay.Status) {
+	if r.LagKnown() {
+		e.gauge(lagDesc, r.LagSeconds)
+	}
+	for op, n := range r.Applied {
+		e.counter(appliedDesc, float64(n), op)
+	}
+	for reason, n := range r.Skipped {
+		e.counter(skippedDesc, float64(n), reason)
+	}
+	e.gauge(replayRateDesc, r.OpsPerSecond)
+	e.gauge(replayBufDesc, float64(r.BufferedBytes))
+	e.gauge(checkpointDesc, float64(r.AppliedTS.T))
+	e.counter(conflictsTolDesc, float64(r.ToleratedConflicts))
+	for kind, n := range r.WriteCommands {
+		e.counter(writeCmdsDesc, float64(n), kind)
+		e.counter(writesSentDesc, float64(r.WritesSent[kind]), kind)
+	}
+}
+
+// emitShard emits one source shard's subtask: its phase and, once it
+// replays, its positions, rate and held writes.
+func (e emitter) emitShard(sh engine.ShardStatus) {
+	for _, p := range []string{engine.SubtaskPending, engine.SubtaskStreaming, engine.SubtaskRetiring, engine.SubtaskRetired, engine.SubtaskFailed} {
+		e.gauge(shardPhaseDesc, oneIf(sh.Phase == p), sh.Shard, p)
+	}
+	r := sh.Replay
+	if r == nil {
+		return
+	}
+	if r.LagKnown() {
+		e.gauge(shardLagDesc, r.LagSeconds, sh.Shard)
+	}
+	e.gauge(shardAppliedTSDesc, float64(r.AppliedTS.T), sh.Shard)
+	e.gauge(shardReadTSDesc, float64(r.ReadTS.T), sh.Shard)
+	e.gauge(shardRateDesc, r.OpsPerSecond, sh.Shard)
+	e.counter(heldDesc, float64(r.Holds.HeldWrites), sh.Shard)
+	e.gauge(heldNowDesc, float64(r.Holds.HeldNow), sh.Shard)
+	e.counter(holdSecondsDesc, r.Holds.HoldSeconds, sh.Shard)
+	e.counter(commitWaitsDesc, float64(r.Holds.CommitWaits), sh.Shard)
+	for op, n := range r.Applied {
+		e.counter(shardAppliedDesc, float64(n), sh.Shard, op)
+	}
+	for reason, n := range r.Skipped {
+		e.counter(shardSkippedDesc, float64(n), sh.Shard, reason)
+	}
+}
+
+// emitVerify emits the last verification's result and streaming
+// verification's passes and queue.
+func (e emitter) emitVerify(v *engine.VerifyStatus, sv *verify.StreamStatus) {
+	if v != nil && !v.Running {
+		e.gauge(verifyOKDesc, oneIf(v.OK))
+		e.gauge(verifyDiffDesc, float64(len(v.Differing)))
+	}
+	if sv == nil {
+		return
+	}
+	e.gauge(svRunningDesc, oneIf(sv.Running))
+	e.counter(svPassesDesc, float64(sv.Passes))
+	e.gauge(svDocsDesc, float64(sv.Compared))
+	e.gauge(svPendingDesc, float64(sv.PendingRechecks))
+	e.gauge(svPendingBytes, float64(sv.PendingBytes))
+	e.gauge(svMaxPending, float64(sv.MaxPendingBytes))
+	e.gauge(svPersistingDesc, float64(sv.Persisting))
+	e.gauge(svNotRechecked, float64(sv.NotRechecked+sv.Unsettled))
+	if sv.Passes > 0 && !sv.Running {
+		e.gauge(svOKDesc, oneIf(sv.OK))
 	}
 }
 

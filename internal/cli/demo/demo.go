@@ -22,6 +22,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/internal/cli/progress"
 	"github.com/mongoferry/mongoferry/internal/cli/servers"
+	"github.com/mongoferry/mongoferry/internal/ferretdb"
 	"github.com/mongoferry/mongoferry/internal/procstat"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
@@ -85,6 +86,9 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 	if f.records < 100 {
 		return fmt.Errorf("--records must be at least 100, got %d", f.records)
 	}
+	if f.oplogMiB < 1 {
+		return fmt.Errorf("--oplog-size must be at least 1 (MiB), got %d", f.oplogMiB)
+	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if f.sharded {
 		return runShardedDemo(ctx, out, log, f)
@@ -105,24 +109,8 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 		return err
 	}
 	defer func() { _ = sc.Disconnect(context.Background()) }()
-	loadStart := time.Now()
-	loaded, err := loadDemoData(ctx, out, sc, f.records)
+	live, err := prepareSource(ctx, out, src, sc, f)
 	if err != nil {
-		return fmt.Errorf("load demo data: %w", err)
-	}
-	fmt.Fprintf(out, "Loaded %d documents in %.1fs\n\n", loaded, time.Since(loadStart).Seconds())
-
-	// A small collection takes the live load: FerretDB finds a document by
-	// _id with a scan, so replay keeps up on small collections only.
-	live := workload.Options{Database: "app", Collection: "sessions", RecordCount: 2000, FieldCount: 4, FieldLength: 40, Seed: 2}
-	if _, err := workload.Load(ctx, sc, live); err != nil {
-		return fmt.Errorf("load app.sessions: %w", err)
-	}
-
-	if f.oplogMiB < 1 {
-		return fmt.Errorf("--oplog-size must be at least 1 (MiB), got %d", f.oplogMiB)
-	}
-	if err := src.CreateOplog(ctx, f.oplogMiB<<20); err != nil {
 		return err
 	}
 
@@ -151,40 +139,10 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 	}
 	stop, runDone := start(ctx, eng, f.progress)
 
-	var timing demoTiming
-	runErr := func() error {
-		for {
-			select {
-			case err := <-runDone:
-				return fmt.Errorf("the task ended early: %w", err)
-			case <-time.After(200 * time.Millisecond):
-			}
-			if eng.Status().Phase == engine.PhaseStreaming {
-				break
-			}
-		}
-		timing.streamingAt = time.Now()
-		select { // replay under load for a while
-		case err := <-runDone:
-			return err
-		case <-time.After(10 * time.Second):
-		}
+	timing, runErr := awaitDemo(eng, runDone, func() workload.Stats {
 		_ = stopLoad()
-		timing.load = liveStats
-		timing.loadStoppedAt = time.Now()
-		eng.FinishWhenCaughtUp()
-		for {
-			select {
-			case err := <-runDone:
-				return err
-			case <-time.After(100 * time.Millisecond):
-			}
-			if timing.caughtUpAt.IsZero() && eng.Status().Phase == engine.PhaseVerifying {
-				timing.caughtUpAt = time.Now()
-				timing.replay = eng.Status().Replay
-			}
-		}
-	}()
+		return liveStats
+	})
 	stop()
 	st := eng.Status()
 	printReport(out, eng)
@@ -316,4 +274,65 @@ func printSummary(out io.Writer, st engine.Status, timing demoTiming, runErr err
 	fmt.Fprintf(tw, "  peak memory (RSS of this process)\t%s\n", progress.Bytes(procstat.SelfPeakRSS()))
 	fmt.Fprintf(tw, "  verification (hash)\t%s\n", verdict(st, runErr))
 	_ = tw.Flush()
+}
+
+// awaitDemo waits for the task to stream, lets it replay under the live
+// load for 10 seconds, stops the load (stopLoad returns what it did), and
+// waits for the task to catch up, verify and end.
+func awaitDemo(eng *engine.Engine, runDone <-chan error, stopLoad func() workload.Stats) (demoTiming, error) {
+	var timing demoTiming
+	for {
+		select {
+		case err := <-runDone:
+			return timing, fmt.Errorf("the task ended early: %w", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+		if eng.Status().Phase == engine.PhaseStreaming {
+			break
+		}
+	}
+	timing.streamingAt = time.Now()
+	select { // replay under load for a while
+	case err := <-runDone:
+		return timing, err
+	case <-time.After(10 * time.Second):
+	}
+	timing.load = stopLoad()
+	timing.loadStoppedAt = time.Now()
+	eng.FinishWhenCaughtUp()
+	for {
+		select {
+		case err := <-runDone:
+			return timing, err
+		case <-time.After(100 * time.Millisecond):
+		}
+		if timing.caughtUpAt.IsZero() && eng.Status().Phase == engine.PhaseVerifying {
+			timing.caughtUpAt = time.Now()
+			timing.replay = eng.Status().Replay
+		}
+	}
+}
+
+// prepareSource loads the demo's documents and the live collection into
+// the source, then creates its oplog, as on a deployment whose oplog
+// holds recent changes only. It returns the live load's options.
+func prepareSource(ctx context.Context, out io.Writer, src *ferretdb.Server, sc *mongo.Client, f demoFlags) (workload.Options, error) {
+	loadStart := time.Now()
+	loaded, err := loadDemoData(ctx, out, sc, f.records)
+	if err != nil {
+		return workload.Options{}, fmt.Errorf("load demo data: %w", err)
+	}
+	fmt.Fprintf(out, "Loaded %d documents in %.1fs\n\n", loaded, time.Since(loadStart).Seconds())
+
+	// A small collection takes the live load: FerretDB finds a document by
+	// _id with a scan, so replay keeps up on small collections only.
+	live := workload.Options{Database: "app", Collection: "sessions", RecordCount: 2000, FieldCount: 4, FieldLength: 40, Seed: 2}
+	if _, err := workload.Load(ctx, sc, live); err != nil {
+		return workload.Options{}, fmt.Errorf("load app.sessions: %w", err)
+	}
+
+	if err := src.CreateOplog(ctx, f.oplogMiB<<20); err != nil {
+		return workload.Options{}, err
+	}
+	return live, nil
 }

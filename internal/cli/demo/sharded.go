@@ -42,29 +42,11 @@ func runShardedDemo(ctx context.Context, out io.Writer, log *slog.Logger, f demo
 	}
 	fmt.Fprintf(out, "  mongos %s\n  target %s\n\n", c.Router.Addr, dst.Addr)
 
-	// shop.orders is copied; app.sessions, small because FerretDB finds
-	// a document by _id with a scan, takes the live load and the
-	// migrations.
-	loadStart := time.Now()
-	if _, err := loadSharded(ctx, c, "shop.orders", records, func(k int64) bson.D {
-		return bson.D{{Key: "_id", Value: k}, {Key: "customer", Value: fmt.Sprintf("c%05d", k%9973)},
-			{Key: "total", Value: float64(k%500) + 0.99}, {Key: "note", Value: strings.Repeat("x", int(k%40))}}
-	}); err != nil {
-		return err
-	}
-	const sessions = 1500
-	ns := "app.sessions"
-	keys, err := loadSharded(ctx, c, ns, sessions, func(k int64) bson.D {
-		return bson.D{{Key: "_id", Value: k}, {Key: "user", Value: fmt.Sprintf("u%04d", k)}, {Key: "v", Value: 0}}
-	})
+	const ns, sessions = "app.sessions", 1500
+	keys, err := loadShardedDemo(ctx, out, c, records, ns, sessions)
 	if err != nil {
 		return err
 	}
-	if err := c.ResetOplogs(ctx); err != nil {
-		return err
-	}
-	fmt.Fprintf(out, "Loaded %d documents into shop.orders and %d into %s through the router in %.1fs (shard key _id, chunks of %d keys)\n\n",
-		records, sessions, ns, time.Since(loadStart).Seconds(), c.ChunkSize)
 
 	eng, err := openTask(ctx, "demo-sharded", c.Source(), dst, log)
 	if err != nil {
@@ -82,41 +64,7 @@ func runShardedDemo(ctx context.Context, out io.Writer, log *slog.Logger, f demo
 	fmt.Fprintln(out, "then one replay subtask per shard, stopping the load, catching up and verifying with hashes:")
 	stop, runDone := start(ctx, eng, f.progress)
 
-	var migrations []string
-	rng := rand.New(rand.NewPCG(3, 3))
-	runErr := func() error {
-		for eng.Status().Phase != engine.PhaseStreaming {
-			select {
-			case err := <-runDone:
-				return fmt.Errorf("the task ended early: %w", err)
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-		// Streaming under load: a migration every few seconds, each a
-		// chunk to another shard than its owner.
-		for i := 0; i < 4; i++ {
-			select {
-			case err := <-runDone:
-				return err
-			case <-time.After(3 * time.Second):
-			}
-			chunk := rng.Int64N((sessions + c.ChunkSize - 1) / c.ChunkSize)
-			lo, hi := chunk*c.ChunkSize, (chunk+1)*c.ChunkSize
-			from := c.Owner(ns, lo)
-			to := (from + 1 + rng.IntN(shards-1)) % shards
-			n, err := load.Move(ctx, lo, hi, to)
-			if err != nil {
-				return err
-			}
-			migrations = append(migrations, fmt.Sprintf("[%d,%d) %s -> %s: %d documents", lo, hi, c.Names[from], c.Names[to], n))
-		}
-		time.Sleep(3 * time.Second)
-		if err := stopLoad(); err != nil {
-			return fmt.Errorf("live load: %w", err)
-		}
-		eng.FinishWhenCaughtUp()
-		return <-runDone
-	}()
+	migrations, runErr := migrateWhileStreaming(ctx, eng, runDone, c, load, ns, sessions, stopLoad)
 	stop()
 	st := eng.Status()
 	printReport(out, eng)
@@ -164,4 +112,70 @@ func loadSharded(ctx context.Context, c *ferretdb.Cluster, ns string, n int64, g
 		}
 	}
 	return keys, nil
+}
+
+// loadShardedDemo loads the demo's documents through the router and
+// empties the shards' oplogs. shop.orders is copied; ns, small because
+// FerretDB finds a document by _id with a scan, takes the live load and
+// the migrations. It returns ns's keys.
+func loadShardedDemo(ctx context.Context, out io.Writer, c *ferretdb.Cluster, records int64, ns string, sessions int64) ([]int64, error) {
+	loadStart := time.Now()
+	if _, err := loadSharded(ctx, c, "shop.orders", records, func(k int64) bson.D {
+		return bson.D{{Key: "_id", Value: k}, {Key: "customer", Value: fmt.Sprintf("c%05d", k%9973)},
+			{Key: "total", Value: float64(k%500) + 0.99}, {Key: "note", Value: strings.Repeat("x", int(k%40))}}
+	}); err != nil {
+		return nil, err
+	}
+	keys, err := loadSharded(ctx, c, ns, sessions, func(k int64) bson.D {
+		return bson.D{{Key: "_id", Value: k}, {Key: "user", Value: fmt.Sprintf("u%04d", k)}, {Key: "v", Value: 0}}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ResetOplogs(ctx); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(out, "Loaded %d documents into shop.orders and %d into %s through the router in %.1fs (shard key _id, chunks of %d keys)\n\n",
+		records, sessions, ns, time.Since(loadStart).Seconds(), c.ChunkSize)
+	return keys, nil
+}
+
+// migrateWhileStreaming waits for the task to stream, then moves a chunk
+// of ns to another shard than its owner every few seconds under the live
+// load (four in all), stops the load and waits for the task to end. It
+// returns the migrations, described.
+func migrateWhileStreaming(ctx context.Context, eng *engine.Engine, runDone <-chan error, c *ferretdb.Cluster, load *ferretdb.ClusterLoad, ns string, sessions int64, stopLoad func() error) ([]string, error) {
+	var migrations []string
+	rng := rand.New(rand.NewPCG(3, 3))
+	for eng.Status().Phase != engine.PhaseStreaming {
+		select {
+		case err := <-runDone:
+			return nil, fmt.Errorf("the task ended early: %w", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	// Streaming under load: a migration every few seconds, each a
+	// chunk to another shard than its owner.
+	for i := 0; i < 4; i++ {
+		select {
+		case err := <-runDone:
+			return migrations, err
+		case <-time.After(3 * time.Second):
+		}
+		chunk := rng.Int64N((sessions + c.ChunkSize - 1) / c.ChunkSize)
+		lo, hi := chunk*c.ChunkSize, (chunk+1)*c.ChunkSize
+		from := c.Owner(ns, lo)
+		to := (from + 1 + rng.IntN(len(c.Shards)-1)) % len(c.Shards)
+		n, err := load.Move(ctx, lo, hi, to)
+		if err != nil {
+			return migrations, err
+		}
+		migrations = append(migrations, fmt.Sprintf("[%d,%d) %s -> %s: %d documents", lo, hi, c.Names[from], c.Names[to], n))
+	}
+	time.Sleep(3 * time.Second)
+	if err := stopLoad(); err != nil {
+		return migrations, fmt.Errorf("live load: %w", err)
+	}
+	eng.FinishWhenCaughtUp()
+	return migrations, <-runDone
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -96,26 +97,9 @@ func runVerify(cmd *cobra.Command, f verifyFlags) error {
 	if err != nil {
 		return err
 	}
-	mode := task.Verify.Mode
-	switch {
-	case cmd.Flags().Changed("mode"):
-		mode = config.VerifyMode(f.mode)
-		if mode != config.VerifyCount && mode != config.VerifyHash && mode != config.VerifySample {
-			return fmt.Errorf("--mode: %q is not a mode: use count, hash or sample", f.mode)
-		}
-	case mode == config.VerifyNone || mode == "":
-		fmt.Fprintln(stderr, "verify: the task sets verify.mode: none; comparing hashes (choose with --mode)")
-		mode = config.VerifyHash
-	}
-	sampleSize := task.Verify.SampleSize
-	if cmd.Flags().Changed("sample-size") {
-		if f.sampleSize < 1 {
-			return fmt.Errorf("--sample-size: must be at least 1, got %d", f.sampleSize)
-		}
-		sampleSize = f.sampleSize
-	}
-	if f.maxExamples < 1 {
-		return fmt.Errorf("--max-examples: must be at least 1, got %d", f.maxExamples)
+	mode, sampleSize, err := f.modeAndSample(cmd, task, stderr)
+	if err != nil {
+		return err
 	}
 
 	source, err := conn.Open(ctx, "source", task.Source, conn.Options{AppName: "mongoferry-verify"})
@@ -164,24 +148,7 @@ func runVerify(cmd *cobra.Command, f verifyFlags) error {
 	if runErr != nil {
 		return redact(runErr, task)
 	}
-	compared, skipped := 0, 0
-	for _, ns := range rep.Namespaces {
-		if ns.Skipped {
-			skipped++
-		} else {
-			compared++
-		}
-	}
-	skippedNote := ""
-	if skipped > 0 {
-		skippedNote = fmt.Sprintf(", %d skipped", skipped)
-	}
-	if n := rep.Differing(); n > 0 {
-		fmt.Fprintf(stdout, "\n%d of %d compared namespaces differ%s\n", n, compared, skippedNote)
-		return exit.Error{Code: workerapi.ExitVerificationFailed}
-	}
-	fmt.Fprintf(stdout, "\nevery namespace matches (%d compared%s)\n", compared, skippedNote)
-	return nil
+	return printVerdict(stdout, rep)
 }
 
 // namespaces returns "1 namespace" or "n namespaces".
@@ -204,4 +171,55 @@ func redact(err error, task *config.Task) error {
 		return err
 	}
 	return errors.New(msg)
+}
+
+// modeAndSample returns the verification's mode and sample size: the
+// task's, or the flags' when given. A task that sets verify.mode none is
+// compared by hash.
+func (f verifyFlags) modeAndSample(cmd *cobra.Command, task *config.Task, stderr io.Writer) (config.VerifyMode, int, error) {
+	mode := task.Verify.Mode
+	switch {
+	case cmd.Flags().Changed("mode"):
+		mode = config.VerifyMode(f.mode)
+		if mode != config.VerifyCount && mode != config.VerifyHash && mode != config.VerifySample {
+			return "", 0, fmt.Errorf("--mode: %q is not a mode: use count, hash or sample", f.mode)
+		}
+	case mode == config.VerifyNone || mode == "":
+		fmt.Fprintln(stderr, "verify: the task sets verify.mode: none; comparing hashes (choose with --mode)")
+		mode = config.VerifyHash
+	}
+	sampleSize := task.Verify.SampleSize
+	if cmd.Flags().Changed("sample-size") {
+		if f.sampleSize < 1 {
+			return "", 0, fmt.Errorf("--sample-size: must be at least 1, got %d", f.sampleSize)
+		}
+		sampleSize = f.sampleSize
+	}
+	if f.maxExamples < 1 {
+		return "", 0, fmt.Errorf("--max-examples: must be at least 1, got %d", f.maxExamples)
+	}
+	return mode, sampleSize, nil
+}
+
+// printVerdict prints how many namespaces were compared, skipped and
+// differ; differences exit with ExitVerificationFailed.
+func printVerdict(stdout io.Writer, rep *engineverify.Report) error {
+	compared, skipped := 0, 0
+	for _, ns := range rep.Namespaces {
+		if ns.Skipped {
+			skipped++
+		} else {
+			compared++
+		}
+	}
+	skippedNote := ""
+	if skipped > 0 {
+		skippedNote = fmt.Sprintf(", %d skipped", skipped)
+	}
+	if n := rep.Differing(); n > 0 {
+		fmt.Fprintf(stdout, "\n%d of %d compared namespaces differ%s\n", n, compared, skippedNote)
+		return exit.Error{Code: workerapi.ExitVerificationFailed}
+	}
+	fmt.Fprintf(stdout, "\nevery namespace matches (%d compared%s)\n", compared, skippedNote)
+	return nil
 }

@@ -125,43 +125,11 @@ func Run(ctx context.Context, in *replaybench.Input, c Config) (Result, error) {
 	}
 	defer func() { _ = dst.Close() }()
 
-	copts := conn.Options{AppName: "mongoferry", MaxPoolSize: uint64(max(100, spec.Threads.Writers+8))}
-	sc, err := conn.Open(ctx, "source", config.Endpoint{URI: src.URI()}, copts)
+	r, disconnect, err := newReplayer(ctx, &spec, mapper, in, c, src, dst)
 	if err != nil {
 		return res, err
 	}
-	defer func() { _ = sc.Disconnect(context.WithoutCancel(ctx)) }()
-	tc, err := conn.Open(ctx, "target", config.Endpoint{URI: dst.URI()}, copts)
-	if err != nil {
-		return res, err
-	}
-	defer func() { _ = tc.Disconnect(context.WithoutCancel(ctx)) }()
-	if err := conn.CheckDistinct(ctx, sc, tc); err != nil {
-		return res, err
-	}
-	srcProfile, err := conn.ProbeProfile(ctx, sc)
-	if err != nil {
-		return res, fmt.Errorf("source: %w", err)
-	}
-	dstProfile, err := conn.ProbeProfile(ctx, tc)
-	if err != nil {
-		return res, fmt.Errorf("target: %w", err)
-	}
-
-	tailer := source.NewTailer(sc, in.From)
-	tailer.SkipDatabases = []string{"local", "config", spec.Checkpoint.Database}
-	if c.ReadBatch > 0 {
-		tailer.BatchEntries = c.ReadBatch
-	}
-	r := replay.New(replay.Options{
-		Task: "bench-wire", Spec: &spec, Reader: tailer, Source: sc, Target: tc,
-		Store: checkpoint.NewStore(tc, spec.Checkpoint.Database, "bench-wire"), Mapper: mapper, Log: c.Log, From: in.From,
-		MaxWriteBatch: dstProfile.MaxWriteBatch, BulkWrite: dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(dst.URI()),
-		Translator: oplog.Translator{
-			WholeDocumentUpdates: srcProfile.UpdateShape == conn.UpdatesAsWholeDocument,
-			PipelineUpdates:      dstProfile.PipelineUpdates,
-		},
-	})
+	defer disconnect()
 
 	want := in.Counts(ops)
 	runtime.GC()
@@ -196,20 +164,26 @@ func Run(ctx context.Context, in *replaybench.Input, c Config) (Result, error) {
 		return res, fmt.Errorf("replay: %w", err)
 	}
 	res.Target, res.Source = dst.Stats().ByDB[db], src.Stats()
+	return res, checkRun(res, want, in, ops, r.Checkpoint())
+}
+
+// checkRun checks what the target acknowledged, what the source served
+// and where the checkpoint ended against what the entries hold.
+func checkRun(res Result, want replaybench.Counts, in *replaybench.Input, ops int64, cp bson.Timestamp) error {
 	t := res.Target
 	switch {
 	case t.Writes != want.Writes():
-		return res, fmt.Errorf("the target acknowledged %d writes, want %d", t.Writes, want.Writes())
+		return fmt.Errorf("the target acknowledged %d writes, want %d", t.Writes, want.Writes())
 	case t.Deletes != want.Deletes || t.Inserts+t.Updates != want.Inserts+want.Updates:
-		return res, fmt.Errorf("the target acknowledged %d inserts, %d updates and %d deletes; want %d inserts and updates together and %d deletes",
+		return fmt.Errorf("the target acknowledged %d inserts, %d updates and %d deletes; want %d inserts and updates together and %d deletes",
 			t.Inserts, t.Updates, t.Deletes, want.Inserts+want.Updates, want.Deletes)
 	case res.Source.Entries < ops: // more: the replayer reads the newest entry for its lag
-		return res, fmt.Errorf("the source served %d entries, want at least %d", res.Source.Entries, ops)
+		return fmt.Errorf("the source served %d entries, want at least %d", res.Source.Entries, ops)
 	}
-	if cp, last := r.Checkpoint(), in.TS(ops-1); cp != last {
-		return res, fmt.Errorf("the checkpoint is %d.%d after the run, want the last entry's %d.%d", cp.T, cp.I, last.T, last.I)
+	if last := in.TS(ops - 1); cp != last {
+		return fmt.Errorf("the checkpoint is %d.%d after the run, want the last entry's %d.%d", cp.T, cp.I, last.T, last.I)
 	}
-	return res, nil
+	return nil
 }
 
 // database is the one database the shape's entries write to.
@@ -239,4 +213,52 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// newReplayer connects to both servers, probes them as the engine does,
+// and returns a replayer tailing the source's oplog from in.From into the
+// target, and a function that disconnects both.
+func newReplayer(ctx context.Context, spec *config.Spec, mapper *catalog.Mapper, in *replaybench.Input, c Config, src, dst *wiresim.Server) (*replay.Replayer, func(), error) {
+	copts := conn.Options{AppName: "mongoferry", MaxPoolSize: uint64(max(100, spec.Threads.Writers+8))}
+	sc, err := conn.Open(ctx, "source", config.Endpoint{URI: src.URI()}, copts)
+	if err != nil {
+		return nil, nil, err
+	}
+	tc, err := conn.Open(ctx, "target", config.Endpoint{URI: dst.URI()}, copts)
+	if err != nil {
+		_ = sc.Disconnect(context.WithoutCancel(ctx))
+		return nil, nil, err
+	}
+	disconnect := func() {
+		_ = sc.Disconnect(context.WithoutCancel(ctx))
+		_ = tc.Disconnect(context.WithoutCancel(ctx))
+	}
+	if err := conn.CheckDistinct(ctx, sc, tc); err != nil {
+		disconnect()
+		return nil, nil, err
+	}
+	srcProfile, err := conn.ProbeProfile(ctx, sc)
+	if err != nil {
+		disconnect()
+		return nil, nil, fmt.Errorf("source: %w", err)
+	}
+	dstProfile, err := conn.ProbeProfile(ctx, tc)
+	if err != nil {
+		disconnect()
+		return nil, nil, fmt.Errorf("target: %w", err)
+	}
+	tailer := source.NewTailer(sc, in.From)
+	tailer.SkipDatabases = []string{"local", "config", spec.Checkpoint.Database}
+	if c.ReadBatch > 0 {
+		tailer.BatchEntries = c.ReadBatch
+	}
+	return replay.New(replay.Options{
+		Task: "bench-wire", Spec: spec, Reader: tailer, Source: sc, Target: tc,
+		Store: checkpoint.NewStore(tc, spec.Checkpoint.Database, "bench-wire"), Mapper: mapper, Log: c.Log, From: in.From,
+		MaxWriteBatch: dstProfile.MaxWriteBatch, BulkWrite: dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(dst.URI()),
+		Translator: oplog.Translator{
+			WholeDocumentUpdates: srcProfile.UpdateShape == conn.UpdatesAsWholeDocument,
+			PipelineUpdates:      dstProfile.PipelineUpdates,
+		},
+	}), disconnect, nil
 }

@@ -14,6 +14,45 @@ import (
 // EventToEntry); full is the event's fullDocument, or nil.
 func updateOp(desc, full bsoncore.Document) ([]byte, error) {
 	d := event{doc: desc, typ: `"update"`}
+	u, err := readUpdateDescription(d)
+	if err != nil {
+		return nil, err
+	}
+	if err := u.checkPaths(d, full != nil); err == errReplace {
+		return full, nil
+	} else if err != nil {
+		return nil, err
+	}
+	if len(u.truncs) > 0 {
+		return diffUpdate(u.paths, u.sets, u.unsets, u.truncs)
+	}
+	idx, o := bsoncore.AppendDocumentStart(nil)
+	o = bsoncore.AppendInt32Element(o, "$v", 1)
+	if len(u.sets) > 0 {
+		o = bsoncore.AppendDocumentElement(o, "$set", u.updated)
+	}
+	if len(u.unsets) > 0 {
+		uIdx, un := bsoncore.AppendDocumentElementStart(o, "$unset")
+		for _, p := range u.unsets {
+			un = bsoncore.AppendBooleanElement(un, p, true)
+		}
+		o, _ = bsoncore.AppendDocumentEnd(un, uIdx)
+	}
+	o, _ = bsoncore.AppendDocumentEnd(o, idx)
+	return o, nil
+}
+
+// updateDescription is an update event's updateDescription, read: the
+// fields set, the paths removed and the arrays truncated.
+type updateDescription struct {
+	updated bsoncore.Document
+	sets    []bsoncore.Element
+	unsets  []string
+	truncs  []truncation
+	paths   pathSplitter
+}
+
+func readUpdateDescription(d event) (*updateDescription, error) {
 	updated, err := d.document("updatedFields", false)
 	if err != nil {
 		return nil, err
@@ -35,82 +74,57 @@ func updateOp(desc, full bsoncore.Document) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	paths := pathSplitter{disamb: disamb}
-
-	var (
-		sets   []bsoncore.Element
-		unsets []string
-		truncs []truncation
-	)
+	u := &updateDescription{updated: updated, paths: pathSplitter{disamb: disamb}}
 	if updated != nil {
-		sets, _ = updated.Elements()
+		u.sets, _ = updated.Elements()
 	}
 	for _, v := range removed {
 		s, ok := v.StringValueOK()
 		if !ok {
 			return nil, d.malformed("updateDescription.removedFields holds a %s, not a path", v.Type)
 		}
-		unsets = append(unsets, s)
+		u.unsets = append(u.unsets, s)
 	}
 	for _, v := range truncated {
 		t, err := readTruncation(v)
 		if err != nil {
 			return nil, d.malformed("updateDescription.truncatedArrays: %v", err)
 		}
-		truncs = append(truncs, t)
+		u.truncs = append(u.truncs, t)
 	}
+	return u, nil
+}
 
-	// Paths an update cannot name: replace by the full document, if any.
-	check := func(path string) error {
-		comps, err := paths.split(path)
+// checkPaths returns errReplace when a path cannot be named by an update
+// and the event has a full document to replace the document with, and
+// ErrUnaddressablePath when it has none.
+func (u *updateDescription) checkPaths(d event, hasFull bool) error {
+	all := make([]string, 0, len(u.sets)+len(u.unsets)+len(u.truncs))
+	for _, el := range u.sets {
+		all = append(all, el.Key())
+	}
+	all = append(all, u.unsets...)
+	for _, t := range u.truncs {
+		all = append(all, t.path)
+	}
+	for _, path := range all {
+		comps, err := u.paths.split(path)
 		if err != nil {
 			return d.malformed("%v", err)
 		}
 		for _, c := range comps {
-			if !c.index && !addressable(c.name) {
-				if full != nil {
-					return errReplace
-				}
-				return fmt.Errorf("%w: %q (field %q); the Change stream gives no full document to replace the document with: "+
-					"set the stream's fullDocument (updateLookup or whenAvailable), or use incremental.method oplog",
-					ErrUnaddressablePath, path, c.name)
+			if c.index || addressable(c.name) {
+				continue
 			}
-		}
-		return nil
-	}
-	all := make([]string, 0, len(sets)+len(unsets)+len(truncs))
-	for _, el := range sets {
-		all = append(all, el.Key())
-	}
-	all = append(all, unsets...)
-	for _, t := range truncs {
-		all = append(all, t.path)
-	}
-	for _, p := range all {
-		if err := check(p); err == errReplace {
-			return full, nil
-		} else if err != nil {
-			return nil, err
+			if hasFull {
+				return errReplace
+			}
+			return fmt.Errorf("%w: %q (field %q); the Change stream gives no full document to replace the document with: "+
+				"set the stream's fullDocument (updateLookup or whenAvailable), or use incremental.method oplog",
+				ErrUnaddressablePath, path, c.name)
 		}
 	}
-
-	if len(truncs) > 0 {
-		return diffUpdate(paths, sets, unsets, truncs)
-	}
-	idx, o := bsoncore.AppendDocumentStart(nil)
-	o = bsoncore.AppendInt32Element(o, "$v", 1)
-	if len(sets) > 0 {
-		o = bsoncore.AppendDocumentElement(o, "$set", updated)
-	}
-	if len(unsets) > 0 {
-		uIdx, u := bsoncore.AppendDocumentElementStart(o, "$unset")
-		for _, p := range unsets {
-			u = bsoncore.AppendBooleanElement(u, p, true)
-		}
-		o, _ = bsoncore.AppendDocumentEnd(u, uIdx)
-	}
-	o, _ = bsoncore.AppendDocumentEnd(o, idx)
-	return o, nil
+	return nil
 }
 
 // errReplace tells updateOp to use the full document.

@@ -244,19 +244,48 @@ func (r *ChangeStreamReader) Next(ctx context.Context) ([]bson.Raw, error) {
 			return nil, err
 		}
 	}
-	var (
-		out    []bson.Raw
-		token  bson.Raw // the position after out
-		lastTS bson.Timestamp
-		err    error
-		idle   bool
-	)
-	emit := func(entry bson.Raw, ts bson.Timestamp, tok bson.Raw) {
-		out, lastTS, token = append(out, entry), ts, tok
+	var b csBatch
+	idle, batchEnd, err := r.readBatch(ctx, &b)
+	switch {
+	case err != nil:
+		// Re-open after the last entry returned; held events are read again.
+		_ = r.Close(context.WithoutCancel(ctx))
+		if len(b.out) == 0 {
+			return nil, err
+		}
+		r.stashed = err
+	case r.cs.ID() == 0:
+		_ = r.Close(context.WithoutCancel(ctx))
+	case idle || batchEnd:
+		r.endBatch(&b, idle)
 	}
-	// Read one batch (a getMore's worth, at most BatchEvents): what it
-	// completes is returned at once rather than held for more events.
-	var batchEnd bool
+	r.mu.Lock()
+	if b.token != nil {
+		r.token = b.token
+	}
+	if len(b.out) > 0 {
+		r.last = b.lastTS
+	}
+	r.mu.Unlock()
+	return b.out, nil
+}
+
+// csBatch is what one Next call hands out: the entries, the resume token
+// after them and the last entry's ts.
+type csBatch struct {
+	out    []bson.Raw
+	token  bson.Raw // the position after out
+	lastTS bson.Timestamp
+}
+
+func (b *csBatch) emit(entry bson.Raw, ts bson.Timestamp, tok bson.Raw) {
+	b.out, b.lastTS, b.token = append(b.out, entry), ts, tok
+}
+
+// readBatch reads one batch (a getMore's worth, at most BatchEvents):
+// what it completes is returned at once rather than held for more events.
+// idle says the stream had nothing more, batchEnd that the batch ended.
+func (r *ChangeStreamReader) readBatch(ctx context.Context, b *csBatch) (idle, batchEnd bool, err error) {
 	for n := 0; n < r.opts.BatchEvents; n++ {
 		if n > 0 && r.cs.RemainingBatchLength() == 0 {
 			batchEnd = true
@@ -270,71 +299,53 @@ func (r *ChangeStreamReader) Next(ctx context.Context) ([]bson.Raw, error) {
 		id, _ := event.Lookup("_id").DocumentOK()
 		c, ok, cerr := oplog.ConvertEvent(event)
 		if cerr != nil {
-			err = fmt.Errorf("change event after %s: %w", r.describe(), cerr)
-			break
+			return idle, batchEnd, fmt.Errorf("change event after %s: %w", r.describe(), cerr)
 		}
 		r.noteNewest(c.TS())
 		if !ok {
 			// Nothing to apply: it only closes a group of another ts.
 			if !r.group.Empty() && r.group.TS() != c.TS() {
-				emit(r.group.Flush())
+				b.emit(r.group.Flush())
 			}
 			if r.group.Empty() {
-				token = bson.Raw(id)
+				b.token = bson.Raw(id)
 			}
 			continue
 		}
 		if entry, ts, tok, done := r.group.Add(c, id); done {
-			emit(entry, ts, tok)
+			b.emit(entry, ts, tok)
 		}
 	}
-	if err == nil {
-		if serr := r.cs.Err(); serr != nil {
-			err = r.streamError("read change stream", serr)
-		}
+	if serr := r.cs.Err(); serr != nil {
+		return idle, batchEnd, r.streamError("read change stream", serr)
 	}
-	switch {
-	case err != nil:
-		// Re-open after the last entry returned; held events are read again.
-		_ = r.Close(context.WithoutCancel(ctx))
-		if len(out) == 0 {
-			return nil, err
-		}
-		r.stashed = err
-	case r.cs.ID() == 0:
-		_ = r.Close(context.WithoutCancel(ctx))
-	case idle || batchEnd:
-		// At the end of a batch the driver's resume token is the
-		// postBatchResumeToken: every event before its clusterTime is read.
-		pbrt := r.cs.ResumeToken()
-		pts, known := tokenTS(pbrt)
-		if known {
-			r.noteNewest(pts)
-		}
-		if !r.group.Empty() && (idle || (known && pts.After(r.group.TS()))) {
-			emit(r.group.Flush())
-		}
-		if !r.group.Empty() || pbrt == nil {
-			break
-		}
-		token = bytes.Clone(pbrt)
-		prev := lastTS
-		if len(out) == 0 {
-			prev = r.Position()
-		}
-		if below := tsBefore(pts); known && below.After(prev) {
-			emit(noopEntry(below), below, token)
-		}
+	return idle, batchEnd, nil
+}
+
+// endBatch closes a batch at its end or when the stream is idle. At the
+// end of a batch the driver's resume token is the postBatchResumeToken:
+// every event before its clusterTime is read, so a held group completes
+// and a no-op entry just below that time carries the position forward.
+func (r *ChangeStreamReader) endBatch(b *csBatch, idle bool) {
+	pbrt := r.cs.ResumeToken()
+	pts, known := tokenTS(pbrt)
+	if known {
+		r.noteNewest(pts)
 	}
-	r.mu.Lock()
-	if token != nil {
-		r.token = token
+	if !r.group.Empty() && (idle || (known && pts.After(r.group.TS()))) {
+		b.emit(r.group.Flush())
 	}
-	if len(out) > 0 {
-		r.last = lastTS
+	if !r.group.Empty() || pbrt == nil {
+		return
 	}
-	r.mu.Unlock()
-	return out, nil
+	b.token = bytes.Clone(pbrt)
+	prev := b.lastTS
+	if len(b.out) == 0 {
+		prev = r.Position()
+	}
+	if below := tsBefore(pts); known && below.After(prev) {
+		b.emit(noopEntry(below), below, b.token)
+	}
 }
 
 // noopEntry is the no-op entry that marks a position.

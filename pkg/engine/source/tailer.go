@@ -156,67 +156,21 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 			return out, fmt.Errorf("oplog entry without a ts: %s", raw)
 		}
 		ts := tsOf(raw)
-		if ts.Compare(t.scanNewest) > 0 {
-			t.scanNewest = ts
-		}
-		if ts.Compare(t.last) <= 0 {
-			if t.Settle == 0 {
-				continue // a cursor re-delivering what it returned
-			}
-			if _, ok := t.seen[ts]; ok || ts.Compare(t.start) <= 0 {
-				continue // handed out already, or at or before the start
-			}
-			// Late: visible only now, after later entries were handed
-			// out. It is returned (the reader decides how to apply it out
-			// of order) and later entries are held back longer.
-			t.seen[ts] = struct{}{}
-			t.Late++
-			t.stats.late.Add(1)
-			t.Settle = min(t.Settle+t.Settle/4, t.maxSettle())
-			out = append(out, raw)
-			continue
-		}
-		if t.Settle > 0 && ts.T >= cutoff {
-			// Too young: an earlier entry may still appear. Read again
-			// once it has settled.
+		v := t.classify(ts, cutoff)
+		if v == entryHold {
 			held, heldTS = true, ts
 			break
 		}
-		t.last = ts
-		if t.Settle > 0 {
-			if t.seen == nil {
-				t.seen = map[bson.Timestamp]struct{}{}
-			}
-			t.seen[ts] = struct{}{}
+		if v == entryTake {
+			out = append(out, raw)
 		}
-		out = append(out, raw)
 	}
 	if len(out) > 0 {
 		t.lastEntry = time.Now()
 		t.reads.handedOut(t.last)
 	}
-	err := t.cur.Err()
-	if held && err == nil {
-		// The rest of this read is younger still: read only its
-		// positions, so that Newest knows them.
-		err = t.drainNewest(ctx)
-	}
-	finished := held || err != nil || t.cur.ID() == 0
-	if finished || (t.QuietReopen > 0 && time.Since(t.lastEntry) > t.QuietReopen) {
-		_ = t.cur.Close(context.WithoutCancel(ctx))
-		t.cur = nil
-		if err == nil && finished {
-			t.reads.done(t.scanNewest, t.last)
-		} else {
-			t.reads.failed()
-		}
-		t.planNextRead(len(out) > 0, held, heldTS)
-		// Entries read before the failure are returned (the position has
-		// moved past them); the next call re-opens after them and reports
-		// the failure if it persists.
-		if err != nil && ctx.Err() == nil && len(out) == 0 {
-			return nil, fmt.Errorf("read oplog after %v: %w", t.last, err)
-		}
+	if err := t.endRead(ctx, held, heldTS, len(out) > 0); err != nil {
+		return nil, err
 	}
 	if len(out) == 0 && t.Settle == 0 {
 		select {
@@ -226,6 +180,84 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 		}
 	}
 	return out, nil
+}
+
+// entryVerdict is what Next does with one entry read from the cursor.
+type entryVerdict int
+
+const (
+	entrySkip entryVerdict = iota // handed out already, or at or before the start
+	entryTake                     // hand it out
+	entryHold                     // too young: end this read before it
+)
+
+// classify decides what to do with the entry at ts read now, entries
+// younger than cutoff (seconds) being too young while Settle is set, and
+// records it as handed out when it is taken.
+func (t *Tailer) classify(ts bson.Timestamp, cutoff uint32) entryVerdict {
+	if ts.Compare(t.scanNewest) > 0 {
+		t.scanNewest = ts
+	}
+	if ts.Compare(t.last) <= 0 {
+		if t.Settle == 0 {
+			return entrySkip // a cursor re-delivering what it returned
+		}
+		if _, ok := t.seen[ts]; ok || ts.Compare(t.start) <= 0 {
+			return entrySkip
+		}
+		// Late: visible only now, after later entries were handed out. It
+		// is returned (the reader decides how to apply it out of order)
+		// and later entries are held back longer.
+		t.seen[ts] = struct{}{}
+		t.Late++
+		t.stats.late.Add(1)
+		t.Settle = min(t.Settle+t.Settle/4, t.maxSettle())
+		return entryTake
+	}
+	if t.Settle > 0 && ts.T >= cutoff {
+		// Too young: an earlier entry may still appear. Read again once
+		// it has settled.
+		return entryHold
+	}
+	t.last = ts
+	if t.Settle > 0 {
+		if t.seen == nil {
+			t.seen = map[bson.Timestamp]struct{}{}
+		}
+		t.seen[ts] = struct{}{}
+	}
+	return entryTake
+}
+
+// endRead closes the cursor when this read is finished (an entry held
+// back, an error, the cursor exhausted) or quiet for QuietReopen, and plans
+// the next read. It returns the cursor's error only when the read handed
+// out nothing: entries read before a failure are returned (the position
+// has moved past them), and the next call re-opens after them and reports
+// the failure if it persists.
+func (t *Tailer) endRead(ctx context.Context, held bool, heldTS bson.Timestamp, gotAny bool) error {
+	err := t.cur.Err()
+	if held && err == nil {
+		// The rest of this read is younger still: read only its
+		// positions, so that Newest knows them.
+		err = t.drainNewest(ctx)
+	}
+	finished := held || err != nil || t.cur.ID() == 0
+	if !finished && (t.QuietReopen <= 0 || time.Since(t.lastEntry) <= t.QuietReopen) {
+		return nil
+	}
+	_ = t.cur.Close(context.WithoutCancel(ctx))
+	t.cur = nil
+	if err == nil && finished {
+		t.reads.done(t.scanNewest, t.last)
+	} else {
+		t.reads.failed()
+	}
+	t.planNextRead(gotAny, held, heldTS)
+	if err != nil && ctx.Err() == nil && !gotAny {
+		return fmt.Errorf("read oplog after %v: %w", t.last, err)
+	}
+	return nil
 }
 
 // open runs the query of one read: in Settle mode a ts-ordered read of

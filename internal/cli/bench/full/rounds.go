@@ -197,18 +197,9 @@ func rawCopyBatchBytes(threads int) int64 {
 	return min(max(maxBytes/(2*int64(2*threads)), 256<<10), 16<<20)
 }
 
-// copyRound copies bench.usertable to bench_copy_<round> with the engine,
-// then drops it and the checkpoint database.
-func (env *benchEnv) copyRound(ctx context.Context, f benchFullFlags, round int, profile string) (benchCopy, error) {
-	var res benchCopy
-	// Free the baseline's documents and restart the peak RSS count, so the
-	// copy's peak is its own.
-	runtime.GC()
-	debug.FreeOSMemory()
-	env.peakRSS = max(env.peakRSS, procstat.SelfPeakRSS())
-	rssReset := measure.ResetPeakRSS()
-
-	db := "bench_copy_" + strconv.Itoa(round)
+// copyTask is round's full copy of bench.usertable into db, verified by
+// the round itself rather than by the engine.
+func (env *benchEnv) copyTask(f benchFullFlags, round int, db string) (*config.Task, error) {
 	task := &config.Task{Name: fmt.Sprintf("bench-full-%d-%d", round, time.Now().Unix()), Spec: config.Spec{
 		Mode:   config.ModeFull,
 		Source: config.Endpoint{URI: env.src.URI},
@@ -224,12 +215,30 @@ func (env *benchEnv) copyRound(ctx context.Context, f benchFullFlags, round int,
 	}}
 	task.SetDefaults()
 	if err := task.Validate(); err != nil {
-		return res, fmt.Errorf("round %d copy task: %w", round, err)
+		return nil, fmt.Errorf("round %d copy task: %w", round, err)
+	}
+	return task, nil
+}
+
+// copyRound copies bench.usertable to bench_copy_<round> with the engine,
+// then drops it and the checkpoint database.
+func (env *benchEnv) copyRound(ctx context.Context, f benchFullFlags, round int, profile string) (benchCopy, error) {
+	var res benchCopy
+	// Free the baseline's documents and restart the peak RSS count, so the
+	// copy's peak is its own.
+	runtime.GC()
+	debug.FreeOSMemory()
+	env.peakRSS = max(env.peakRSS, procstat.SelfPeakRSS())
+	rssReset := measure.ResetPeakRSS()
+
+	db := "bench_copy_" + strconv.Itoa(round)
+	task, err := env.copyTask(f, round, db)
+	if err != nil {
+		return res, err
 	}
 
 	stopProfile := func() {}
 	if profile != "" {
-		var err error
 		if stopProfile, err = measure.StartCPUProfile(profile); err != nil {
 			return res, err
 		}

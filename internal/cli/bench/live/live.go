@@ -187,30 +187,12 @@ func runBenchLive(ctx context.Context, out io.Writer, f benchLiveFlags) error {
 		return fmt.Errorf("connect to the source: %w", err)
 	}
 	defer func() { _ = sc.Disconnect(context.Background()) }()
-	fmt.Fprintf(out, "\nLoading %d documents into the source %s.%s... ", f.records, measure.DB, measure.Collection)
-	cpuLoad := cpu.Sample()
-	ls, err := workload.Load(ctx, sc, o)
+	phases, err := loadSource(ctx, out, sc, o, f, cpu)
 	if err != nil {
-		fmt.Fprintln(out)
-		return fmt.Errorf("load the source: %w", err)
+		return err
 	}
-	fmt.Fprintf(out, "%.1fs (%s docs/s)\n", ls.Elapsed.Seconds(), progress.Count(int64(ls.OpsPerSec)))
-	phases := []livePhase{{name: "load", cpu: cpu.Sample().Sub(cpuLoad), seconds: ls.Elapsed.Seconds()}}
-	if f.sourceReads {
-		if err := measureSourceReads(ctx, out, sc.Database(measure.DB).Collection(measure.Collection), cpu); err != nil {
-			return err
-		}
-	}
-
-	task := &config.Task{Name: "bench-live", Spec: config.Spec{
-		Mode:    config.ModeFullAndIncremental,
-		Source:  config.Endpoint{URI: src.URI},
-		Target:  config.Endpoint{URI: dst.URI},
-		Threads: config.Threads{Readers: f.readers, Writers: f.copyWriters},
-		Verify:  config.Verify{Mode: config.VerifyHash},
-	}}
-	task.SetDefaults()
-	if err := task.Validate(); err != nil {
+	task, err := f.task(src.URI, dst.URI)
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "task:      %d readers, %d writers, cache.batchSize %d, verify hash\n\n", task.Threads.Readers, task.Threads.Writers, task.Cache.BatchSize)
@@ -231,56 +213,120 @@ func runBenchLive(ctx context.Context, out io.Writer, f benchLiveFlags) error {
 		return err
 	}
 	phases = append(phases, livePhase{name: "start-up and copy", cpu: cpu.Sample().Sub(cpuCopy), seconds: time.Since(ms.start).Seconds()})
-	copySecs := ms.lastDoc.Sub(ms.firstDoc).Seconds()
-	fmt.Fprintf(out, "start-up:  %.2fs from the task's start to its first copied document (engine status: %.2fs)\n",
-		ms.firstDoc.Sub(ms.start).Seconds(), eng.Status().StartupSeconds)
-	fmt.Fprintf(out, "copy:      %d docs in %.2fs from the first to the last = %s docs/s; %.2fs from the task's start to streaming (the copy's own elapsed %.2fs)\n",
-		ms.copyDocs, copySecs, progress.Count(int64(measure.Div(float64(ms.copyDocs), copySecs))), ms.streaming.Sub(ms.start).Seconds(), ms.copyElapsed)
+	ms.print(out, eng.Status().StartupSeconds)
 
-	// Live writes while the task streams, then until the target has them.
-	finds0 := serverCommands(src.DebugAddr)
-	src0 := eng.Status().Source
-	cpuReplay := cpu.Sample()
-	first := time.Now()
-	written, err := liveWrites(ctx, sc.Database(measure.DB).Collection(measure.Collection), o, f)
+	phases, err = replayLive(ctx, out, liveRun{eng: eng, runDone: runDone, sc: sc, debugAddr: src.DebugAddr, cpu: cpu}, o, f, phases)
 	if err != nil {
-		return fmt.Errorf("live writes: %w", err)
+		return err
+	}
+	runErr := <-runDone
+	stopProgress()
+	if runErr != nil {
+		return fmt.Errorf("the task failed: %w", runErr)
+	}
+	if err := printVerify(out, eng.Status().Verify); err != nil {
+		return err
+	}
+	printLivePhases(out, phases)
+	return nil
+}
+
+// liveRun is the running task `bench live` measures, and its source.
+type liveRun struct {
+	eng       *engine.Engine
+	runDone   <-chan error
+	sc        *mongo.Client
+	debugAddr string
+	cpu       measure.Sampler
+}
+
+// replayLive writes to the source while the task streams, then waits
+// until the target has every write, and prints the replay's figures.
+func replayLive(ctx context.Context, out io.Writer, r liveRun, o workload.Options, f benchLiveFlags, phases []livePhase) ([]livePhase, error) {
+	finds0 := serverCommands(r.debugAddr)
+	src0 := r.eng.Status().Source
+	cpuReplay := r.cpu.Sample()
+	first := time.Now()
+	written, err := liveWrites(ctx, r.sc.Database(measure.DB).Collection(measure.Collection), o, f)
+	if err != nil {
+		return phases, fmt.Errorf("live writes: %w", err)
 	}
 	lastWrite := time.Now()
 	fmt.Fprintf(out, "writes:    %d ops on the source in %.2fs = %.0f ops/s\n", written, lastWrite.Sub(first).Seconds(), measure.Div(float64(written), lastWrite.Sub(first).Seconds()))
-	eng.FinishWhenCaughtUp()
-	caughtUp, waitErr := waitCaughtUp(ctx, eng, runDone, lastWrite, f.timeout)
+	r.eng.FinishWhenCaughtUp()
+	caughtUp, waitErr := waitCaughtUp(ctx, r.eng, r.runDone, lastWrite, f.timeout)
 	if waitErr != nil {
 		caughtUp = time.Now()
 	}
-	phases = append(phases, livePhase{name: "live writes and replay", cpu: cpu.Sample().Sub(cpuReplay), seconds: caughtUp.Sub(first).Seconds()})
-	printSourceCommands(out, serverCommands(src.DebugAddr), finds0, eng.Status().Source, src0, caughtUp.Sub(first))
+	phases = append(phases, livePhase{name: "live writes and replay", cpu: r.cpu.Sample().Sub(cpuReplay), seconds: caughtUp.Sub(first).Seconds()})
+	printSourceCommands(out, serverCommands(r.debugAddr), finds0, r.eng.Status().Source, src0, caughtUp.Sub(first))
 	if waitErr != nil {
-		st := eng.Status()
-		if r := st.Replay; r != nil {
-			fmt.Fprintf(out, "replay:    gave up after %.0fs: %d ops applied, lag %s\n", caughtUp.Sub(first).Seconds(), progress.Applied(r), r.LagText())
+		st := r.eng.Status()
+		if rs := st.Replay; rs != nil {
+			fmt.Fprintf(out, "replay:    gave up after %.0fs: %d ops applied, lag %s\n", caughtUp.Sub(first).Seconds(), progress.Applied(rs), rs.LagText())
 		}
 		printLivePhases(out, phases)
-		return waitErr
+		return phases, waitErr
 	}
 	replaySecs := caughtUp.Sub(first).Seconds()
 	fmt.Fprintf(out, "replay:    %d ops in %.2fs from the first live write to the target having all = %.1f ops/s (caught up %.2fs after the last write)\n",
 		written, replaySecs, measure.Div(float64(written), replaySecs), caughtUp.Sub(lastWrite).Seconds())
-	runErr := <-runDone
-	stopProgress()
-	st := eng.Status()
-	if runErr != nil {
-		return fmt.Errorf("the task failed: %w", runErr)
+	return phases, nil
+}
+
+// loadSource loads the documents into the source, and measures reading
+// them back when asked.
+func loadSource(ctx context.Context, out io.Writer, sc *mongo.Client, o workload.Options, f benchLiveFlags, cpu measure.Sampler) ([]livePhase, error) {
+	fmt.Fprintf(out, "\nLoading %d documents into the source %s.%s... ", f.records, measure.DB, measure.Collection)
+	cpuLoad := cpu.Sample()
+	ls, err := workload.Load(ctx, sc, o)
+	if err != nil {
+		fmt.Fprintln(out)
+		return nil, fmt.Errorf("load the source: %w", err)
 	}
+	fmt.Fprintf(out, "%.1fs (%s docs/s)\n", ls.Elapsed.Seconds(), progress.Count(int64(ls.OpsPerSec)))
+	phases := []livePhase{{name: "load", cpu: cpu.Sample().Sub(cpuLoad), seconds: ls.Elapsed.Seconds()}}
+	if f.sourceReads {
+		if err := measureSourceReads(ctx, out, sc.Database(measure.DB).Collection(measure.Collection), cpu); err != nil {
+			return nil, err
+		}
+	}
+	return phases, nil
+}
+
+// task is the measured task: fullAndIncremental from source to target,
+// verified by hash.
+func (f benchLiveFlags) task(source, target string) (*config.Task, error) {
+	task := &config.Task{Name: "bench-live", Spec: config.Spec{
+		Mode:    config.ModeFullAndIncremental,
+		Source:  config.Endpoint{URI: source},
+		Target:  config.Endpoint{URI: target},
+		Threads: config.Threads{Readers: f.readers, Writers: f.copyWriters},
+		Verify:  config.Verify{Mode: config.VerifyHash},
+	}}
+	task.SetDefaults()
+	return task, task.Validate()
+}
+
+// print prints the start-up and copy figures.
+func (ms *liveMilestones) print(out io.Writer, startupSeconds float64) {
+	copySecs := ms.lastDoc.Sub(ms.firstDoc).Seconds()
+	fmt.Fprintf(out, "start-up:  %.2fs from the task's start to its first copied document (engine status: %.2fs)\n",
+		ms.firstDoc.Sub(ms.start).Seconds(), startupSeconds)
+	fmt.Fprintf(out, "copy:      %d docs in %.2fs from the first to the last = %s docs/s; %.2fs from the task's start to streaming (the copy's own elapsed %.2fs)\n",
+		ms.copyDocs, copySecs, progress.Count(int64(measure.Div(float64(ms.copyDocs), copySecs))), ms.streaming.Sub(ms.start).Seconds(), ms.copyElapsed)
+}
+
+// printVerify prints the verification's outcome; differences are an error.
+func printVerify(out io.Writer, v *engine.VerifyStatus) error {
 	switch {
-	case st.Verify == nil:
+	case v == nil:
 		fmt.Fprintln(out, "verify:    not run")
-	case !st.Verify.OK:
-		return fmt.Errorf("verification found differences in %s", strings.Join(st.Verify.Differing, ", "))
+	case !v.OK:
+		return fmt.Errorf("verification found differences in %s", strings.Join(v.Differing, ", "))
 	default:
 		fmt.Fprintln(out, "verify:    the target equals the source (hash of every collection)")
 	}
-	printLivePhases(out, phases)
 	return nil
 }
 

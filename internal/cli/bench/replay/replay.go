@@ -47,13 +47,8 @@ type benchReplayFlags struct {
 	wire       benchWireFlags
 }
 
-// NewCommand returns `ferry bench replay`.
-func NewCommand() *cobra.Command {
-	var f benchReplayFlags
-	cmd := &cobra.Command{
-		Use:   "replay",
-		Short: "Oplog replay operations/second through the real pipeline into a discarding sink",
-		Long: `replay measures how fast the replayer turns oplog entries into writes,
+// replayLong is the help of `ferry bench replay`, before the wire options.
+const replayLong = `replay measures how fast the replayer turns oplog entries into writes,
 without a server on either side: FerretDB applies a few hundred
 single-document writes per second, so a replaying target here measures the
 server, not MongoFerry.
@@ -111,7 +106,15 @@ passed it.
 --cpuprofile writes a CPU profile of each shape's rounds (FILE.<shape> with
 --shape both); read them with 'go tool pprof -top bin/ferry FILE*'.
 
-` + benchWireHelp,
+`
+
+// NewCommand returns `ferry bench replay`.
+func NewCommand() *cobra.Command {
+	var f benchReplayFlags
+	cmd := &cobra.Command{
+		Use:   "replay",
+		Short: "Oplog replay operations/second through the real pipeline into a discarding sink",
+		Long:  replayLong + benchWireHelp,
 		Example: `  # Both shapes, 1M entries each, 3 rounds (about a minute)
   ferry bench replay
 
