@@ -1,5 +1,6 @@
-// Package podrunner runs a namespace's pods as local processes, for tests
-// against an envtest control plane, which has an API server but no kubelet
+// Package podrunner runs a namespace's pods as local processes (or, with
+// podman, as containers of the image), for tests against an envtest
+// control plane, which has an API server but no kubelet
 // and no kube-controller-manager. It stands in for both, as far as a
 // StatefulSet of single-process pods needs:
 //
