@@ -221,11 +221,18 @@ manifests: $(BIN)/controller-gen ## Generate the CRD YAML (config/crd/bases, and
 # The chart's Grafana dashboard, built by internal/dashboard.
 DASHBOARD := charts/mongoferry/dashboards/mongoferry-synctask.json
 
+# The SyncTask API reference, generated from api/v1alpha1 by crd-ref-docs.
+API_DOCS := docs/api-reference.md
+
+.PHONY: api-docs
+api-docs: ## Generate the SyncTask API reference (docs/api-reference.md) from the Go types in api/v1alpha1 with crd-ref-docs (hack/api-docs/gen.sh).
+	hack/api-docs/gen.sh
+
 # Regenerates into the working tree, then compares with a copy taken before:
 # on a clean clone this is `git diff --exit-code` on the generated files, and
 # locally it only fails when something really was stale (not merely uncommitted).
 .PHONY: verify-generated
-verify-generated: $(BIN)/controller-gen ## Fail if the committed deepcopy, CRD (also the chart's), RBAC or dashboard files differ from what the code generates.
+verify-generated: $(BIN)/controller-gen ## Fail if the committed deepcopy, CRD (also the chart's), RBAC, dashboard or API reference files differ from what the code generates.
 	@before="$$(mktemp -d)"; trap 'rm -rf "$$before"' EXIT; \
 	mkdir -p "$$before/config/crd" "$$before/config/rbac" "$$before/pkg/config" "$$before/chart"; \
 	cp -R api "$$before/"; cp -R config/crd/bases "$$before/config/crd/"; \
@@ -233,19 +240,21 @@ verify-generated: $(BIN)/controller-gen ## Fail if the committed deepcopy, CRD (
 	cp config/rbac/role.yaml "$$before/config/rbac/" 2>/dev/null || true; \
 	cp pkg/config/zz_generated.deepcopy.go "$$before/pkg/config/" 2>/dev/null || true; \
 	cp $(DASHBOARD) "$$before/dashboard.json" 2>/dev/null || true; \
-	$(MAKE) --no-print-directory generate manifests >/dev/null; \
+	cp $(API_DOCS) "$$before/api-reference.md" 2>/dev/null || true; \
+	$(MAKE) --no-print-directory generate manifests api-docs >/dev/null; \
 	stale=0; \
 	diff -ruN "$$before/api" api || stale=1; \
 	diff -ruN "$$before/config/crd/bases" config/crd/bases || stale=1; \
 	diff -uN "$$before/config/rbac/role.yaml" config/rbac/role.yaml || stale=1; \
 	diff -uN "$$before/pkg/config/zz_generated.deepcopy.go" pkg/config/zz_generated.deepcopy.go || stale=1; \
 	diff -uN "$$before/dashboard.json" $(DASHBOARD) || stale=1; \
+	diff -uN "$$before/api-reference.md" $(API_DOCS) || stale=1; \
 	for f in "$$before"/chart/* charts/mongoferry/templates/crd-*.yaml charts/mongoferry/templates/_manager-rules.tpl; do \
 	  [ -e "$$f" ] || continue; b="$$(basename "$$f")"; \
 	  diff -uN "$$before/chart/$$b" "charts/mongoferry/templates/$$b" || stale=1; \
 	done; \
-	if [ -n "$$CI" ]; then git diff --exit-code -- api config/crd config/rbac/role.yaml pkg/config/zz_generated.deepcopy.go 'charts/mongoferry/templates/crd-*.yaml' charts/mongoferry/templates/_manager-rules.tpl $(DASHBOARD) || stale=1; fi; \
-	if [ $$stale = 1 ]; then echo "generated files were stale and have been regenerated (above): review and commit them (make generate manifests)"; exit 1; fi
+	if [ -n "$$CI" ]; then git diff --exit-code -- api config/crd config/rbac/role.yaml pkg/config/zz_generated.deepcopy.go 'charts/mongoferry/templates/crd-*.yaml' charts/mongoferry/templates/_manager-rules.tpl $(DASHBOARD) $(API_DOCS) || stale=1; fi; \
+	if [ $$stale = 1 ]; then echo "generated files were stale and have been regenerated (above): review and commit them (make generate manifests api-docs)"; exit 1; fi
 
 ##@ Test servers and tools
 

@@ -1,12 +1,17 @@
 // Package v1alpha1 is the SyncTask API of MongoFerry (group
 // sync.mongoferry.io, version v1alpha1).
 //
-// Parts: SyncTask, its spec (pkg/config's task model plus operator-only
-// fields) with the validation rules users meet on `kubectl apply`, and its
-// status (synctask_types.go); the scheme registration (this file); and the
+// Parts: SyncTask and its spec (pkg/config's task model plus operator-only
+// fields) with the validation rules users meet on `kubectl apply`
+// (synctask_types.go); the source and target endpoints with credentials
+// and TLS from Secrets (endpoint_types.go); the status (synctask_status.go);
+// the condition and event reasons the controller and the kubectl plugin
+// share (reasons.go); the labels and annotations that link objects to a
+// task (links.go); the rendering of a spec into the workers' task file and
+// TLS mounts (taskspec.go); the scheme registration (this file); and the
 // generated deepcopy methods (zz_generated.deepcopy.go, `make generate`).
 // The CRD in config/crd/bases is generated from these types by
-// `make manifests`.
+// `make manifests`, and docs/api-reference.md by `make api-docs`.
 //
 // +kubebuilder:object:generate=true
 // +groupName=sync.mongoferry.io

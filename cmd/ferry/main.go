@@ -1,6 +1,8 @@
 // Command ferry runs MongoFerry's engine without Kubernetes: run a task,
-// verify a target against its source, load test data, run the demo and
-// benchmarks. The commands live in internal/cli.
+// cut it over, verify a target against its source, reset a task's
+// checkpoint, write its reverse sync, load test data, start throwaway
+// servers, and run the demo and the benchmarks. The commands live in
+// internal/cli (docs/cli.md).
 package main
 
 import (

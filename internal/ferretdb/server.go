@@ -1,7 +1,10 @@
 // Package ferretdb starts throwaway FerretDB servers for the demo,
 // benchmarks and tests (internal/testserver wraps it for tests): each on a
 // free loopback port, with its own temporary SQLite storage and an oplog
-// collection (local.oplog.rs) already created.
+// collection (local.oplog.rs) already created. Cluster (cluster.go) is the
+// sharded-cluster stand-in of several such servers with chunks that move,
+// ClusterLoad its live load (clusterload.go), and CA a certificate
+// authority for servers and clients that speak TLS (tls.go).
 //
 // The server binary is built by `make ferretdb` into bin/ferretdb; set
 // MONGOFERRY_FERRETDB to use another one.

@@ -1,6 +1,8 @@
 // Package testutil holds small helpers shared by the tests of several
 // packages: a free loopback address, a buffer a child process can write
-// while the test reads it, and the skip of the unit tier (SkipInShort).
+// while the test reads it, a wait on a child process (PollProcess), the
+// skip of the unit tier (SkipInShort), and the fields of a task model's
+// struct (ModelFields, fields.go).
 package testutil
 
 import (

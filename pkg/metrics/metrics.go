@@ -1,8 +1,8 @@
 // Package metrics exposes a task's state to Prometheus: a collector that
 // reads the engine's Status snapshot at scrape time (one source of truth
 // for /status, metrics and progress output), the write-latency histogram
-// observed on the hot path, and the HTTP handler serving /metrics,
-// /status and /healthz.
+// observed on the hot path, and the worker's HTTP handler: /metrics,
+// /status (workerapi.StatusHandler), /healthz and POST /verify.
 package metrics
 
 import (

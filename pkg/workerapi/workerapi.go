@@ -1,8 +1,8 @@
 // Package workerapi is the contract between a MongoFerry worker (`ferry
 // run --listen`, one pod of a SyncTask's StatefulSet) and the operator's
-// controller: the /status document the worker serves, its phases, the
-// worker's exit codes, and the environment the controller gives the
-// worker. It imports nothing from MongoDB, so the controller reads
+// controller: the /status document the worker serves and its handler
+// (StatusHandler, handler.go), its phases, the worker's exit codes, and
+// the environment the controller gives the worker. It imports nothing from MongoDB, so the controller reads
 // workers without linking the engine.
 //
 // The engine's own status (pkg/engine.Status) is a superset of Status:

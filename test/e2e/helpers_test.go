@@ -1,5 +1,3 @@
-// Package e2e runs MongoFerry end to end against real FerretDB servers
-// started by internal/testserver.
 package e2e
 
 import (

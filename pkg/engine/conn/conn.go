@@ -1,7 +1,9 @@
 // Package conn opens MongoDB clients for a task's endpoints: credentials
 // from files or the environment, TLS, timeouts, a first ping whose failure
-// is classified (unreachable, authentication), and an identity check that
-// refuses to use one deployment as both source and target.
+// is classified (unreachable, authentication), an identity check that
+// refuses to use one deployment as both source and target (identity.go),
+// and the server's profile read once from buildInfo, which decides how
+// replay reads and writes it (ProbeProfile, profile.go).
 package conn
 
 import (

@@ -3,6 +3,9 @@
 // without gaps or overlaps); OplogReader is what replay reads, implemented
 // by Tailer (local.oplog.rs, re-opened when its cursor dies or goes quiet),
 // ChangeStreamReader (change events, turned into oplog-shaped entries by
-// oplog.ConvertEvent) and
-// Scripted (fixed entries, for tests); CheckWindow guards resumes.
+// oplog.EventToEntry) and Scripted (fixed entries, for tests); the
+// positions replay starts from and resumes at (StartPosition, OplogBounds,
+// CheckWindow: window.go, bounds.go); whether the source keeps an oplog
+// (HasOplog); and SetUserWriteBlock, which blocks the source's user writes
+// at cut-over (writeblock.go).
 package source

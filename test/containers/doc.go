@@ -1,0 +1,6 @@
+// Package containers tests the operator's image as make image builds it
+// (podman, no registry): its layout against the Dockerfile's, and the
+// binaries under the chart's security context. Run by make
+// test-containers, which builds the image first; skipped unless
+// MONGOFERRY_POD_RUNTIME=podman.
+package containers
