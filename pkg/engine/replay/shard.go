@@ -306,17 +306,8 @@ func byID(w oplog.Write) oplog.Write {
 	if w.Kind != oplog.Insert {
 		return w
 	}
-	var filter any
-	switch m := w.Model.(type) {
-	case *mongo.ReplaceOneModel:
-		filter = m.Filter
-	case *mongo.UpdateOneModel: // a document with a top-level '$' field (sink.Replace)
-		filter = m.Filter
-	default:
-		return w
-	}
-	key, ok := filter.(bson.Raw)
-	if !ok {
+	key, _ := filterOf(w.Model) // an UpdateOneModel: a document with a top-level '$' field (sink.Replace)
+	if key == nil {
 		return w
 	}
 	if n, err := key.Elements(); err != nil || len(n) <= 1 {

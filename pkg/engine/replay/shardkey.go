@@ -199,7 +199,9 @@ func (r *Replayer) routeWrites(ctx context.Context, batch []item, models []mongo
 	var ids []bson.RawValue
 	seen := map[string]bool{}
 	for _, m := range models {
-		f, place := filterOf(m)
+		f, upsert := filterOf(m)
+		_, replace := m.(*mongo.ReplaceOneModel)
+		place := upsert && replace // it places a whole document
 		if f == nil || !place && tk.hasKey(f) {
 			continue
 		}
@@ -306,8 +308,10 @@ func (tk *targetKey) route(m mongo.WriteModel, f bson.Raw, id bson.RawValue, st 
 	return m
 }
 
-// filterOf returns a write's filter, and whether the write places a whole
-// document (a replacement that upserts).
+// filterOf returns a write's filter (nil for a model with none, or one not
+// in raw BSON), and whether the write upserts (a replacement, or an
+// update that replaces a document with a top-level '$' field:
+// sink.Replace).
 func filterOf(m mongo.WriteModel) (bson.Raw, bool) {
 	switch m := m.(type) {
 	case *mongo.ReplaceOneModel:
@@ -315,7 +319,7 @@ func filterOf(m mongo.WriteModel) (bson.Raw, bool) {
 		return f, m.Upsert != nil && *m.Upsert
 	case *mongo.UpdateOneModel:
 		f, _ := m.Filter.(bson.Raw)
-		return f, false
+		return f, m.Upsert != nil && *m.Upsert
 	case *mongo.DeleteOneModel:
 		f, _ := m.Filter.(bson.Raw)
 		return f, false
