@@ -374,84 +374,96 @@ func (tk *targetKey) change(update any, base []bsoncore.Value) ([]bsoncore.Value
 	if err != nil {
 		return next, false
 	}
-	known := true
-	// apply records what one operator does to path p.
-	apply := func(op, p string, v bsoncore.Value) {
-		for i, f := range tk.key {
-			switch {
-			case p == f.Name && op == "$set":
-				if v.Type == bsoncore.TypeEmbeddedDocument {
-					if lit, err := bsoncore.Document(v.Data).LookupErr("$literal"); err == nil {
-						v = lit
-					}
-				}
-				if next != nil {
-					next[i] = v
-				}
-			case p == f.Name && op == "$unset":
-				if next != nil {
-					next[i] = bsoncore.Value{}
-				}
-			case p == f.Name || strings.HasPrefix(f.Name, p+".") || strings.HasPrefix(p, f.Name+"."):
-				known = false
-			}
-		}
-	}
-	ops := func(doc bsoncore.Document) {
-		elems, _ := doc.Elements()
-		for _, e := range elems {
-			op := e.Key()
-			body := e.Value()
-			if op == "$replaceWith" {
-				// sink.Replace's [{$replaceWith: {$literal: doc}}]: the
-				// document becomes doc, its key doc's.
-				var lit bsoncore.Document
-				if body.Type == bsoncore.TypeEmbeddedDocument {
-					if v, err := bsoncore.Document(body.Data).LookupErr("$literal"); err == nil {
-						lit, _ = v.DocumentOK()
-					}
-				}
-				if lit != nil {
-					next = tk.valuesIn(bson.Raw(lit))
-				} else {
-					known = false
-				}
-				continue
-			}
-			switch body.Type {
-			case bsoncore.TypeEmbeddedDocument:
-				fields, _ := bsoncore.Document(body.Data).Elements()
-				for _, fe := range fields {
-					apply(op, fe.Key(), fe.Value())
-				}
-			case bsoncore.TypeArray: // a pipeline's $unset stage: names
-				vals, _ := bsoncore.Array(body.Data).Values()
-				for _, v := range vals {
-					if s, ok := v.StringValueOK(); ok {
-						apply(op, s, bsoncore.Value{})
-					}
-				}
-			case bsoncore.TypeString: // {$unset: "a"}
-				apply(op, body.StringValue(), bsoncore.Value{})
-			default:
-				known = false
-			}
-		}
-	}
+	c := &keyChange{tk: tk, next: next, known: true}
 	switch bson.Type(t) {
 	case bson.TypeEmbeddedDocument:
-		ops(data)
+		c.ops(data)
 	case bson.TypeArray:
 		stages, _ := bsoncore.Array(data).Values()
 		for _, s := range stages {
 			if d, ok := s.DocumentOK(); ok {
-				ops(d)
+				c.ops(d)
 			}
 		}
 	default:
-		known = false
+		c.known = false
 	}
-	return next, known
+	return c.next, c.known
+}
+
+// keyChange follows the key's values through an update's operators
+// (change): next are the values so far (nil: not followed), known
+// whether change could tell.
+type keyChange struct {
+	tk    *targetKey
+	next  []bsoncore.Value
+	known bool
+}
+
+// apply records what one operator does to path p.
+func (c *keyChange) apply(op, p string, v bsoncore.Value) {
+	for i, f := range c.tk.key {
+		switch {
+		case p == f.Name && op == "$set":
+			if v.Type == bsoncore.TypeEmbeddedDocument {
+				if lit, err := bsoncore.Document(v.Data).LookupErr("$literal"); err == nil {
+					v = lit
+				}
+			}
+			if c.next != nil {
+				c.next[i] = v
+			}
+		case p == f.Name && op == "$unset":
+			if c.next != nil {
+				c.next[i] = bsoncore.Value{}
+			}
+		case p == f.Name || strings.HasPrefix(f.Name, p+".") || strings.HasPrefix(p, f.Name+"."):
+			c.known = false
+		}
+	}
+}
+
+// ops records what the operators of doc (or one pipeline stage) do.
+func (c *keyChange) ops(doc bsoncore.Document) {
+	elems, _ := doc.Elements()
+	for _, e := range elems {
+		op := e.Key()
+		body := e.Value()
+		if op == "$replaceWith" {
+			// sink.Replace's [{$replaceWith: {$literal: doc}}]: the
+			// document becomes doc, its key doc's.
+			var lit bsoncore.Document
+			if body.Type == bsoncore.TypeEmbeddedDocument {
+				if v, err := bsoncore.Document(body.Data).LookupErr("$literal"); err == nil {
+					lit, _ = v.DocumentOK()
+				}
+			}
+			if lit != nil {
+				c.next = c.tk.valuesIn(bson.Raw(lit))
+			} else {
+				c.known = false
+			}
+			continue
+		}
+		switch body.Type {
+		case bsoncore.TypeEmbeddedDocument:
+			fields, _ := bsoncore.Document(body.Data).Elements()
+			for _, fe := range fields {
+				c.apply(op, fe.Key(), fe.Value())
+			}
+		case bsoncore.TypeArray: // a pipeline's $unset stage: names
+			vals, _ := bsoncore.Array(body.Data).Values()
+			for _, v := range vals {
+				if s, ok := v.StringValueOK(); ok {
+					c.apply(op, s, bsoncore.Value{})
+				}
+			}
+		case bsoncore.TypeString: // {$unset: "a"}
+			c.apply(op, body.StringValue(), bsoncore.Value{})
+		default:
+			c.known = false
+		}
+	}
 }
 
 // filterDoc builds {<key fields>: <values>, _id: id}: _id last, as a
