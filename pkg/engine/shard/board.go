@@ -8,7 +8,8 @@ import (
 
 // Position is what one subtask publishes about its shard's oplog.
 type Position struct {
-	// Shard is the shard's name (its replica set name in config.shards).
+	// Shard is the shard's name: its _id in config.shards, the name a
+	// transaction coordinator gives it among the participants (Decision).
 	Shard string `bson:"shard" json:"shard"`
 	// Read is the ts of the last entry read from the shard's oplog,
 	// no-ops included.
