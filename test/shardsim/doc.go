@@ -36,7 +36,10 @@
 //     checks that every update, replacement and delete carried the whole
 //     shard key, shard-key changes included.
 //
-// The final documents must equal the model's.
+// The final documents must equal the model's. TestSim runs the
+// replayers with Options.DetectIDReuse (a task's default) where the
+// schedule reuses no _id across shards, so that the commit waits alone
+// order a multi-shard transaction's inserts.
 //
 // Behaviours (behaviours.go) add what mongod writes that the first model,
 // built from the same assumption as the replay rule, left out; each is
@@ -76,7 +79,8 @@
 //     on the coordinator shard, commitTimestamp the largest prepare ts,
 //     the decision before the commits, some transactions aborted after
 //     some prepares (s/transaction_coordinator.cpp,
-//     s/transaction_coordinator_util.cpp).
+//     s/transaction_coordinator_util.cpp). The replayers read the
+//     decision to make a commit wait for the participants alone.
 //   - IDReuse: an _id deleted on one shard and inserted with a shard key
 //     another shard owns.
 //

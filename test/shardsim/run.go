@@ -62,6 +62,12 @@ type Config struct {
 	// CheckpointInterval is the subtasks' checkpoint period; 2ms when
 	// zero (a long one keeps the saved checkpoint far behind).
 	CheckpointInterval time.Duration
+	// DetectIDReuse is the replayers' Options.DetectIDReuse
+	// (incremental.idReuseAcrossShards: detect, a task's default): inserts
+	// are not held for _id reuse, so a multi-shard transaction's insert is
+	// ordered by its commit wait alone. Leave it off for schedules that
+	// reuse an _id across shards (Behaviours.IDReuse fired).
+	DetectIDReuse bool
 }
 
 // feed is one shard's oplog as its readers see it: the first visible
@@ -423,8 +429,8 @@ func (rn *runner) start(ctx context.Context, name string, from saved) {
 		ShardKeys: keys, TargetMajor: major,
 		Task: "sim", Spec: &rn.spec, Reader: &reader{f: rn.feeds[name], from: from.ts}, Mapper: rn.mapper, From: from.ts,
 		ShardMember: true, Shard: name, Board: fc, CheckpointInterval: rn.cfg.CheckpointInterval, HoldPoll: time.Millisecond,
-		WriteTimeout: 20 * time.Second,
-		Recover:      from.txns,
+		WriteTimeout: 20 * time.Second, DetectIDReuse: rn.cfg.DetectIDReuse,
+		Recover: from.txns,
 		SaveState: func(_ context.Context, ts bson.Timestamp, txns oplog.AssemblerState) error {
 			if killed.Load() {
 				return nil // a killed process saves nothing more

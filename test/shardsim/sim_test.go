@@ -67,6 +67,8 @@ func TestSim(t *testing.T) {
 		stats  struct {
 			migrations, aborted, keyChanges, txns, added, removed, ddl, stops, sharded int
 			target                                                                     TargetStats
+			commitWaits, commitWaitsAll                                                int64
+			commitWaitSeconds                                                          float64
 		}
 	)
 	fired, firedEvents := map[string]int{}, map[string]int{}
@@ -80,7 +82,10 @@ func TestSim(t *testing.T) {
 			defer func() { <-sem; wg.Done() }()
 			sc := GenerateWith(seed, "app.users", steps, behavioursFromEnv(t, seed))
 			tgt := simTarget(seed)
-			res, err := Run(context.Background(), sc, Config{Seed: seed, Kills: 2, Sharded: tgt})
+			// A task's default (detect) where no _id is reused across
+			// shards, so commit waits alone order a transaction's inserts.
+			detect := sc.Model.Fired["IDReuse"] == 0
+			res, err := Run(context.Background(), sc, Config{Seed: seed, Kills: 2, Sharded: tgt, DetectIDReuse: detect})
 			errs := res.Violations
 			if tgt != nil && len(errs) > 0 {
 				errs = append(errs, "target: "+tgt.Describe())
@@ -116,6 +121,11 @@ func TestSim(t *testing.T) {
 				stats.target.KeyChanges += res.Target.KeyChanges
 				stats.target.Moves += res.Target.Moves
 			}
+			for _, h := range res.Holds {
+				stats.commitWaits += h.CommitWaits
+				stats.commitWaitsAll += h.CommitWaitsAll
+				stats.commitWaitSeconds += h.CommitWaitSeconds
+			}
 			if err != nil {
 				errs = append(errs, err.Error())
 			}
@@ -131,6 +141,8 @@ func TestSim(t *testing.T) {
 	tg := stats.target
 	t.Logf("%d runs onto a sharded target (versions 5.0 to 8.0, keys %v): %d writes, %d inserts (routed by their document), %d of the other %d with the whole shard key in their filter; %d shard-key changes, %d of them moving the document to another shard",
 		stats.sharded, TargetShapes, tg.Writes, tg.Inserts, tg.WithKey, tg.Writes-tg.Inserts, tg.KeyChanges, tg.Moves)
+	t.Logf("commit waits (each shard's last subtask): %d, %d of them for every subtask (no decision naming the participants on the board), %.1f s in all",
+		stats.commitWaits, stats.commitWaitsAll, stats.commitWaitSeconds)
 	if os.Getenv("SHARDSIM_BEHAVIOURS") != "none" {
 		for _, name := range BehaviourNames {
 			t.Logf("%s: in %d of %d schedules (%d events)", name, fired[name], n, firedEvents[name])

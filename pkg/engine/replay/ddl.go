@@ -76,43 +76,9 @@ func (r *Replayer) applyMapped(ctx context.Context, src, d oplog.DDL) error {
 			err = r.holder.CreateIndexes(ctx, catalog.Collection{Source: src.NS, Target: d.NS, Indexes: specs}, r.o.IndexesOneByOne)
 		}
 	case oplog.CmdDropIndexes:
-		var names []string
-		if names, err = d.DropIndexNames(); err == nil {
-			if err = r.holder.DroppedIndexes(ctx, d.NS, names); err != nil {
-				break
-			}
-			idx := bson.A{}
-			for _, n := range names {
-				idx = append(idx, n)
-			}
-			var index any = idx
-			if len(names) == 1 {
-				index = names[0]
-			}
-			err = t.Database(d.NS.DB).RunCommand(ctx, bson.D{{Key: "dropIndexes", Value: d.NS.Coll}, {Key: "index", Value: index}}).Err()
-		}
+		err = r.dropIndexes(ctx, d)
 	case oplog.CmdCollMod:
-		var opts bson.Raw
-		if opts, err = d.Options(); err == nil {
-			// What the sync holds back changes its record, not the target.
-			if opts, err = r.holder.CollMod(ctx, d.NS, opts); err != nil || len(bsonElems(opts)) == 0 {
-				break
-			}
-			cmd := bson.D{{Key: "collMod", Value: d.NS.Coll}}
-			elems, _ := opts.Elements()
-			for _, e := range elems {
-				v := any(e.Value())
-				if on, ok := e.Value().StringValueOK(); ok && e.Key() == "viewOn" {
-					v = m.Target(catalog.Namespace{DB: src.NS.DB, Coll: on}).Coll // a view's new source, renamed
-				}
-				cmd = append(cmd, bson.E{Key: e.Key(), Value: v})
-			}
-			err = t.Database(d.NS.DB).RunCommand(ctx, cmd).Err()
-			if hasCode(err, codeCommandNotFound, codeNotImplemented) {
-				r.log.Warn("the target cannot apply collMod; collection options may differ", "ns", d.NS.String(), "err", err)
-				err = nil
-			}
-		}
+		err = r.collMod(ctx, src, d)
 	case oplog.CmdEmptyCapped:
 		_, err = t.Database(d.NS.DB).Collection(d.NS.Coll).DeleteMany(ctx, bson.D{})
 	default:
@@ -130,6 +96,54 @@ func (r *Replayer) applyMapped(ctx context.Context, src, d oplog.DDL) error {
 	}
 	r.log.Info("applied DDL", "command", d.Class.String(), "ns", d.NS.String())
 	return r.refreshUnique(ctx, d.NS, d.To)
+}
+
+// dropIndexes drops on the target the indexes a dropIndexes entry names.
+func (r *Replayer) dropIndexes(ctx context.Context, d oplog.DDL) error {
+	names, err := d.DropIndexNames()
+	if err != nil {
+		return err
+	}
+	if err := r.holder.DroppedIndexes(ctx, d.NS, names); err != nil {
+		return err
+	}
+	idx := bson.A{}
+	for _, n := range names {
+		idx = append(idx, n)
+	}
+	var index any = idx
+	if len(names) == 1 {
+		index = names[0]
+	}
+	return r.o.Target.Database(d.NS.DB).RunCommand(ctx, bson.D{{Key: "dropIndexes", Value: d.NS.Coll}, {Key: "index", Value: index}}).Err()
+}
+
+// collMod applies a collMod entry's options to the target, but those the
+// sync holds back.
+func (r *Replayer) collMod(ctx context.Context, src, d oplog.DDL) error {
+	opts, err := d.Options()
+	if err != nil {
+		return err
+	}
+	// What the sync holds back changes its record, not the target.
+	if opts, err = r.holder.CollMod(ctx, d.NS, opts); err != nil || len(bsonElems(opts)) == 0 {
+		return err
+	}
+	cmd := bson.D{{Key: "collMod", Value: d.NS.Coll}}
+	elems, _ := opts.Elements()
+	for _, e := range elems {
+		v := any(e.Value())
+		if on, ok := e.Value().StringValueOK(); ok && e.Key() == "viewOn" {
+			v = r.o.Mapper.Target(catalog.Namespace{DB: src.NS.DB, Coll: on}).Coll // a view's new source, renamed
+		}
+		cmd = append(cmd, bson.E{Key: e.Key(), Value: v})
+	}
+	err = r.o.Target.Database(d.NS.DB).RunCommand(ctx, cmd).Err()
+	if hasCode(err, codeCommandNotFound, codeNotImplemented) {
+		r.log.Warn("the target cannot apply collMod; collection options may differ", "ns", d.NS.String(), "err", err)
+		return nil
+	}
+	return err
 }
 
 // track keeps r.claims current with the source's DDL d before it is

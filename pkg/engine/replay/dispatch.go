@@ -106,32 +106,9 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 		// checkpoint reads of it, stay as they are.
 		return r.dispatchOp(ctx, wctx, e, e.TS())
 	}
-	// The Assembler is read by the checkpoint (its state is saved with
-	// it), under r.mu.
-	r.mu.Lock()
-	unit, ok, err := r.asm.Add(e)
-	if err != nil {
-		r.mu.Unlock()
-		return fmt.Errorf("replay: %w", err)
-	}
-	oldest, open := r.asm.OldestBufferedTS()
-	r.oldestOpen = nil
-	if open {
-		r.oldestOpen = &oldest
-	}
-	if ok && unit.FirstTS != unit.TS {
-		// The unit's first entries are no longer buffered: from here
-		// until it is applied (applyBarrier), the checkpoint stays below
-		// it, with its entries saved (or below its first entry), with no
-		// gap in which a checkpoint could pass them.
-		r.applying = &applyingUnit{ts: unit.TS, first: unit.FirstTS, entries: unit.Buffered}
-		if e.Command() == oplog.CmdCommitTransaction {
-			r.applying.id, _ = oplog.TxnID(e)
-		}
-	}
-	r.mu.Unlock()
-	if !ok {
-		return nil // buffered: a transaction still open
+	unit, ok, err := r.assemble(e)
+	if err != nil || !ok {
+		return err // !ok: buffered, a transaction still open
 	}
 	if r.o.Board != nil && e.Command() == oplog.CmdCommitTransaction && insertsDocuments(unit) {
 		if err := r.waitCommit(ctx, wctx, unit, commitTS(e)); err != nil {
@@ -157,6 +134,34 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 		}
 	}
 	return nil
+}
+
+// assemble adds an entry of a transaction or a batched write to the
+// Assembler and returns the unit it completes, if any. The Assembler is
+// read by the checkpoint (its state is saved with it), under r.mu.
+func (r *Replayer) assemble(e oplog.Entry) (oplog.Unit, bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	unit, ok, err := r.asm.Add(e)
+	if err != nil {
+		return unit, false, fmt.Errorf("replay: %w", err)
+	}
+	oldest, open := r.asm.OldestBufferedTS()
+	r.oldestOpen = nil
+	if open {
+		r.oldestOpen = &oldest
+	}
+	if ok && unit.FirstTS != unit.TS {
+		// The unit's first entries are no longer buffered: from here
+		// until it is applied (applyBarrier), the checkpoint stays below
+		// it, with its entries saved (or below its first entry), with no
+		// gap in which a checkpoint could pass them.
+		r.applying = &applyingUnit{ts: unit.TS, first: unit.FirstTS, entries: unit.Buffered}
+		if e.Command() == oplog.CmdCommitTransaction {
+			r.applying.id, _ = oplog.TxnID(e)
+		}
+	}
+	return unit, ok, nil
 }
 
 // dispatchOp translates one operation and queues its writes; DDL is a

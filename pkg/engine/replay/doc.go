@@ -4,7 +4,8 @@
 // checkpoints the Watermark of applied positions. With Options.Board, a
 // Replayer is one subtask of a sharded source and follows the ordering
 // rule of shard.go: writes held after chunk migrations, multi-shard
-// transaction parts that wait for the other subtasks.
+// transaction parts that wait for the other participants
+// (participants.go).
 //
 // One file per role: replayer.go composes the parts (Options, New, Run);
 // dispatch.go reads, orders and partitions entries; worker.go is the

@@ -47,13 +47,20 @@ type holds struct {
 	// others, first its first entry's.
 	waiting, first bson.Timestamp
 	// needs is what a commit wait needs (shard.Position.Needs).
-	needs  bson.Timestamp
-	retire bool
+	needs bson.Timestamp
+	// decided are the commit decisions of the transactions the shard
+	// coordinates, read and not yet passed (participants.go), by
+	// transaction.
+	decided map[string]decided
+	retire  bool
 
 	heldTotal  int64
 	holdTime   time.Duration
 	commitWait int64
-	waitTime   time.Duration
+	// commitWaitAll counts the commit waits that found no decision
+	// naming their participants and waited for every subtask.
+	commitWaitAll int64
+	waitTime      time.Duration
 }
 
 // heldItem is a held write and the fromMigrate entries it waits for (the
@@ -163,6 +170,7 @@ func (h *holds) release(self string, ps []shard.Position) []item {
 			h.drop(key)
 		}
 	}
+	h.dropDecided(self, ps)
 	if len(h.held) == 0 {
 		return nil
 	}
@@ -249,6 +257,10 @@ type HoldStatus struct {
 	// the other subtasks; CommitWaitSeconds their waiting time.
 	CommitWaits       int64   `json:"commitWaits"`
 	CommitWaitSeconds float64 `json:"commitWaitSeconds"`
+	// CommitWaitsAll counts the commit waits that waited for every
+	// subtask: no decision of the transaction's coordinator naming its
+	// participants was on the board (docs/sharded.md).
+	CommitWaitsAll int64 `json:"commitWaitsAll,omitempty"`
 	// Barriers is the number of namespaces held at the moment;
 	// Migrations the migrations into the shard not yet released.
 	Barriers   int `json:"barriers"`
@@ -266,7 +278,7 @@ func (h *holds) status() HoldStatus {
 		nss[ns] = true
 	}
 	return HoldStatus{HeldWrites: h.heldTotal, HeldNow: len(h.held), HoldSeconds: h.holdTime.Seconds(),
-		CommitWaits: h.commitWait, CommitWaitSeconds: h.waitTime.Seconds(), Barriers: len(nss), Migrations: len(h.migrations)}
+		CommitWaits: h.commitWait, CommitWaitSeconds: h.waitTime.Seconds(), CommitWaitsAll: h.commitWaitAll, Barriers: len(nss), Migrations: len(h.migrations)}
 }
 
 // reused reports whether it is an insert held for _id reuse across

@@ -45,9 +45,14 @@ type migration struct {
 }
 
 // marker notes a config.* entry that starts or ends a migration into
-// shard self (see above).
+// shard self (see above), or carries a commit decision of a transaction
+// the shard coordinates (participants.go).
 func (h *holds) marker(e oplog.Entry, ts bson.Timestamp, self string) {
 	ns := e.Namespace()
+	if ns.DB == "config" && ns.Coll == collCoordinators {
+		h.coordinator(e, ts)
+		return
+	}
 	if ns.DB != "config" || !markerColls[ns.Coll] {
 		return
 	}
@@ -168,12 +173,14 @@ func (h *holds) drop(key string) {
 // The holds' state is saved with a subtask's checkpoint (Options.
 // SaveState) as entries beside the open transactions' ones: op "n" with
 // o.mongoferryHold naming what they carry, so that a checkpoint may pass
-// a migration's start marker while the migration still holds writes.
+// a migration's start marker while the migration still holds writes, or
+// a commit decision whose participants have not all passed it.
 const (
 	holdField     = "mongoferryHold"
 	holdMigration = "migration"
 	holdFrom      = "fromMigrate"
 	holdRead      = "read" // the highest ts read before (reapplied)
+	holdDecided   = "decided"
 )
 
 // stateEntries returns the holds' state as entries, with readTS the
@@ -192,6 +199,9 @@ func (h *holds) stateEntries(readTS bson.Timestamp) []bson.Raw {
 			name = ns.String()
 		}
 		out = append(out, holdEntry(ts, name, holdFrom, "", bson.Timestamp{}))
+	}
+	for _, d := range h.decided {
+		out = append(out, decidedEntry(d))
 	}
 	if !readTS.IsZero() {
 		out = append(out, holdEntry(readTS, "", holdRead, "", bson.Timestamp{}))
@@ -236,6 +246,8 @@ func (h *holds) recoverState(entries []bson.Raw) (rest []bson.Raw, read bson.Tim
 			h.migrated(n, ts)
 		case holdRead:
 			read = maxTS(read, ts)
+		case holdDecided:
+			h.recoverDecided(raw, ts)
 		}
 	}
 	return rest, read

@@ -23,10 +23,12 @@ import (
 // cost"). Its parts: migration.go recognises migrations into the shard by
 // their config.* markers; holds.go holds the writes they, and fromMigrate
 // entries, could order wrongly; this file sends writes or holds them and
-// makes a transaction's inserting part wait at its commit; stale.go steps
-// over a write applied again past a newer version of its document; the
-// checkpoint (checkpoint.go) saves open transactions and migrations as
-// state, so a subtask's durable position reaches the entry it waits at.
+// makes a transaction's inserting part wait at its commit for the
+// participants participants.go finds; stale.go steps over a write
+// applied again past a newer version of its document; the checkpoint
+// (checkpoint.go) saves open transactions, migrations and commit
+// decisions as state, so a subtask's durable position reaches the entry
+// it waits at.
 
 // errRetired ends a retired subtask's dispatch.
 var errRetired = errors.New("shard retired")
@@ -183,11 +185,13 @@ func commitTS(e oplog.Entry) bson.Timestamp {
 }
 
 // waitCommit holds a multi-shard transaction's part that inserts
-// documents until every other subtask has applied what precedes its
-// commit timestamp cts. While it waits, the part's entries are saved
-// with the checkpoint (Options.SaveState), which reaches just below the
-// commit entry: a subtask waiting on this one's position at or below cts
-// goes on.
+// documents until every other participant's subtask has applied what
+// precedes its commit timestamp cts: the participants the coordinator's
+// decision names (participants.go), every other subtask while no
+// decision for it is on the board. While it waits, the part's entries
+// are saved with the checkpoint (Options.SaveState), which reaches just
+// below the commit entry: a subtask waiting on this one's position at or
+// below cts goes on.
 func (r *Replayer) waitCommit(ctx, wctx context.Context, u oplog.Unit, cts bson.Timestamp) error {
 	r.hs.mu.Lock()
 	r.hs.waiting, r.hs.first, r.hs.needs = cts, u.FirstTS, cts
@@ -211,11 +215,21 @@ func (r *Replayer) waitCommit(ctx, wctx context.Context, u oplog.Unit, cts bson.
 	r.mu.Unlock()
 	for {
 		ps, err := r.o.Board.Positions(ctx)
-		if err == nil && reachedBy(r.o.Shard, ps, cts, cts) {
+		var waitOn []shard.Position
+		subset := false
+		if err == nil {
+			waitOn, subset = commitWaitsFor(r.o.Shard, ps, r.hs.decisions(), id, cts)
+		}
+		if err == nil && reachedBy(r.o.Shard, waitOn, cts, cts) {
 			r.hs.mu.Lock()
 			r.hs.needs = u.TS
 			r.hs.mu.Unlock()
 			if !applyingPart(r.o.Shard, ps, id, u.TS) {
+				if !subset {
+					r.hs.mu.Lock()
+					r.hs.commitWaitAll++
+					r.hs.mu.Unlock()
+				}
 				return nil
 			}
 		}
@@ -269,6 +283,7 @@ func (r *Replayer) publish(ctx context.Context, retired bool) error {
 	}
 	r.mu.Unlock()
 	p.Needs = r.hs.blockedOn()
+	p.Decided = r.hs.decisions()
 	r.hs.mu.Lock()
 	if !r.hs.waiting.IsZero() && p.Applied.Compare(shard.Prev(r.hs.first)) >= 0 {
 		p.Waiting = r.hs.waiting
@@ -306,17 +321,8 @@ func byID(w oplog.Write) oplog.Write {
 	if w.Kind != oplog.Insert {
 		return w
 	}
-	var filter any
-	switch m := w.Model.(type) {
-	case *mongo.ReplaceOneModel:
-		filter = m.Filter
-	case *mongo.UpdateOneModel: // a document with a top-level '$' field (sink.Replace)
-		filter = m.Filter
-	default:
-		return w
-	}
-	key, ok := filter.(bson.Raw)
-	if !ok {
+	key, _ := filterOf(w.Model) // an UpdateOneModel: a document with a top-level '$' field (sink.Replace)
+	if key == nil {
 		return w
 	}
 	if n, err := key.Elements(); err != nil || len(n) <= 1 {

@@ -199,7 +199,9 @@ func (r *Replayer) routeWrites(ctx context.Context, batch []item, models []mongo
 	var ids []bson.RawValue
 	seen := map[string]bool{}
 	for _, m := range models {
-		f, place := filterOf(m)
+		f, upsert := filterOf(m)
+		_, replace := m.(*mongo.ReplaceOneModel)
+		place := upsert && replace // it places a whole document
 		if f == nil || !place && tk.hasKey(f) {
 			continue
 		}
@@ -306,8 +308,10 @@ func (tk *targetKey) route(m mongo.WriteModel, f bson.Raw, id bson.RawValue, st 
 	return m
 }
 
-// filterOf returns a write's filter, and whether the write places a whole
-// document (a replacement that upserts).
+// filterOf returns a write's filter (nil for a model with none, or one not
+// in raw BSON), and whether the write upserts (a replacement, or an
+// update that replaces a document with a top-level '$' field:
+// sink.Replace).
 func filterOf(m mongo.WriteModel) (bson.Raw, bool) {
 	switch m := m.(type) {
 	case *mongo.ReplaceOneModel:
@@ -315,7 +319,7 @@ func filterOf(m mongo.WriteModel) (bson.Raw, bool) {
 		return f, m.Upsert != nil && *m.Upsert
 	case *mongo.UpdateOneModel:
 		f, _ := m.Filter.(bson.Raw)
-		return f, false
+		return f, m.Upsert != nil && *m.Upsert
 	case *mongo.DeleteOneModel:
 		f, _ := m.Filter.(bson.Raw)
 		return f, false
@@ -370,84 +374,96 @@ func (tk *targetKey) change(update any, base []bsoncore.Value) ([]bsoncore.Value
 	if err != nil {
 		return next, false
 	}
-	known := true
-	// apply records what one operator does to path p.
-	apply := func(op, p string, v bsoncore.Value) {
-		for i, f := range tk.key {
-			switch {
-			case p == f.Name && op == "$set":
-				if v.Type == bsoncore.TypeEmbeddedDocument {
-					if lit, err := bsoncore.Document(v.Data).LookupErr("$literal"); err == nil {
-						v = lit
-					}
-				}
-				if next != nil {
-					next[i] = v
-				}
-			case p == f.Name && op == "$unset":
-				if next != nil {
-					next[i] = bsoncore.Value{}
-				}
-			case p == f.Name || strings.HasPrefix(f.Name, p+".") || strings.HasPrefix(p, f.Name+"."):
-				known = false
-			}
-		}
-	}
-	ops := func(doc bsoncore.Document) {
-		elems, _ := doc.Elements()
-		for _, e := range elems {
-			op := e.Key()
-			body := e.Value()
-			if op == "$replaceWith" {
-				// sink.Replace's [{$replaceWith: {$literal: doc}}]: the
-				// document becomes doc, its key doc's.
-				var lit bsoncore.Document
-				if body.Type == bsoncore.TypeEmbeddedDocument {
-					if v, err := bsoncore.Document(body.Data).LookupErr("$literal"); err == nil {
-						lit, _ = v.DocumentOK()
-					}
-				}
-				if lit != nil {
-					next = tk.valuesIn(bson.Raw(lit))
-				} else {
-					known = false
-				}
-				continue
-			}
-			switch body.Type {
-			case bsoncore.TypeEmbeddedDocument:
-				fields, _ := bsoncore.Document(body.Data).Elements()
-				for _, fe := range fields {
-					apply(op, fe.Key(), fe.Value())
-				}
-			case bsoncore.TypeArray: // a pipeline's $unset stage: names
-				vals, _ := bsoncore.Array(body.Data).Values()
-				for _, v := range vals {
-					if s, ok := v.StringValueOK(); ok {
-						apply(op, s, bsoncore.Value{})
-					}
-				}
-			case bsoncore.TypeString: // {$unset: "a"}
-				apply(op, body.StringValue(), bsoncore.Value{})
-			default:
-				known = false
-			}
-		}
-	}
+	c := &keyChange{tk: tk, next: next, known: true}
 	switch bson.Type(t) {
 	case bson.TypeEmbeddedDocument:
-		ops(data)
+		c.ops(data)
 	case bson.TypeArray:
 		stages, _ := bsoncore.Array(data).Values()
 		for _, s := range stages {
 			if d, ok := s.DocumentOK(); ok {
-				ops(d)
+				c.ops(d)
 			}
 		}
 	default:
-		known = false
+		c.known = false
 	}
-	return next, known
+	return c.next, c.known
+}
+
+// keyChange follows the key's values through an update's operators
+// (change): next are the values so far (nil: not followed), known
+// whether change could tell.
+type keyChange struct {
+	tk    *targetKey
+	next  []bsoncore.Value
+	known bool
+}
+
+// apply records what one operator does to path p.
+func (c *keyChange) apply(op, p string, v bsoncore.Value) {
+	for i, f := range c.tk.key {
+		switch {
+		case p == f.Name && op == "$set":
+			if v.Type == bsoncore.TypeEmbeddedDocument {
+				if lit, err := bsoncore.Document(v.Data).LookupErr("$literal"); err == nil {
+					v = lit
+				}
+			}
+			if c.next != nil {
+				c.next[i] = v
+			}
+		case p == f.Name && op == "$unset":
+			if c.next != nil {
+				c.next[i] = bsoncore.Value{}
+			}
+		case p == f.Name || strings.HasPrefix(f.Name, p+".") || strings.HasPrefix(p, f.Name+"."):
+			c.known = false
+		}
+	}
+}
+
+// ops records what the operators of doc (or one pipeline stage) do.
+func (c *keyChange) ops(doc bsoncore.Document) {
+	elems, _ := doc.Elements()
+	for _, e := range elems {
+		op := e.Key()
+		body := e.Value()
+		if op == "$replaceWith" {
+			// sink.Replace's [{$replaceWith: {$literal: doc}}]: the
+			// document becomes doc, its key doc's.
+			var lit bsoncore.Document
+			if body.Type == bsoncore.TypeEmbeddedDocument {
+				if v, err := bsoncore.Document(body.Data).LookupErr("$literal"); err == nil {
+					lit, _ = v.DocumentOK()
+				}
+			}
+			if lit != nil {
+				c.next = c.tk.valuesIn(bson.Raw(lit))
+			} else {
+				c.known = false
+			}
+			continue
+		}
+		switch body.Type {
+		case bsoncore.TypeEmbeddedDocument:
+			fields, _ := bsoncore.Document(body.Data).Elements()
+			for _, fe := range fields {
+				c.apply(op, fe.Key(), fe.Value())
+			}
+		case bsoncore.TypeArray: // a pipeline's $unset stage: names
+			vals, _ := bsoncore.Array(body.Data).Values()
+			for _, v := range vals {
+				if s, ok := v.StringValueOK(); ok {
+					c.apply(op, s, bsoncore.Value{})
+				}
+			}
+		case bsoncore.TypeString: // {$unset: "a"}
+			c.apply(op, body.StringValue(), bsoncore.Value{})
+		default:
+			c.known = false
+		}
+	}
 }
 
 // filterDoc builds {<key fields>: <values>, _id: id}: _id last, as a

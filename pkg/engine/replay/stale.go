@@ -3,7 +3,6 @@ package replay
 import (
 	"strings"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
@@ -18,23 +17,8 @@ import (
 // entries, read again too, bring the document where the source has it.
 // The write is stepped over (stepOver).
 func staleUpsert(it item, we mongo.BulkWriteError) bool {
-	var filter any
-	switch m := it.model.(type) {
-	case *mongo.ReplaceOneModel:
-		if m.Upsert == nil || !*m.Upsert {
-			return false
-		}
-		filter = m.Filter
-	case *mongo.UpdateOneModel:
-		if m.Upsert == nil || !*m.Upsert {
-			return false
-		}
-		filter = m.Filter
-	default:
-		return false
-	}
-	f, ok := filter.(bson.Raw)
-	if !ok {
+	f, upsert := filterOf(it.model)
+	if !upsert || f == nil {
 		return false
 	}
 	if els, err := f.Elements(); err != nil || len(els) < 2 {

@@ -8,7 +8,8 @@ import (
 
 // Position is what one subtask publishes about its shard's oplog.
 type Position struct {
-	// Shard is the shard's name (its replica set name in config.shards).
+	// Shard is the shard's name: its _id in config.shards, the name a
+	// transaction coordinator gives it among the participants (Decision).
 	Shard string `bson:"shard" json:"shard"`
 	// Read is the ts of the last entry read from the shard's oplog,
 	// no-ops included.
@@ -40,6 +41,21 @@ type Position struct {
 	// own commit entry.
 	Prepared []string       `bson:"prepared,omitempty" json:"prepared,omitempty"`
 	Needs    bson.Timestamp `bson:"needs,omitempty" json:"needs,omitzero"`
+	// Decided are the commit decisions of multi-shard transactions this
+	// shard coordinates that the subtask has read (the shard's
+	// config.transaction_coordinators writes) and not yet seen every
+	// participant pass: a participant's commit waits only for the shards
+	// a decision names (see replay.Replayer.waitCommit).
+	Decided []Decision `bson:"decided,omitempty" json:"decided,omitempty"`
+}
+
+// Decision is a coordinator's commit decision: transaction Txn
+// (oplog.TxnID) commits at Commit (its commitTimestamp) on the shards
+// named in Participants (their _id in config.shards).
+type Decision struct {
+	Txn          string         `bson:"txn" json:"txn"`
+	Commit       bson.Timestamp `bson:"commit" json:"commit"`
+	Participants []string       `bson:"participants" json:"participants"`
 }
 
 // Reaches reports whether p lets a subtask go on past a point that needs

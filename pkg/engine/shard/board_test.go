@@ -45,7 +45,8 @@ func exercise(t *testing.T, publish, read shard.Board, wait func()) {
 	t.Helper()
 	ctx := context.Background()
 	want := []shard.Position{
-		{Shard: "rs0", Read: ts(20, 1), Applied: ts(19, 7)},
+		{Shard: "rs0", Read: ts(20, 1), Applied: ts(19, 7),
+			Decided: []shard.Decision{{Txn: "1emeutum12nl9", Commit: ts(18, 2), Participants: []string{"rs0", "rs1"}}}},
 		{Shard: "rs1", Read: ts(21, 1), Applied: ts(21, 1), Waiting: ts(21, 4)},
 		{Shard: "rs2", Read: ts(5, 1), Applied: ts(5, 1), Retired: true},
 	}

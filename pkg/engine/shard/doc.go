@@ -1,7 +1,8 @@
 // Package shard holds what the subtasks of a sharded source share: one
 // subtask tails one shard's oplog and applies that shard's writes, and
 // Board is where every subtask publishes how far it has read and durably
-// applied, the prepared transactions it holds and what it waits for, so
+// applied, the prepared transactions it holds, what it waits for and the
+// commit decisions it read as a transaction's coordinator, so
 // that a subtask can hold the writes a chunk migration into its shard
 // could order wrongly until every other subtask has passed them
 // (docs/sharded.md, "The ordering guarantee and its cost"). MemoryBoard serves subtasks of one

@@ -175,40 +175,14 @@ func GenerateKeyed(shape Shape, n int, mix Mix, seed uint64, shardKey string) (*
 	if err != nil {
 		return nil, err
 	}
-	if mix == (Mix{}) {
-		mix = DefaultMix
-	}
-	if spec.batched {
-		// All inserts, and a pool of about as many documents as another
-		// shape's pool of n entries: whole insertManys of 64-insert batches.
-		mix = Mix{Insert: 100}
-		perMany := (insertManyDocs + batchDocs - 1) / batchDocs
-		n = max(perMany, n/batchDocs/perMany*perMany)
-	}
-	if mix.Insert <= 0 || mix.Update < 0 || mix.Delete < 0 || mix.Insert+mix.Update+mix.Delete != 100 {
-		return nil, fmt.Errorf("mix %+v: shares must add up to 100, with inserts above 0", mix)
-	}
-	if n < 1 {
-		return nil, fmt.Errorf("the pool must hold at least 1 entry, got %d", n)
+	mix, n, err = poolOf(spec, mix, n)
+	if err != nil {
+		return nil, err
 	}
 	in := &Input{Shape: shape, Mix: mix, Entries: make([]bson.Raw, 0, n), tsAt: make([]int, 0, n), kinds: make([]byte, 0, n),
 		Collections: spec.collections, From: bson.Timestamp{T: uint32(baseTime.Unix())}, ShardKey: shardKey}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	g := generator{spec: spec, rng: rng, live: make([][]int, spec.collections), next: make([]int, spec.collections), shardKey: shardKey}
-	g.nss = make([]string, spec.collections)
-	g.uis = make([][]byte, spec.collections)
-	for c := range g.nss {
-		if spec.collections == 1 {
-			g.nss[c] = spec.db + ".usertable"
-		} else {
-			g.nss[c] = spec.db + ".coll" + strconv.Itoa(c)
-		}
-		ui := make([]byte, 16)
-		for i := range ui {
-			ui[i] = byte(rng.Uint32())
-		}
-		g.uis[c] = ui
-	}
+	g := newGenerator(spec, rng, shardKey)
 	var (
 		arena   []byte
 		scratch []byte
@@ -253,6 +227,49 @@ func GenerateKeyed(shape Shape, n int, mix Mix, seed uint64, shardKey string) (*
 		in.Bytes += int64(len(scratch))
 	}
 	return in, nil
+}
+
+// poolOf returns the mix and the pool size a shape generates: the
+// default mix when mix is zero; a batched shape's inserts only, in whole
+// insertManys of 64-insert batches, about as many documents as another
+// shape's pool of n entries.
+func poolOf(spec shapeSpec, mix Mix, n int) (Mix, int, error) {
+	if mix == (Mix{}) {
+		mix = DefaultMix
+	}
+	if spec.batched {
+		mix = Mix{Insert: 100}
+		perMany := (insertManyDocs + batchDocs - 1) / batchDocs
+		n = max(perMany, n/batchDocs/perMany*perMany)
+	}
+	if mix.Insert <= 0 || mix.Update < 0 || mix.Delete < 0 || mix.Insert+mix.Update+mix.Delete != 100 {
+		return mix, n, fmt.Errorf("mix %+v: shares must add up to 100, with inserts above 0", mix)
+	}
+	if n < 1 {
+		return mix, n, fmt.Errorf("the pool must hold at least 1 entry, got %d", n)
+	}
+	return mix, n, nil
+}
+
+// newGenerator returns the generator of a shape's entries: its
+// collections' namespaces and UUIDs, drawn from rng.
+func newGenerator(spec shapeSpec, rng *rand.Rand, shardKey string) generator {
+	g := generator{spec: spec, rng: rng, live: make([][]int, spec.collections), next: make([]int, spec.collections), shardKey: shardKey}
+	g.nss = make([]string, spec.collections)
+	g.uis = make([][]byte, spec.collections)
+	for c := range g.nss {
+		if spec.collections == 1 {
+			g.nss[c] = spec.db + ".usertable"
+		} else {
+			g.nss[c] = spec.db + ".coll" + strconv.Itoa(c)
+		}
+		ui := make([]byte, 16)
+		for i := range ui {
+			ui[i] = byte(rng.Uint32())
+		}
+		g.uis[c] = ui
+	}
+	return g
 }
 
 // generator holds the state of one Generate call.

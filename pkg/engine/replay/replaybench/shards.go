@@ -295,20 +295,7 @@ func RunShards(ctx context.Context, in *Input, c ShardConfig) (ShardResult, erro
 	if err != nil {
 		return res, err
 	}
-	// Every checkpoint reaches its shard's last entry once the last
-	// migrations are released (a publication interval or two).
-	var lag error
-	for deadline := time.Now().Add(10 * publish); ; time.Sleep(publish / 10) {
-		lag = nil
-		for s, r := range rs {
-			if cp, last := r.Checkpoint(), plan.end(); cp != last {
-				lag = fmt.Errorf("shard %d's checkpoint is %d.%d after the run, want its last entry's %d.%d", s, cp.T, cp.I, last.T, last.I)
-			}
-		}
-		if lag == nil || time.Now().After(deadline) {
-			break
-		}
-	}
+	lag := checkpointsReachEnd(rs, plan, publish)
 	for _, r := range rs {
 		st := r.Status()
 		res.HeldWrites += st.Holds.HeldWrites
@@ -320,13 +307,40 @@ func RunShards(ctx context.Context, in *Input, c ShardConfig) (ShardResult, erro
 		return res, err
 	}
 	res.Sink = sink.Counts()
-	s := res.Sink
-	switch {
-	case s.Writes != want.Writes():
-		return res, fmt.Errorf("the sink saw %d writes, want %d", s.Writes, want.Writes())
-	case s.Replaces != want.Inserts || s.Updates != want.Updates || s.Deletes != want.Deletes:
-		return res, fmt.Errorf("the sink saw %d replaces, %d updates, %d deletes; want %d, %d, %d",
-			s.Replaces, s.Updates, s.Deletes, want.Inserts, want.Updates, want.Deletes)
+	if err := checkShardSink(res.Sink, want); err != nil {
+		return res, err
 	}
 	return res, lag
+}
+
+// checkpointsReachEnd waits until every subtask's checkpoint reaches its
+// shard's last entry, as it does once the last migrations are released
+// (a publication interval or two), and reports one that does not within
+// ten intervals.
+func checkpointsReachEnd(rs []*replay.Replayer, plan *shardPlan, publish time.Duration) error {
+	var lag error
+	for deadline := time.Now().Add(10 * publish); ; time.Sleep(publish / 10) {
+		lag = nil
+		for s, r := range rs {
+			if cp, last := r.Checkpoint(), plan.end(); cp != last {
+				lag = fmt.Errorf("shard %d's checkpoint is %d.%d after the run, want its last entry's %d.%d", s, cp.T, cp.I, last.T, last.I)
+			}
+		}
+		if lag == nil || time.Now().After(deadline) {
+			return lag
+		}
+	}
+}
+
+// checkShardSink checks what the sink saw of a run of subtasks: every
+// write, inserts as replacements (a shard's inserts are upserts).
+func checkShardSink(s SinkCounts, want Counts) error {
+	switch {
+	case s.Writes != want.Writes():
+		return fmt.Errorf("the sink saw %d writes, want %d", s.Writes, want.Writes())
+	case s.Replaces != want.Inserts || s.Updates != want.Updates || s.Deletes != want.Deletes:
+		return fmt.Errorf("the sink saw %d replaces, %d updates, %d deletes; want %d, %d, %d",
+			s.Replaces, s.Updates, s.Deletes, want.Inserts, want.Updates, want.Deletes)
+	}
+	return nil
 }

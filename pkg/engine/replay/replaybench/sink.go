@@ -93,28 +93,13 @@ func (s *Sink) Apply(_ context.Context, ns catalog.Namespace, models []mongo.Wri
 		if len(docs) == 0 {
 			return
 		}
-		// The command and its document sequence, as an OP_MSG holds them.
-		name := "update"
-		switch runKind {
-		case cmdDelete:
-			name = "delete"
-		case cmdInsert:
-			name = "insert"
-		}
-		idx, cmd := bsoncore.AppendDocumentStart(msg)
-		cmd = bsoncore.AppendStringElement(cmd, name, ns.Coll)
-		cmd = bsoncore.AppendBooleanElement(cmd, "ordered", true)
-		cmd = bsoncore.AppendBooleanElement(cmd, "bypassDocumentValidation", true)
-		cmd = bsoncore.AppendStringElement(cmd, "$db", ns.DB)
-		msg, _ = bsoncore.AppendDocumentEnd(cmd, idx)
-		for _, d := range docs {
-			msg = append(msg, d...)
-			encoded += int64(len(d))
-		}
+		var n int64
+		msg, n = appendSequence(msg, ns, runKind, docs)
+		encoded += n
 		commands++
 		docs = docs[:0]
 	}
-	var inserts, replaces, updates, deletes int64
+	var counts modelCounts
 	for start := 0; start < len(models); {
 		kind := kindOf(models[start])
 		end := start + 1
@@ -122,18 +107,7 @@ func (s *Sink) Apply(_ context.Context, ns catalog.Namespace, models []mongo.Wri
 			end++
 		}
 		run := models[start:end]
-		for _, m := range run {
-			switch m.(type) {
-			case *mongo.InsertOneModel:
-				inserts++
-			case *mongo.ReplaceOneModel:
-				replaces++
-			case *mongo.UpdateOneModel:
-				updates++
-			case *mongo.DeleteOneModel:
-				deletes++
-			}
-		}
+		counts.add(run)
 		start = end
 		before := len(msg)
 		var ok bool
@@ -144,22 +118,7 @@ func (s *Sink) Apply(_ context.Context, ns catalog.Namespace, models []mongo.Wri
 		}
 		runKind = kind
 		for _, m := range run {
-			var (
-				doc bsoncore.Document
-				err error
-			)
-			switch m := m.(type) {
-			case *mongo.InsertOneModel:
-				doc, err = insertStatement(m.Document)
-			case *mongo.ReplaceOneModel:
-				doc, err = updateStatement(m.Filter, m.Replacement, m.Upsert, false)
-			case *mongo.UpdateOneModel:
-				doc, err = updateStatement(m.Filter, m.Update, m.Upsert, true)
-			case *mongo.DeleteOneModel:
-				doc, err = deleteStatement(m.Filter)
-			default:
-				err = fmt.Errorf("unexpected write model %T", m)
-			}
+			doc, err := statement(m)
 			if err != nil {
 				return fmt.Errorf("encode a write to %s: %w", ns, err)
 			}
@@ -174,14 +133,72 @@ func (s *Sink) Apply(_ context.Context, ns catalog.Namespace, models []mongo.Wri
 	s.batches.Add(1)
 	s.commands.Add(commands)
 	s.encoded.Add(encoded)
-	s.inserts.Add(inserts)
-	s.replaces.Add(replaces)
-	s.updates.Add(updates)
-	s.deletes.Add(deletes)
+	s.inserts.Add(counts.inserts)
+	s.replaces.Add(counts.replaces)
+	s.updates.Add(counts.updates)
+	s.deletes.Add(counts.deletes)
 	if s.writes.Add(int64(len(models))) >= s.Want {
 		s.once.Do(func() { close(s.done) })
 	}
 	return nil
+}
+
+// modelCounts counts write models by kind.
+type modelCounts struct{ inserts, replaces, updates, deletes int64 }
+
+func (c *modelCounts) add(run []mongo.WriteModel) {
+	for _, m := range run {
+		switch m.(type) {
+		case *mongo.InsertOneModel:
+			c.inserts++
+		case *mongo.ReplaceOneModel:
+			c.replaces++
+		case *mongo.UpdateOneModel:
+			c.updates++
+		case *mongo.DeleteOneModel:
+			c.deletes++
+		}
+	}
+}
+
+// appendSequence appends to msg the command of kind on ns and its
+// document sequence docs, as an OP_MSG holds them, and returns the bytes
+// of docs.
+func appendSequence(msg []byte, ns catalog.Namespace, kind commandKind, docs []bsoncore.Document) ([]byte, int64) {
+	name := "update"
+	switch kind {
+	case cmdDelete:
+		name = "delete"
+	case cmdInsert:
+		name = "insert"
+	}
+	idx, cmd := bsoncore.AppendDocumentStart(msg)
+	cmd = bsoncore.AppendStringElement(cmd, name, ns.Coll)
+	cmd = bsoncore.AppendBooleanElement(cmd, "ordered", true)
+	cmd = bsoncore.AppendBooleanElement(cmd, "bypassDocumentValidation", true)
+	cmd = bsoncore.AppendStringElement(cmd, "$db", ns.DB)
+	msg, _ = bsoncore.AppendDocumentEnd(cmd, idx)
+	var encoded int64
+	for _, d := range docs {
+		msg = append(msg, d...)
+		encoded += int64(len(d))
+	}
+	return msg, encoded
+}
+
+// statement encodes one write model as its command's statement.
+func statement(m mongo.WriteModel) (bsoncore.Document, error) {
+	switch m := m.(type) {
+	case *mongo.InsertOneModel:
+		return insertStatement(m.Document)
+	case *mongo.ReplaceOneModel:
+		return updateStatement(m.Filter, m.Replacement, m.Upsert, false)
+	case *mongo.UpdateOneModel:
+		return updateStatement(m.Filter, m.Update, m.Upsert, true)
+	case *mongo.DeleteOneModel:
+		return deleteStatement(m.Filter)
+	}
+	return nil, fmt.Errorf("unexpected write model %T", m)
 }
 
 // kindOf is the command a model travels in.
