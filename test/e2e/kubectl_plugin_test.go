@@ -24,7 +24,7 @@ import (
 // operator runs for real (envtest's API server, the controller in this
 // process, the pod runner's `ferry run` worker, two FerretDB servers, a
 // live load of about 10 operations per second), as a user would: status
-// while streaming (the output shown in the README), logs with each line
+// while streaming (the output shown in docs/operator.md), logs with each line
 // prefixed by its pod (through the API server's pods/log, which the pod
 // runner's kubelet stand-in answers), verify (one streaming pass on
 // demand), reverse before any cut-over (refused), suspend and resume
