@@ -55,6 +55,7 @@ var (
 	heldNowDesc        = desc("replay_held_writes", "Writes a shard's subtask holds at the moment.", "shard")
 	holdSecondsDesc    = desc("replay_hold_seconds_total", "Time namespaces spent held after chunk migrations, summed.", "shard")
 	commitWaitsDesc    = desc("replay_commit_waits_total", "Multi-shard transaction parts that waited for the other subtasks.", "shard")
+	commitWaitsAllDesc = desc("replay_commit_waits_all_total", "Commit waits that waited for every subtask because the coordinator's decision (its participants) was not on the board.", "shard")
 	shardPhaseDesc     = desc("shard_phase", "1 for a shard subtask's current phase (Pending, Streaming, Retiring, Retired, Failed), 0 for the others.", "shard", "phase")
 	shardLagDesc       = desc("shard_replay_lag_seconds", "Seconds between a shard's newest oplog entry and its subtask's applied checkpoint.", "shard")
 	shardAppliedTSDesc = desc("shard_replay_checkpoint_timestamp_seconds", "Source time (Unix seconds) of a shard subtask's applied checkpoint.", "shard")
@@ -98,7 +99,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		copyNSRatioDesc, copyRangesDesc, copyRangesDoneDesc, conflictsDesc, retriesDesc, bufferedDesc, maxBytesDesc,
 		verifyOKDesc, verifyDiffDesc, lagDesc, appliedDesc, skippedDesc, replayRateDesc, replayBufDesc, checkpointDesc, conflictsTolDesc,
 		writeCmdsDesc, writesSentDesc,
-		heldDesc, heldNowDesc, holdSecondsDesc, commitWaitsDesc, reopensDesc, newestReadsDesc, lateEntriesDesc, planningDesc,
+		heldDesc, heldNowDesc, holdSecondsDesc, commitWaitsDesc, commitWaitsAllDesc, reopensDesc, newestReadsDesc, lateEntriesDesc, planningDesc,
 
 		shardPhaseDesc, shardLagDesc, shardAppliedTSDesc, shardReadTSDesc, shardRateDesc, shardAppliedDesc, shardSkippedDesc,
 		headroomDesc, spanDesc,
@@ -222,6 +223,7 @@ func (e emitter) emitShard(sh engine.ShardStatus) {
 	e.gauge(heldNowDesc, float64(r.Holds.HeldNow), sh.Shard)
 	e.counter(holdSecondsDesc, r.Holds.HoldSeconds, sh.Shard)
 	e.counter(commitWaitsDesc, float64(r.Holds.CommitWaits), sh.Shard)
+	e.counter(commitWaitsAllDesc, float64(r.Holds.CommitWaitsAll), sh.Shard)
 	for op, n := range r.Applied {
 		e.counter(shardAppliedDesc, float64(n), sh.Shard, op)
 	}
