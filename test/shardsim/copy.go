@@ -37,7 +37,8 @@ type CopyPhase struct {
 	Migrations, Aborted, Empty, RangeDeletions int
 	// Passes are the settling passes after the first read of every
 	// range, Recopied the changed chunks that started them, Rescanned the
-	// shards they read again (each owner of a changed chunk, whole).
+	// shards they read again (each shard a migration committed into
+	// since the ownership read before, whole).
 	Passes, Recopied, Rescanned int
 }
 
@@ -59,6 +60,9 @@ type copier struct {
 	cp      *CopyPhase
 	states  map[string]*shardState
 	version [chunkCount]uint32
+	// received are the shards a migration committed into since the last
+	// ownership read: each one a settling pass reads again.
+	received []string
 	// copied are every version of each _id the readers wrote.
 	copied map[int64][]Doc
 	// quiet stops migrations once the settling passes run long.
@@ -101,6 +105,9 @@ func (cp *copier) observe(f func()) {
 	for c := range cp.m.owner {
 		if cp.m.owner[c] != before[c] {
 			cp.version[c]++
+			if name := cp.m.owner[c].Name; !slices.Contains(cp.received, name) {
+				cp.received = append(cp.received, name)
+			}
 		}
 	}
 }
@@ -253,17 +260,6 @@ func idRanges(s *Shard, nextID int64, t *shardcopy.Table) []*readTask {
 	return out
 }
 
-// recipients returns the shards owning the changed chunks, each once.
-func recipients(changed []shardcopy.Chunk) []string {
-	var out []string
-	for _, c := range changed {
-		if !slices.Contains(out, c.Shard) {
-			out = append(out, c.Shard)
-		}
-	}
-	return out
-}
-
 // GenerateCopy builds seed's schedule with a per-shard copy in it: steps/2
 // random events, then the copy's start (every shard's start position, then
 // the chunk ownership), per-shard readers over three _id ranges of each
@@ -291,6 +287,7 @@ func GenerateCopy(seed uint64, ns string, steps int, b Behaviours, opt CopyOptio
 		cp.states[s.Name] = newShardState()
 	}
 	prev := cp.table()
+	cp.received = nil
 	var tasks []*readTask
 	for _, s := range m.Shards {
 		tasks = append(tasks, idRanges(s, m.nextID, prev)...)
@@ -305,11 +302,12 @@ func GenerateCopy(seed uint64, ns string, steps int, b Behaviours, opt CopyOptio
 		cp.cp.Passes++
 		cp.quiet = cp.cp.Passes > 3
 		tasks = nil
-		for _, name := range recipients(changed) {
+		for _, name := range cp.received {
 			tasks = append(tasks, idRanges(m.Shard(name), m.nextID, now)...)
 		}
 		cp.cp.Recopied += len(changed)
-		cp.cp.Rescanned += len(recipients(changed))
+		cp.cp.Rescanned += len(cp.received)
+		cp.received = nil
 		cp.runTasks(tasks)
 		prev = now
 	}
