@@ -17,6 +17,9 @@ type CopyOptions struct {
 	NoSettle bool
 	// NoOrphanFilter copies every document a shard holds.
 	NoOrphanFilter bool
+	// NewOwnersOnly has a settling pass read again only the owners of
+	// the changed chunks in the new table.
+	NewOwnersOnly bool
 }
 
 // CopyPhase is what a schedule's per-shard copy did (GenerateCopy): the
@@ -272,9 +275,7 @@ func idRanges(s *Shard, nextID int64, t *shardcopy.Table) []*readTask {
 func GenerateCopy(seed uint64, ns string, steps int, b Behaviours, opt CopyOptions) (Schedule, *CopyPhase) {
 	rng := rand.New(rand.NewPCG(seed, 0xc0b1))
 	m := NewModel(seed, ns, 3, rng.IntN(2) == 0).With(b)
-	sc := Schedule{Seed: seed, Model: m}
-	cp := &copier{m: m, rng: rng, opt: opt, cp: &CopyPhase{From: map[string]bson.Timestamp{}, Docs: map[int64]Doc{}},
-		states: map[string]*shardState{}, copied: map[int64][]Doc{}}
+	cp := newCopier(m, rng, opt)
 	for range 8 {
 		m.Insert(int64(rng.IntN(chunkCount * chunkWidth)))
 	}
@@ -282,42 +283,84 @@ func GenerateCopy(seed uint64, ns string, steps int, b Behaviours, opt CopyOptio
 		cp.observe(func() { m.randomEvent(rng) })
 		cp.pass()
 	}
-	for _, s := range m.Shards {
-		cp.cp.From[s.Name] = s.Last()
-		cp.states[s.Name] = newShardState()
-	}
-	prev := cp.table()
-	cp.received = nil
+	prev := cp.begin()
 	var tasks []*readTask
 	for _, s := range m.Shards {
 		tasks = append(tasks, idRanges(s, m.nextID, prev)...)
 	}
 	cp.runTasks(tasks)
-	for !opt.NoSettle {
-		now := cp.table()
-		changed := shardcopy.Changed(prev, now)
-		if len(changed) == 0 {
-			break
-		}
-		cp.cp.Passes++
-		cp.quiet = cp.cp.Passes > 3
-		tasks = nil
-		for _, name := range cp.received {
-			tasks = append(tasks, idRanges(m.Shard(name), m.nextID, now)...)
-		}
-		cp.cp.Recopied += len(changed)
-		cp.cp.Rescanned += len(cp.received)
-		cp.received = nil
-		cp.runTasks(tasks)
-		prev = now
+	if !opt.NoSettle {
+		cp.settle(prev)
 	}
-	for id, vs := range cp.copied {
-		cp.cp.Docs[id] = vs[rng.IntN(len(vs))]
-	}
+	cp.land()
 	for range steps / 2 {
 		cp.observe(func() { m.randomEvent(rng) })
 		cp.pass()
 	}
+	return cp.finish(seed), cp.cp
+}
+
+func newCopier(m *Model, rng *rand.Rand, opt CopyOptions) *copier {
+	return &copier{m: m, rng: rng, opt: opt, cp: &CopyPhase{From: map[string]bson.Timestamp{}, Docs: map[int64]Doc{}},
+		states: map[string]*shardState{}, copied: map[int64][]Doc{}}
+}
+
+// begin records every shard's start position, then reads the ownership.
+func (cp *copier) begin() *shardcopy.Table {
+	for _, s := range cp.m.Shards {
+		cp.cp.From[s.Name] = s.Last()
+		cp.states[s.Name] = newShardState()
+	}
+	cp.received = nil
+	return cp.table()
+}
+
+// settle runs passes until the ownership read after one equals the one
+// read before it: each pass reads again, whole, every shard a migration
+// committed into since the last read (with NewOwnersOnly, the owners of
+// the changed chunks in the new table).
+func (cp *copier) settle(prev *shardcopy.Table) {
+	for {
+		now := cp.table()
+		changed := shardcopy.Changed(prev, now)
+		if len(changed) == 0 {
+			return
+		}
+		cp.cp.Passes++
+		cp.quiet = cp.quiet || cp.cp.Passes > 3
+		again := cp.received
+		if cp.opt.NewOwnersOnly {
+			again = nil
+			for _, c := range changed {
+				if !slices.Contains(again, c.Shard) {
+					again = append(again, c.Shard)
+				}
+			}
+		}
+		var tasks []*readTask
+		for _, name := range again {
+			tasks = append(tasks, idRanges(cp.m.Shard(name), cp.m.nextID, now)...)
+		}
+		cp.cp.Recopied += len(changed)
+		cp.cp.Rescanned += len(again)
+		cp.received = nil
+		cp.runTasks(tasks)
+		prev = now
+	}
+}
+
+// land writes the copy's documents to the target: each _id ends as one of
+// the versions read of it (the writes land in any order).
+func (cp *copier) land() {
+	for id, vs := range cp.copied {
+		cp.cp.Docs[id] = vs[cp.rng.IntN(len(vs))]
+	}
+}
+
+// finish ends the schedule: every orphan deleted, last no-ops, and the
+// writes at or before the start positions left to the copy.
+func (cp *copier) finish(seed uint64) Schedule {
+	m := cp.m
 	m.Finish()
 	m.countLogs()
 	for k := range m.Writes {
@@ -325,7 +368,7 @@ func GenerateCopy(seed uint64, ns string, steps int, b Behaviours, opt CopyOptio
 			delete(m.Writes, k) // in the copy: replay starts after it
 		}
 	}
-	return sc, cp.cp
+	return Schedule{Seed: seed, Model: m}
 }
 
 // NewCopyRecorder returns a target holding the copy's documents.
