@@ -238,3 +238,50 @@ func TestUpdateClaimsRace(t *testing.T) {
 	}
 	t.Logf("claims by update filtered on the old owner: %d of %d rounds of %d claimants had more than one winner", doubled, rounds, claimants)
 }
+
+// TestStalledHolder has a holder stop renewing for longer than the TTL
+// while another worker claims: the other takes the range over and
+// records it done, and the stalled holder, coming back, learns at its
+// next renewal and at its finish that the range is not its own.
+func TestStalledHolder(t *testing.T) {
+	srv := testserver.Start(t)
+	db := srv.MustClient(t).Database("mongoferry")
+	ctx := context.Background()
+	ranges := []string{"app.c/000000"}
+	a := New(db, Options{Task: "stall", Owner: "a", TTL: 200 * time.Millisecond})
+	b := New(db, Options{Task: "stall", Owner: "b", TTL: 200 * time.Millisecond})
+	la, _, err := a.Claim(ctx, ranges)
+	if err != nil || la == nil {
+		t.Fatalf("a's claim: %v %v", la, err)
+	}
+	var lb *Lease
+	deadline := time.Now().Add(10 * time.Second)
+	for lb == nil && time.Now().Before(deadline) {
+		if lb, _, err = b.Claim(ctx, ranges); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if lb == nil || !lb.TakenOver || lb.Attempt != 2 {
+		t.Fatalf("b's claim: %+v, want attempt 2 taken over", lb)
+	}
+	if err := b.Finish(ctx, lb, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Renew(ctx, la); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("a's renewal after the takeover: %v, want ErrLeaseLost", err)
+	}
+	if err := a.Finish(ctx, la, 5); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("a's finish after the takeover: %v, want ErrLeaseLost", err)
+	}
+	done, err := a.Done(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := done[ranges[0]]; len(done) != 1 || r.Attempt != 2 || r.Owner != "b" {
+		t.Fatalf("done records %+v, want the range once, by b's attempt 2", done)
+	}
+	if l, open, err := a.Claim(ctx, ranges); err != nil || l != nil || open != 0 {
+		t.Fatalf("claim after done: %v, %d open, %v; want nothing left", l, open, err)
+	}
+}
