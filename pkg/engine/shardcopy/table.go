@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/bsonorder"
+	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 )
 
 // ErrHashedKey is returned for a collection sharded on a hashed key: its
@@ -175,4 +176,23 @@ func Changed(before, after *Table) []Chunk {
 		out = append(out, c)
 	}
 	return out
+}
+
+// FromLayout returns the table of a collection's layout as
+// sharding.ReadLayout reads it through mongos (config.collections and
+// config.chunks, with each chunk's lastmod).
+func FromLayout(l sharding.Layout) (*Table, error) {
+	key, err := bson.Marshal(l.Key.Doc())
+	if err != nil {
+		return nil, fmt.Errorf("%s: shard key: %w", l.NS, err)
+	}
+	chunks := make([]Chunk, len(l.Chunks))
+	for i, c := range l.Chunks {
+		chunks[i] = Chunk{Min: c.Min, Max: c.Max, Shard: c.Shard, Version: c.Version}
+	}
+	t, err := NewTable(key, chunks)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", l.NS, err)
+	}
+	return t, nil
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 )
 
 func raw(t *testing.T, d bson.D) bson.Raw {
@@ -147,5 +149,29 @@ func TestChanged(t *testing.T) {
 				t.Fatalf("changed chunks on %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestFromLayout builds the table of a layout as sharding.ReadLayout
+// reads it, and refuses a hashed key naming the collection.
+func TestFromLayout(t *testing.T) {
+	cs := chunks(t, "sk", []any{bson.MinKey{}, int64(10), bson.MaxKey{}}, "s0", "s1")
+	l := sharding.Layout{NS: "app.users", Key: sharding.Key{{Name: "sk"}}}
+	for _, c := range cs {
+		l.Chunks = append(l.Chunks, sharding.Chunk{Min: c.Min, Max: c.Max, Shard: c.Shard, Version: c.Version})
+	}
+	tab, err := FromLayout(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tab.Owner(raw(t, bson.D{{Key: "_id", Value: 1}, {Key: "sk", Value: int64(12)}})); got != "s1" {
+		t.Fatalf("owner %s, want s1", got)
+	}
+	if n := len(Changed(tab, tab)); n != 0 {
+		t.Fatalf("%d chunks changed between a table and itself", n)
+	}
+	l.Key = sharding.Key{{Name: "sk", Hashed: true}}
+	if _, err := FromLayout(l); !errors.Is(err, ErrHashedKey) || !strings.Contains(err.Error(), "app.users") {
+		t.Fatalf("hashed key: %v, want ErrHashedKey naming app.users", err)
 	}
 }
