@@ -15,10 +15,11 @@ const copySeeds = 300
 
 // copyRun is what one copy schedule gave.
 type copyRun struct {
-	seed   uint64
-	cp     *CopyPhase
-	errs   []string
-	writes int
+	seed    uint64
+	cp      *CopyPhase
+	errs    []string
+	writes  int
+	sharded bool
 }
 
 // runCopy generates seed's copy schedule and replays it from the copy's
@@ -26,8 +27,12 @@ type copyRun struct {
 func runCopy(t *testing.T, seed uint64, steps int, opt CopyOptions) copyRun {
 	sc, cp := GenerateCopy(seed, "app.users", steps, behavioursFromEnv(t, seed), opt)
 	rec := NewCopyRecorder(sc.Model, cp)
-	res, err := Run(context.Background(), sc, Config{Seed: seed, Kills: 2, From: cp.From, Recorder: rec})
-	out := copyRun{seed: seed, cp: cp, errs: res.Violations, writes: len(sc.Model.Writes)}
+	tgt := simTarget(seed)
+	res, err := Run(context.Background(), sc, Config{Seed: seed, Kills: 2, From: cp.From, Recorder: rec, Sharded: tgt})
+	out := copyRun{seed: seed, cp: cp, errs: res.Violations, writes: len(sc.Model.Writes), sharded: tgt != nil}
+	if tgt != nil && len(out.errs) > 0 {
+		out.errs = append(out.errs, "target: "+tgt.Describe())
+	}
 	if err != nil {
 		out.errs = append(out.errs, err.Error())
 	}
@@ -56,8 +61,9 @@ func runCopies(t *testing.T, first uint64, n, steps int, opt CopyOptions) []copy
 // copy's start, migrations both ways with reads between their steps,
 // empty and aborted ones, range deletions, readers killed mid-range, the
 // settling passes) and then one real Replayer per shard from the copy's
-// start positions: the target must end equal to the model, every write
-// after the start positions applied in order.
+// start positions, onto a sharded target in four seeds of five (simTarget):
+// the target must end equal to the model, every write after the start
+// positions applied in order.
 func TestSimCopy(t *testing.T) {
 	first, n := seedsFromEnv(t, copySeeds)
 	steps := simSteps
@@ -68,8 +74,11 @@ func TestSimCopy(t *testing.T) {
 	runs := runCopies(t, first, n, steps, CopyOptions{})
 	var sum CopyPhase
 	var failed []string
-	writes := 0
+	writes, sharded := 0, 0
 	for _, r := range runs {
+		if r.sharded {
+			sharded++
+		}
 		c := r.cp
 		sum.Reads += c.Reads
 		sum.Kills += c.Kills
@@ -87,9 +96,9 @@ func TestSimCopy(t *testing.T) {
 				r.seed, behavioursEnv(), r.seed, strings.Join(r.errs, "\n  ")))
 		}
 	}
-	t.Logf("%d copy schedules in %s: %d batches read, %d readers killed mid-range, %d orphan documents left out; during the copies %d migrations committed (%d of them empty), %d aborted, %d range deleter runs; %d settling passes (%d changed chunks) reading %d shards again; %d writes replayed after the start positions; %d of %d schedules failed",
+	t.Logf("%d copy schedules in %s: %d batches read, %d readers killed mid-range, %d orphan documents left out; during the copies %d migrations committed (%d of them empty), %d aborted, %d range deleter runs; %d settling passes (%d changed chunks) reading %d shards again; %d writes replayed after the start positions (%d runs onto a sharded target); %d of %d schedules failed",
 		n, time.Since(started).Round(time.Millisecond), sum.Reads, sum.Kills, sum.Orphans, sum.Migrations, sum.Empty, sum.Aborted, sum.RangeDeletions,
-		sum.Passes, sum.Recopied, sum.Rescanned, writes, len(failed), n)
+		sum.Passes, sum.Recopied, sum.Rescanned, writes, sharded, len(failed), n)
 	for i, f := range failed {
 		if i == 5 {
 			t.Errorf("... and %d more failing seeds", len(failed)-5)
