@@ -155,7 +155,7 @@ func TestWorkersWithKill(t *testing.T) {
 		w := &worker{name: fmt.Sprintf("w%d", i), target: target,
 			l: New(db, Options{Task: "copy", Owner: fmt.Sprintf("w%d", i), TTL: 500 * time.Millisecond})}
 		if i == 0 {
-			w.killAfter = 2
+			w.killAfter = 1
 		}
 		workers[i] = w
 		wg.Add(1)
@@ -168,7 +168,7 @@ func TestWorkersWithKill(t *testing.T) {
 	}
 	wg.Wait()
 	if !workers[0].killed {
-		t.Fatal("the worker to kill never reached its second range")
+		t.Fatal("the worker to kill never claimed a range")
 	}
 	done, err := New(db, Options{Task: "copy"}).Done(ctx)
 	if err != nil {
