@@ -98,8 +98,8 @@ test-long: ## Run the long suites one after another: chaos (CYCLES), sim-long (S
 	$(MAKE) memory-adversarial
 
 .PHONY: sim-long
-sim-long: ## Run the sharded-cluster simulation long: SIM_SEEDS schedules (default 20000) three times longer than make test's, from SIM_FIRST (default 1001).
-	SHARDSIM_SEEDS=$${SIM_SEEDS:-20000} SHARDSIM_FIRST=$${SIM_FIRST:-1001} $(GO) test -count=1 -timeout 4h -run 'TestSim$$' -v ./test/shardsim
+sim-long: ## Run the sharded-cluster simulation long: SIM_SEEDS schedules (default 20000) three times longer than make test's, from SIM_FIRST (default 1001), without and with a per-shard copy.
+	SHARDSIM_SEEDS=$${SIM_SEEDS:-20000} SHARDSIM_FIRST=$${SIM_FIRST:-1001} $(GO) test -count=1 -timeout 4h -run 'TestSim$$|TestSimCopy$$' -v ./test/shardsim
 
 # The chaos suite: CYCLES faults from the seed SEED (make test runs 20 from
 # seed 1). CHAOS_DIR keeps the servers' storage and every log when set;

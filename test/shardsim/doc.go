@@ -35,6 +35,16 @@
 //     read its keys and documents through replay.ShardKeys, and the run
 //     checks that every update, replacement and delete carried the whole
 //     shard key, shard-key changes included.
+//   - GenerateCopy (copy.go) puts a per-shard copy into a schedule: the
+//     shards' start positions, then the chunk ownership, then readers
+//     over each shard's documents as the shard holds them (shardstate.go:
+//     its oplog applied, orphans included), filtered by that ownership
+//     (pkg/engine/shardcopy), while chunks migrate both ways between the
+//     clone's batches, empty or aborted, range deleters run and readers
+//     are killed mid-range; then the settling passes; Run with
+//     Config.From replays from the start positions onto the copy's
+//     documents (NewCopyRecorder). docs/sharded.md, "Per-shard copy", has
+//     the rule.
 //
 // The final documents must equal the model's. TestSim runs the
 // replayers with Options.DetectIDReuse (a task's default) where the

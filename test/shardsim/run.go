@@ -68,6 +68,10 @@ type Config struct {
 	// ordered by its commit wait alone. Leave it off for schedules that
 	// reuse an _id across shards (Behaviours.IDReuse fired).
 	DetectIDReuse bool
+	// From, when set, are the shards' start positions (a schedule with a
+	// copy phase: the target holds the copy's documents and replay starts
+	// after them); otherwise every shard replays from its first entry.
+	From map[string]bson.Timestamp
 }
 
 // feed is one shard's oplog as its readers see it: the first visible
@@ -265,7 +269,11 @@ func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*cfg.Timeout)
 	defer cancel()
-	rn := &runner{sc: sc, cfg: cfg, board: shard.NewMemoryBoard(), rec: NewRecorder(sc.Model), feeds: map[string]*feed{}, subs: map[string]*subtask{}}
+	rn := &runner{sc: sc, cfg: cfg, board: shard.NewMemoryBoard(), rec: NewRecorder(sc.Model), feeds: map[string]*feed{}, subs: map[string]*subtask{},
+		saved: map[string]saved{}}
+	for name, ts := range cfg.From {
+		rn.saved[name] = saved{ts: ts}
+	}
 	if cfg.Recorder != nil {
 		rn.rec = cfg.Recorder
 	}
@@ -305,14 +313,14 @@ func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
 	// subtask starts.
 	for _, s := range sc.Model.Shards {
 		if s.Added.IsZero() {
-			if err := rn.board.Publish(ctx, shard.Position{Shard: s.Name}); err != nil {
+			if err := rn.board.Publish(ctx, shard.Position{Shard: s.Name, Applied: cfg.From[s.Name]}); err != nil {
 				return rn, err
 			}
 		}
 	}
 	for _, s := range sc.Model.Shards {
 		if s.Added.IsZero() {
-			rn.start(ctx, s.Name, saved{})
+			rn.start(ctx, s.Name, rn.saved[s.Name])
 		}
 	}
 	defer rn.stopAll()

@@ -143,6 +143,9 @@ func (k Key) bound(v any) bson.Raw {
 type Chunk struct {
 	Min, Max bson.Raw
 	Shard    string
+	// Version is the chunk's lastmod (zero when absent): a migration's
+	// commit gives the moved chunk a new one.
+	Version bson.Timestamp
 }
 
 // ZoneRange is a range of shard-key values pinned to a zone: [Min, Max).
@@ -210,7 +213,11 @@ func ParseChunk(raw bson.Raw) (Chunk, error) {
 	if !ok1 || !ok2 || !ok3 {
 		return Chunk{}, fmt.Errorf("config.chunks: document without min, max and shard: %s", raw)
 	}
-	return Chunk{Min: min, Max: max, Shard: shard}, nil
+	c := Chunk{Min: min, Max: max, Shard: shard}
+	if t, i, ok := raw.Lookup("lastmod").TimestampOK(); ok {
+		c.Version = bson.Timestamp{T: t, I: i}
+	}
+	return c, nil
 }
 
 // ParseZoneRange reads one config.tags document.

@@ -1,0 +1,198 @@
+package shardcopy
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/bsonorder"
+	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
+)
+
+// ErrHashedKey is returned for a collection sharded on a hashed key: its
+// chunks bound hashes of the key, which this package does not compute.
+var ErrHashedKey = errors.New("hashed shard keys are not supported by the per-shard copy; copy the collection through mongos")
+
+// Chunk is one range of a collection's shard key and the shard owning it,
+// as a config.chunks document has them (min, max, shard, lastmod).
+type Chunk struct {
+	// Min is the inclusive and Max the exclusive bound, key documents
+	// with the shard key's fields in order ({sk: MinKey} for the first).
+	Min, Max bson.Raw
+	Shard    string
+	// Version is the chunk's lastmod: a migration's commit raises its
+	// major part (T), a split or merge its minor part (I).
+	Version bson.Timestamp
+}
+
+// same reports whether c and o are the same chunk at the same version on
+// the same shard.
+func (c Chunk) same(o Chunk) bool {
+	return c.Shard == o.Shard && c.Version == o.Version && string(c.Min) == string(o.Min) && string(c.Max) == string(o.Max)
+}
+
+// String names the chunk for messages.
+func (c Chunk) String() string {
+	return fmt.Sprintf("[%s, %s) on %s at %d|%d", c.Min, c.Max, c.Shard, c.Version.T, c.Version.I)
+}
+
+// Table is a collection's chunk ownership at one point.
+type Table struct {
+	fields []string
+	chunks []Chunk
+	mins   [][]bson.RawValue
+}
+
+// NewTable checks chunks against the shard key pattern key (the key
+// document of config.collections) and returns their table: the chunks,
+// in any order, must cover the key space from MinKey to MaxKey with no
+// gap and no overlap.
+func NewTable(key bson.Raw, chunks []Chunk) (*Table, error) {
+	elems, err := key.Elements()
+	if err != nil || len(elems) == 0 {
+		return nil, fmt.Errorf("shard key %s: not a key pattern", key)
+	}
+	t := &Table{}
+	for _, e := range elems {
+		if s, ok := e.Value().StringValueOK(); ok && s == "hashed" {
+			return nil, fmt.Errorf("shard key %s: %w", key, ErrHashedKey)
+		}
+		t.fields = append(t.fields, e.Key())
+	}
+	t.chunks = append([]Chunk(nil), chunks...)
+	for i, c := range t.chunks {
+		if _, err := t.bound(c.Min); err != nil {
+			return nil, fmt.Errorf("chunk %d min: %w", i, err)
+		}
+		if _, err := t.bound(c.Max); err != nil {
+			return nil, fmt.Errorf("chunk %d max: %w", i, err)
+		}
+	}
+	sort.Slice(t.chunks, func(i, j int) bool { return t.cmpBounds(t.chunks[i].Min, t.chunks[j].Min) < 0 })
+	if err := t.checkCover(); err != nil {
+		return nil, err
+	}
+	for _, c := range t.chunks {
+		v, _ := t.bound(c.Min)
+		t.mins = append(t.mins, v)
+	}
+	return t, nil
+}
+
+// checkCover checks that the sorted chunks run from MinKey to MaxKey,
+// each starting where the one before ends.
+func (t *Table) checkCover() error {
+	if len(t.chunks) == 0 {
+		return errors.New("no chunks: the collection's chunk table is empty")
+	}
+	first, _ := t.bound(t.chunks[0].Min)
+	last, _ := t.bound(t.chunks[len(t.chunks)-1].Max)
+	if first[0].Type != bson.TypeMinKey || last[0].Type != bson.TypeMaxKey {
+		return fmt.Errorf("chunks run from %s to %s: they must cover MinKey to MaxKey", t.chunks[0].Min, t.chunks[len(t.chunks)-1].Max)
+	}
+	for i := 1; i < len(t.chunks); i++ {
+		if t.cmpBounds(t.chunks[i-1].Max, t.chunks[i].Min) != 0 {
+			return fmt.Errorf("chunk %s does not start where %s ends: a gap or an overlap", t.chunks[i], t.chunks[i-1])
+		}
+	}
+	return nil
+}
+
+// bound returns a key document's values in the key's field order.
+func (t *Table) bound(b bson.Raw) ([]bson.RawValue, error) {
+	out := make([]bson.RawValue, len(t.fields))
+	for i, f := range t.fields {
+		v, err := b.LookupErr(f)
+		if err != nil {
+			return nil, fmt.Errorf("bound %s lacks shard key field %q", b, f)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func (t *Table) cmpBounds(a, b bson.Raw) int {
+	va, _ := t.bound(a)
+	vb, _ := t.bound(b)
+	return compareKeys(va, vb)
+}
+
+func compareKeys(a, b []bson.RawValue) int {
+	for i := range a {
+		if c := bsonorder.Compare(a[i], b[i]); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+var null = bson.RawValue{Type: bson.TypeNull}
+
+// KeyOf returns doc's shard-key values in the key's order; a missing
+// field counts as null, as the server routes it.
+func (t *Table) KeyOf(doc bson.Raw) []bson.RawValue {
+	out := make([]bson.RawValue, len(t.fields))
+	for i, f := range t.fields {
+		v, err := doc.LookupErr(strings.Split(f, ".")...)
+		if err != nil {
+			v = null
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// Chunk returns the chunk holding doc's shard key.
+func (t *Table) Chunk(doc bson.Raw) Chunk {
+	key := t.KeyOf(doc)
+	i := sort.Search(len(t.mins), func(i int) bool { return compareKeys(t.mins[i], key) > 0 })
+	return t.chunks[i-1] // mins[0] is MinKey: i >= 1
+}
+
+// Owner returns the shard that owned doc at the table's point.
+func (t *Table) Owner(doc bson.Raw) string { return t.Chunk(doc).Shard }
+
+// Owns reports whether shard owned doc at the table's point: a document
+// a shard holds that it does not own is an orphan and is not copied.
+func (t *Table) Owns(shard string, doc bson.Raw) bool { return t.Owner(doc) == shard }
+
+// Chunks returns the table's chunks in key order.
+func (t *Table) Chunks() []Chunk { return append([]Chunk(nil), t.chunks...) }
+
+// Changed returns the chunks of after that before does not have as they
+// are (same bounds, shard and version): every range that a migration
+// committed into, or that was split or merged, between the two reads.
+// The copy reads each of them again from its shard in after.
+func Changed(before, after *Table) []Chunk {
+	var out []Chunk
+	for _, c := range after.chunks {
+		i := sort.Search(len(before.chunks), func(i int) bool { return before.cmpBounds(before.chunks[i].Min, c.Min) >= 0 })
+		if i < len(before.chunks) && before.chunks[i].same(c) {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// FromLayout returns the table of a collection's layout as
+// sharding.ReadLayout reads it through mongos (config.collections and
+// config.chunks, with each chunk's lastmod).
+func FromLayout(l sharding.Layout) (*Table, error) {
+	key, err := bson.Marshal(l.Key.Doc())
+	if err != nil {
+		return nil, fmt.Errorf("%s: shard key: %w", l.NS, err)
+	}
+	chunks := make([]Chunk, len(l.Chunks))
+	for i, c := range l.Chunks {
+		chunks[i] = Chunk{Min: c.Min, Max: c.Max, Shard: c.Shard, Version: c.Version}
+	}
+	t, err := NewTable(key, chunks)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", l.NS, err)
+	}
+	return t, nil
+}
