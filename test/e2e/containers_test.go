@@ -138,7 +138,7 @@ func TestContainerWorkerMemoryLimit(t *testing.T) {
 		t.Fatal("no worker log")
 	}
 	out := oneRecordPerLine(t, files[0])
-	m := regexp.MustCompile(`peakRSSBytes=(\d+)`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`"peakRSSBytes":(\d+)`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no peakRSSBytes in the worker's log")
 	}
