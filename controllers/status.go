@@ -21,9 +21,6 @@ const ReadyLagSeconds = 30
 // recentExit is how long a worker's non-zero exit keeps the task Degraded.
 const recentExit = 10 * time.Minute
 
-// maxTerminationMessageLen bounds the exit message shown from a worker.
-const maxTerminationMessageLen = 512
-
 // waitingProblems are container waiting reasons that mean the worker
 // cannot start.
 var waitingProblems = []string{"CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError",
@@ -315,23 +312,6 @@ func reportedFailure(pod string, r *workerapi.Status) *shardFailure {
 			pod, len(v.Differing), strings.Join(v.Differing, ", "))}
 	}
 	return &shardFailure{reason: syncv1alpha1.ReasonFailed, message: fmt.Sprintf("%s: %s", pod, r.Error)}
-}
-
-// exitText describes a container exit in one line: the code and the last
-// line of its termination message (the worker's last log line).
-func exitText(e *corev1.ContainerStateTerminated) string {
-	msg := strings.TrimSpace(e.Message)
-	if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
-		msg = strings.TrimSpace(msg[i+1:])
-	}
-	msg = specTerms(msg)
-	if len(msg) > maxTerminationMessageLen {
-		msg = msg[:maxTerminationMessageLen] + "..."
-	}
-	if msg == "" {
-		msg = e.Reason
-	}
-	return fmt.Sprintf("exit code %d: %s", e.ExitCode, msg)
 }
 
 // applyReport copies a worker's /status into its shard entry.

@@ -170,7 +170,7 @@ func TestStatefulSetShape(t *testing.T) {
 	// The source may be sharded (source.kind auto, oplog replay): the
 	// one worker discovers it and waits for a mapping if it is.
 	wantCmd := []string{"/ferry", "run", "--task-env", TaskEnv, "--listen", "0.0.0.0:9300", "--progress", "log",
-		"--discover-interval", "30s", "--await-shard-map"}
+		"--log-format", "json", "--discover-interval", "30s", "--await-shard-map"}
 	if got := append(append([]string{}, c.Command...), c.Args...); !slices.Equal(got, wantCmd) {
 		t.Errorf("command %q, want %q", got, wantCmd)
 	}

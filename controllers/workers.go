@@ -178,7 +178,9 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 		ConfigHashAnnotation:                      rnd.hash,
 		"kubectl.kubernetes.io/default-container": WorkerContainer,
 	}
-	args := []string{"run", "--task-env", TaskEnv, "--listen", "0.0.0.0:" + strconv.Itoa(int(port)), "--progress", "log"}
+	// JSON logs, one object per line, as log collectors read them; the
+	// controller reads a failed worker's last record (exitText).
+	args := []string{"run", "--task-env", TaskEnv, "--listen", "0.0.0.0:" + strconv.Itoa(int(port)), "--progress", "log", "--log-format", "json"}
 	if shards.discover > 0 {
 		args = append(args, workerapi.FlagDiscoverInterval, shards.discover.String())
 		if !shards.mapped {

@@ -6,7 +6,6 @@ package cli
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -41,15 +40,28 @@ how hard to push; the same fields make up a SyncTask's spec in Kubernetes.`,
 }
 
 // Execute runs the command line args until it ends or ctx does, prints an
-// error the command has not told the user about to stderr, and returns
-// the process's exit status.
+// error the command has not told the user about to stderr (a JSON record
+// when the command logs JSON: --log-format json), and returns the
+// process's exit status.
 func Execute(ctx context.Context, args []string, stderr io.Writer) int {
 	root := NewRootCommand()
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	code, print := exit.Code(err)
 	if print {
-		fmt.Fprintln(stderr, "ferry:", err)
+		exit.Print(stderr, logFormat(cmd), err)
 	}
 	return code
+}
+
+// logFormat is the --log-format cmd ran with, "" for a command without
+// the flag.
+func logFormat(cmd *cobra.Command) string {
+	if cmd == nil {
+		return ""
+	}
+	if f := cmd.Flags().Lookup("log-format"); f != nil {
+		return f.Value.String()
+	}
+	return ""
 }

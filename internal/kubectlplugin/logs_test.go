@@ -3,6 +3,7 @@ package kubectlplugin
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -52,9 +53,10 @@ func TestLogsInterleaved(t *testing.T) {
 		r, w := io.Pipe()
 		go func() {
 			for i := range lines {
-				// Each line in two writes: a reader must not split it.
-				_, _ = fmt.Fprintf(w, "level=INFO msg=line n=%d", i)
-				_, _ = io.WriteString(w, " pod="+pod+"\n")
+				// Each record (a worker logs JSON) in two writes: a
+				// reader must not split it.
+				_, _ = fmt.Fprintf(w, `{"time":"2026-11-28T00:00:00Z","level":"INFO","msg":"line","n":%d`, i)
+				_, _ = io.WriteString(w, `,"pod":"`+pod+"\"}\n")
 			}
 			<-ctx.Done()
 			_ = w.Close()
@@ -84,8 +86,9 @@ func TestLogsInterleaved(t *testing.T) {
 	}
 	for _, l := range got {
 		pod, rest, ok := strings.Cut(strings.TrimPrefix(l, "["), "] ")
-		if !ok || !strings.HasPrefix(rest, "level=INFO msg=line n=") || !strings.HasSuffix(rest, " pod="+pod) {
-			t.Fatalf("line %q is not one whole line of its pod", l)
+		var rec struct{ Msg, Pod string }
+		if !ok || json.Unmarshal([]byte(rest), &rec) != nil || rec.Msg != "line" || rec.Pod != pod {
+			t.Fatalf("line %q is not one whole record of its pod", l)
 		}
 	}
 }

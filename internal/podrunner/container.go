@@ -129,7 +129,11 @@ func (r *Runner) launchContainer(ctx context.Context, s launchSpec) (*launched, 
 		return nil, &startError{"CreateContainerConfigError", err}
 	}
 	_, _ = r.podman(ctx, "rm", "--force", "--ignore", s.name)
-	create := exec.CommandContext(ctx, "podman", append([]string{"--runtime", r.opts.OCIRuntime, "create"}, args...)...)
+	// podman create runs to its end even when the pod is deleted
+	// meanwhile (the container is then stopped and removed as a running
+	// one): killed half-way, it leaves the container's storage behind
+	// where no podman ps lists it (podman ps --external: "Storage").
+	create := exec.Command("podman", append([]string{"--runtime", r.opts.OCIRuntime, "create"}, args...)...) //nolint:gosec // G204: the runner's own arguments
 	// Values pass through podman's environment (--env NAME), never its
 	// command line, where any user of this machine could read them.
 	create.Env = append(os.Environ(), env...)

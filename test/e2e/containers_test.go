@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -137,7 +138,7 @@ func TestContainerWorkerMemoryLimit(t *testing.T) {
 		t.Fatal("no worker log")
 	}
 	out := oneRecordPerLine(t, files[0])
-	m := regexp.MustCompile(`peakRSSBytes=(\d+)`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`"peakRSSBytes":(\d+)`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("no peakRSSBytes in the worker's log")
 	}
@@ -187,34 +188,59 @@ func checkWorkerEndpoints(t *testing.T, env *envtestutil.Env, ns, task string, p
 	}
 }
 
-// logRecord is a worker log line: a JSON object, or slog's text format
-// (time=... level=... msg=...).
-var logRecord = regexp.MustCompile(`^time=\S+ level=(DEBUG|INFO|WARN|ERROR)\S* msg=`)
+// logRecordCheck says why line is not one whole JSON log record with
+// time, level and msg (slog's JSON handler; the workers run with
+// --log-format json and the manager with the chart's logFormat: json),
+// or nil.
+func logRecordCheck(line string) error {
+	var rec map[string]any
+	if err := json.Unmarshal([]byte(line), &rec); err != nil {
+		return fmt.Errorf("not one JSON object: %w", err)
+	}
+	for _, key := range []string{"time", "level", "msg"} {
+		if s, ok := rec[key].(string); !ok || s == "" {
+			return fmt.Errorf("no %s", key)
+		}
+	}
+	// slog names the levels between its four DEBUG+1 ... ERROR+4 (logr's
+	// V(n) is DEBUG+3 and below).
+	for _, level := range []string{"DEBUG", "INFO", "WARN", "ERROR"} {
+		if strings.HasPrefix(rec["level"].(string), level) {
+			return nil
+		}
+	}
+	return fmt.Errorf("level %v", rec["level"])
+}
 
-// oneRecordPerLine checks that every line of a container's log is one
-// whole record, and returns the log.
+// oneRecordPerLine checks that every line of a container's log (stdout
+// and stderr) is one whole JSON record, and returns the log (empty for a
+// container that has written nothing yet).
 func oneRecordPerLine(t *testing.T, file string) string {
 	t.Helper()
 	b, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := bufio.NewScanner(strings.NewReader(string(b)))
+	recordLines(t, filepath.Base(file), string(b))
+	return string(b)
+}
+
+// recordLines checks that every line of out (what names it) is one whole
+// JSON record, and returns the number of lines.
+func recordLines(t *testing.T, what, out string) int {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(nil, 1<<20)
 	n := 0
 	for sc.Scan() {
 		line := sc.Text()
-		if line == "" {
-			continue
-		}
 		n++
-		var obj map[string]any
-		if json.Unmarshal([]byte(line), &obj) != nil && !logRecord.MatchString(line) {
-			t.Errorf("log line %d is not one record: %q", n, line)
+		if err := logRecordCheck(line); err != nil {
+			t.Errorf("%s: line %d is not one record (%v): %q", what, n, err, line)
 		}
 	}
-	t.Logf("%s: %d lines, each one record", file, n)
-	return string(b)
+	t.Logf("%s: %d lines, each one JSON record", what, n)
+	return n
 }
 
 // TestContainerSIGTERMDuringReplay deletes the worker pod while it replays

@@ -95,12 +95,17 @@ func TestKubectlPlugin(t *testing.T) {
 	stopLoad()
 	wg.Wait()
 	out, err = plugin("logs", name)
-	if err != nil || !strings.Contains(out, "[orders-worker-0] ") || !strings.Contains(out, "phase=Streaming") {
+	if err != nil || !strings.Contains(out, "[orders-worker-0] ") || !strings.Contains(out, `"phase":"Streaming"`) {
 		t.Errorf("logs: %v\n%s", err, out)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if !strings.HasPrefix(line, "[orders-worker-0] ") {
+		rec, ok := strings.CutPrefix(line, "[orders-worker-0] ")
+		if !ok {
 			t.Errorf("log line without its pod: %q", line)
+			break
+		}
+		if err := logRecordCheck(rec); err != nil {
+			t.Errorf("log line %q: %v", line, err)
 			break
 		}
 	}

@@ -7,9 +7,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,7 +31,7 @@ import (
 // target that goes away. After each it scans the SyncTask's status, its
 // events, the StatefulSet and pod specs (command, args, env), the workers'
 // /status and /metrics, every worker log line and the manager's log for
-// the canary: zero hits. (A verification failure is covered through the
+// the canary: zero hits. Every worker log line is one JSON record. (A verification failure is covered through the
 // CLI by TestSecretsNeverLeak; the Secrets themselves hold the password by
 // design and are not scanned.)
 func TestSecretsNeverLeakOperator(t *testing.T) {
@@ -108,6 +108,15 @@ func TestSecretsNeverLeakOperator(t *testing.T) {
 	}
 	time.Sleep(15 * time.Second)
 	collect("wrong password")
+	// The conditions quote a failed worker's last record as text (msg:
+	// err), not as the JSON it logged.
+	for _, c := range get().Status.Conditions {
+		if strings.Contains(c.Message, `"msg"`) || strings.Contains(c.Message, `"level"`) {
+			t.Errorf("condition %s quotes a raw log record: %s", c.Type, c.Message)
+		} else if strings.Contains(c.Message, "exit code") {
+			t.Logf("condition %s: %s", c.Type, c.Message)
+		}
+	}
 	s.Data["password"] = []byte(canary)
 	if err := env.Client.Update(ctx, &s); err != nil {
 		t.Fatal(err)
@@ -122,10 +131,17 @@ func TestSecretsNeverLeakOperator(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Every worker log (each run of each pod, the failed ones too) is one
+	// JSON record per line, what a log collector reads.
 	logs, _ := filepath.Glob(filepath.Join(logDir, "*.log"))
+	logged := 0
 	for _, l := range logs {
-		b, _ := os.ReadFile(l)
-		scan.add("worker log "+filepath.Base(l), string(b))
+		out := oneRecordPerLine(t, l)
+		logged += len(out)
+		scan.add("worker log "+filepath.Base(l), out)
+	}
+	if logged == 0 {
+		t.Error("the workers logged nothing")
 	}
 	operatorLog.mu.Lock()
 	scan.add("manager log", operatorLog.buf.String())

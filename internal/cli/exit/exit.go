@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -42,6 +43,23 @@ func Code(err error) (code int, print bool) {
 		return ee.Code, false
 	}
 	return 1, true
+}
+
+// LogFormatJSON is the --log-format under which a command's stderr holds
+// JSON records only, one object per line (an operator's workers).
+const LogFormatJSON = "json"
+
+// Print tells the user about err, the command's last word, in the format
+// its --log-format gives: the line "ferry: <err>", or under LogFormatJSON
+// one record at level ERROR with msg "ferry" and err "<err>", so that a
+// log collector reads it like every other line and `msg: err` reads as
+// the text line does.
+func Print(w io.Writer, logFormat string, err error) {
+	if logFormat == LogFormatJSON {
+		slog.New(slog.NewJSONHandler(w, nil)).Error("ferry", "err", err.Error())
+		return
+	}
+	fmt.Fprintln(w, "ferry:", err)
 }
 
 // Bench turns a benchmark's error into the command's result: after Ctrl-C

@@ -267,12 +267,21 @@ func Run(ctx context.Context, f Flags) error {
 	stop := progress.Show(ctx, mode, os.Stderr, log, f.progressInterval, eng.Status)
 	err = eng.Run(ctx)
 	stop()
+	json := f.logFormat == exit.LogFormatJSON
 	if rep := eng.VerifyReport(); rep != nil {
-		_ = rep.WriteTable(os.Stdout)
+		if json {
+			logVerifyReport(log, rep)
+		} else {
+			_ = rep.WriteTable(os.Stdout)
+		}
 	}
 	s := eng.Status()
 	if s.Cutover != nil {
-		writeCutoverSummary(os.Stdout, s)
+		if json {
+			logCutoverSummary(log, s)
+		} else {
+			writeCutoverSummary(os.Stdout, s)
+		}
 		if err == nil && f.listen != "" && f.taskEnv != "" {
 			// An operator's worker (its task comes from the environment):
 			// the manager reads the completed cut-over (its positions and
@@ -293,7 +302,7 @@ func Run(ctx context.Context, f Flags) error {
 		case workerapi.ExitInterrupted:
 			log.Info("stopped; run the same command again to continue from the checkpoint", "task", task.Name)
 		default:
-			fmt.Fprintf(os.Stderr, "ferry: %v\n", err)
+			exit.Print(os.Stderr, f.logFormat, err)
 		}
 		return exit.Error{Code: code}
 	}
