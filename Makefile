@@ -214,7 +214,7 @@ generate: $(BIN)/controller-gen ## Generate deepcopy methods for api/ and pkg/co
 .PHONY: manifests
 manifests: $(BIN)/controller-gen ## Generate the CRD YAML (config/crd/bases, and the chart's CRD templates from it), the manager's ClusterRole (config/rbac/role.yaml) from the markers, and the chart's Grafana dashboard from internal/dashboard.
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
-	$(BIN)/controller-gen rbac:roleName=mongoferry-manager paths=./controllers/... output:rbac:artifacts:config=config/rbac
+	$(BIN)/controller-gen rbac:roleName=mongoferry-manager paths=./internal/controller/... output:rbac:artifacts:config=config/rbac
 	hack/chart-manifests.sh
 	$(GO) run ./hack/gen-dashboard $(DASHBOARD)
 

@@ -27,7 +27,7 @@ const clientPackage = driverPrefix + "/v2/mongo"
 // MongoDB (shard discovery included) runs in the workers.
 var cleanupPaths = []string{
 	"github.com/mongoferry/mongoferry/cmd/manager",
-	"github.com/mongoferry/mongoferry/controllers",
+	"github.com/mongoferry/mongoferry/internal/controller",
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint",
 	"github.com/mongoferry/mongoferry/pkg/engine/conn",
 }
@@ -111,7 +111,7 @@ func TestDriverOnlyForCleanup(t *testing.T) {
 
 	// Within the controllers, only cleanup.go may import what links the
 	// driver.
-	files, err := filepath.Glob(filepath.Join("..", "..", "controllers", "*.go"))
+	files, err := filepath.Glob(filepath.Join("..", "..", "internal", "controller", "*.go"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("controllers sources: %v (%d files)", err, len(files))
 	}

@@ -1,6 +1,6 @@
 // Command manager is MongoFerry's Kubernetes operator: it runs the SyncTask
-// reconciler (controllers.SyncTaskReconciler) and exports every SyncTask's
-// status as Prometheus metrics (controllers.SyncTaskCollector).
+// reconciler (controller.SyncTaskReconciler) and exports every SyncTask's
+// status as Prometheus metrics (controller.SyncTaskCollector).
 //
 // Parts: the flags and their defaults (options, bindFlags), logging (slog,
 // also behind controller-runtime's logr and client-go's klog), and run,
@@ -35,7 +35,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/controller"
 	"github.com/mongoferry/mongoferry/internal/version"
 )
 
@@ -94,7 +94,7 @@ func bindFlags(fs *flag.FlagSet) *options {
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; the manager's own namespace in a cluster, required with --leader-elect outside one")
 	fs.StringVar(&o.workerImage, "worker-image", DefaultWorkerImage(), "container image of the workers (it must hold /ferry) for SyncTasks without spec.workerImage")
 	fs.DurationVar(&o.workerStatusTimeout, "worker-status-timeout", 5*time.Second, "timeout of one request to a worker's /status")
-	fs.DurationVar(&o.shardRefreshInterval, "shard-refresh-interval", controllers.DefaultShardRefreshInterval, "how often the workers of a SyncTask whose source may be sharded list its shards again (config.shards through mongos; ferry run --discover-interval), so that an added shard gets a worker")
+	fs.DurationVar(&o.shardRefreshInterval, "shard-refresh-interval", controller.DefaultShardRefreshInterval, "how often the workers of a SyncTask whose source may be sharded list its shards again (config.shards through mongos; ferry run --discover-interval), so that an added shard gets a worker")
 	fs.StringVar(&o.watchNamespaces, "watch-namespaces", "", "comma-separated namespaces whose SyncTasks the manager runs (it then needs RBAC in those only); empty: every namespace")
 	fs.BoolVar(&o.workerPodMonitors, "worker-podmonitors", true, "make a PodMonitor for each SyncTask's workers when the prometheus-operator CRDs are installed; false when one PodMonitor scrapes every worker (the Helm chart's)")
 	fs.BoolVar(&o.workerTLS, "worker-tls", false, "workers serve /metrics and /status over HTTPS with certificates from a CA the manager keeps (--worker-tls-secret), /status to the manager's client certificate only; plain HTTP when false")
@@ -186,7 +186,7 @@ func run(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logger) er
 	}
 	// Only the operator's own pods, StatefulSets and Services are cached,
 	// and only in the watched namespaces when they are listed.
-	cacheOpts := cache.Options{ByObject: controllers.CacheByObject()}
+	cacheOpts := cache.Options{ByObject: controller.CacheByObject()}
 	if len(namespaces) > 0 {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
 		for _, ns := range namespaces {
@@ -209,7 +209,7 @@ func run(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logger) er
 		return fmt.Errorf("new manager: %w", err)
 	}
 
-	r := &controllers.SyncTaskReconciler{
+	r := &controller.SyncTaskReconciler{
 		Client:        mgr.GetClient(),
 		Scheme:        mgr.GetScheme(),
 		Recorder:      mgr.GetEventRecorder("mongoferry-manager"),
@@ -228,8 +228,8 @@ func run(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logger) er
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the SyncTask controller: %w", err)
 	}
-	collector := &controllers.SyncTaskCollector{Reader: mgr.GetCache(), Elected: mgr.Elected(), Log: log}
-	if err := controllers.RegisterSyncTaskCollector(collector); err != nil {
+	collector := &controller.SyncTaskCollector{Reader: mgr.GetCache(), Elected: mgr.Elected(), Log: log}
+	if err := controller.RegisterSyncTaskCollector(collector); err != nil {
 		return fmt.Errorf("register the SyncTask metrics: %w", err)
 	}
 
@@ -306,7 +306,7 @@ const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/n
 // and issues the manager's client certificate. It reads the API server
 // directly: the manager's cache has not started yet, and may not cover
 // the manager's own namespace.
-func workerTLS(ctx context.Context, o *options, cfg *rest.Config, scheme *runtime.Scheme, log *slog.Logger) (*controllers.WorkerTLS, error) {
+func workerTLS(ctx context.Context, o *options, cfg *rest.Config, scheme *runtime.Scheme, log *slog.Logger) (*controller.WorkerTLS, error) {
 	ns := o.workerTLSNamespace
 	if ns == "" {
 		ns = os.Getenv("POD_NAMESPACE")
@@ -323,11 +323,11 @@ func workerTLS(ctx context.Context, o *options, cfg *rest.Config, scheme *runtim
 	if err != nil {
 		return nil, fmt.Errorf("--worker-tls: %w", err)
 	}
-	ca, err := controllers.EnsureWorkerCA(ctx, c, ns, o.workerTLSSecret)
+	ca, err := controller.EnsureWorkerCA(ctx, c, ns, o.workerTLSSecret)
 	if err != nil {
 		return nil, fmt.Errorf("--worker-tls: %w", err)
 	}
-	wt, err := controllers.NewWorkerTLS(ca)
+	wt, err := controller.NewWorkerTLS(ca)
 	if err != nil {
 		return nil, fmt.Errorf("--worker-tls: %w", err)
 	}

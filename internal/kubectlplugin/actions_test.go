@@ -12,7 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/controller"
 	"github.com/mongoferry/mongoferry/pkg/config"
 )
 
@@ -167,7 +167,7 @@ func TestReverseCreatesTask(t *testing.T) {
 	task.Status.Cutover = &syncv1alpha1.CutoverStatus{Step: "Complete", TargetPosition: "1795582801,2"}
 	task.Status.Conditions = append(task.Status.Conditions, condition(syncv1alpha1.ConditionCutoverComplete, "True", "CutoverComplete", "done", 1))
 	createTask(t, task)
-	r := &controllers.SyncTaskReconciler{Client: env.Client, Scheme: env.Scheme, WorkerImage: "example.org/ferry:test"}
+	r := &controller.SyncTaskReconciler{Client: env.Client, Scheme: env.Scheme, WorkerImage: "example.org/ferry:test"}
 	stop := make(chan struct{})
 	reconciled := make(chan struct{})
 	go func() {

@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/controller"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/metrics"
 )
@@ -145,18 +145,18 @@ func exportedMetrics(t *testing.T) exported {
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders-worker-0", Labels: map[string]string{
-			"app.kubernetes.io/name": "mongoferry-worker", controllers.ManagedByLabel: controllers.ManagedBy, controllers.TaskLabel: "orders"}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: controllers.WorkerContainer, Image: "ghcr.io/mongoferry/mongoferry:test"}}},
+			"app.kubernetes.io/name": "mongoferry-worker", controller.ManagedByLabel: controller.ManagedBy, controller.TaskLabel: "orders"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: controller.WorkerContainer, Image: "ghcr.io/mongoferry/mongoferry:test"}}},
 	}
 	if err := env.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: controllers.WorkerContainer, Image: pod.Spec.Containers[0].Image, RestartCount: 1}}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: controller.WorkerContainer, Image: pod.Spec.Containers[0].Image, RestartCount: 1}}
 	if err := env.Client.Status().Update(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
 	mreg := prometheus.NewRegistry()
-	mreg.MustRegister(&controllers.SyncTaskCollector{Reader: env.Client})
+	mreg.MustRegister(&controller.SyncTaskCollector{Reader: env.Client})
 	mfs, err = mreg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/controller"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/podrunner"
 	"github.com/mongoferry/mongoferry/internal/testserver"
@@ -153,12 +153,12 @@ func TestContainerWorkerMemoryLimit(t *testing.T) {
 func checkWorkerEndpoints(t *testing.T, env *envtestutil.Env, ns, task string, pod *corev1.Pod) {
 	t.Helper()
 	var svc corev1.Service
-	if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: controllers.WorkerName(task)}, &svc); err != nil {
+	if err := env.Client.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: controller.WorkerName(task)}, &svc); err != nil {
 		t.Fatal(err)
 	}
 	var port string
 	for _, sp := range svc.Spec.Ports {
-		if sp.Name != controllers.MetricsPortName {
+		if sp.Name != controller.MetricsPortName {
 			continue
 		}
 		port = sp.TargetPort.String()
@@ -169,7 +169,7 @@ func checkWorkerEndpoints(t *testing.T, env *envtestutil.Env, ns, task string, p
 		}
 	}
 	if port == "" {
-		t.Fatalf("the worker Service has no %q port: %+v", controllers.MetricsPortName, svc.Spec.Ports)
+		t.Fatalf("the worker Service has no %q port: %+v", controller.MetricsPortName, svc.Spec.Ports)
 	}
 	hc := &http.Client{Timeout: 5 * time.Second}
 	for path, want := range map[string]string{"/metrics": "mongoferry_", "/status": `"phase"`} {

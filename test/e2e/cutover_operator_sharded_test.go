@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/controller"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -48,7 +48,7 @@ func TestOperatorShardedCutover(t *testing.T) {
 	}
 	task := startOperatorTask(t, env, ns, operatorTaskOptions{
 		Name: name, FirstIP: "127.0.17.1",
-		Reconciler: func(r *controllers.SyncTaskReconciler) { r.ShardRefreshInterval = 2 * time.Second },
+		Reconciler: func(r *controller.SyncTaskReconciler) { r.ShardRefreshInterval = 2 * time.Second },
 		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode:   config.ModeFullAndIncremental,
 			Source: syncv1alpha1.Source{URI: c.RouterURI(), Kind: config.KindSharded, Shards: c.Overrides()},

@@ -27,7 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/controller"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -67,7 +67,7 @@ func readMetrics(t *testing.T, url string) metricsScrape {
 func managerMetricsServer(t *testing.T, env *envtestutil.Env) *httptest.Server {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(&controllers.SyncTaskCollector{Reader: env.Client})
+	reg.MustRegister(&controller.SyncTaskCollector{Reader: env.Client})
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -169,11 +169,11 @@ func TestOperatorMetrics(t *testing.T) {
 		return st.Status
 	}
 	workerURL := func() string {
-		ip := runner.PodIP(controllers.WorkerName(name) + "-0")
+		ip := runner.PodIP(controller.WorkerName(name) + "-0")
 		if ip == "" {
 			return ""
 		}
-		return fmt.Sprintf("http://%s:%d/metrics", ip, controllers.DefaultMetricsPort)
+		return fmt.Sprintf("http://%s:%d/metrics", ip, controller.DefaultMetricsPort)
 	}
 	managerURL := managerSrv.URL + "/metrics"
 	mlabels := []string{"namespace", ns, "synctask", name}
@@ -266,7 +266,7 @@ func TestOperatorMetrics(t *testing.T) {
 		t.Errorf("manager: no mongoferry_synctask_condition series for Degraded=%s (%s)", degraded.Status, degraded.Reason)
 	}
 	var pod corev1.Pod
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: controllers.WorkerName(name) + "-0"}, &pod); err != nil {
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: controller.WorkerName(name) + "-0"}, &pod); err != nil {
 		t.Fatal(err)
 	}
 	if len(pod.Status.ContainerStatuses) != 1 {

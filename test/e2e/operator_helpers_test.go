@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/controller"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/podrunner"
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -58,7 +58,7 @@ var (
 // manager in this process, as cmd/manager does (no leader election, no
 // metrics or probe listeners), until the test ends. edit, when given,
 // adjusts the reconciler before it starts.
-func startOperator(t *testing.T, env *envtestutil.Env, edit ...func(*controllers.SyncTaskReconciler)) {
+func startOperator(t *testing.T, env *envtestutil.Env, edit ...func(*controller.SyncTaskReconciler)) {
 	t.Helper()
 	operatorLogOnce.Do(func() {
 		ctrl.SetLogger(funcr.New(func(prefix, args string) {
@@ -71,12 +71,12 @@ func startOperator(t *testing.T, env *envtestutil.Env, edit ...func(*controllers
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             ctrlconfig.Controller{SkipNameValidation: &skip},
-		Cache:                  cache.Options{ByObject: controllers.CacheByObject()},
+		Cache:                  cache.Options{ByObject: controller.CacheByObject()},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &controllers.SyncTaskReconciler{
+	r := &controller.SyncTaskReconciler{
 		Client:       mgr.GetClient(),
 		Scheme:       mgr.GetScheme(),
 		Recorder:     mgr.GetEventRecorder("mongoferry-manager"),
@@ -123,7 +123,7 @@ type operatorTaskOptions struct {
 	// runner's own.
 	LogDir string
 	// Reconciler adjusts the reconciler before it starts.
-	Reconciler func(*controllers.SyncTaskReconciler)
+	Reconciler func(*controller.SyncTaskReconciler)
 	// RecordPhases notes the task's phases from before it is created.
 	RecordPhases bool
 	// RunnerLogf receives the pod runner's lines (pod starts, exits,
@@ -148,7 +148,7 @@ type operatorTask struct {
 func startOperatorTask(t *testing.T, env *envtestutil.Env, ns string, o operatorTaskOptions) *operatorTask {
 	t.Helper()
 	ferry := ferryBinary(t)
-	var edit []func(*controllers.SyncTaskReconciler)
+	var edit []func(*controller.SyncTaskReconciler)
 	if o.Reconciler != nil {
 		edit = append(edit, o.Reconciler)
 	}

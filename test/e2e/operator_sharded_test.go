@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/controller"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/procstat"
 	"github.com/mongoferry/mongoferry/internal/testserver"
@@ -62,7 +62,7 @@ func TestOperatorShardedSource(t *testing.T) {
 
 	task := startOperatorTask(t, env, ns, operatorTaskOptions{
 		Name:       name,
-		Reconciler: func(r *controllers.SyncTaskReconciler) { r.ShardRefreshInterval = 2 * time.Second },
+		Reconciler: func(r *controller.SyncTaskReconciler) { r.ShardRefreshInterval = 2 * time.Second },
 		Spec: syncv1alpha1.SyncTaskSpec{
 			Mode: config.ModeFullAndIncremental,
 			// The mongos stand-in is a FerretDB server, whose hello does
@@ -89,7 +89,7 @@ func TestOperatorShardedSource(t *testing.T) {
 	get := task.get
 	pods := func() map[string]corev1.Pod {
 		var list corev1.PodList
-		if err := env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{controllers.TaskLabel: name}); err != nil {
+		if err := env.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{controller.TaskLabel: name}); err != nil {
 			t.Fatal(err)
 		}
 		out := map[string]corev1.Pod{}
@@ -236,7 +236,7 @@ func TestOperatorShardedSource(t *testing.T) {
 // the kernel's OOM killer would.
 func killWorker(t *testing.T, pod string) {
 	t.Helper()
-	want := controllers.PodNameEnv + "=" + pod
+	want := controller.PodNameEnv + "=" + pod
 	pids, _ := procstat.PIDs()
 	for _, pid := range pids {
 		env, err := procstat.Environ(pid)

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/controller"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -188,7 +188,7 @@ func TestOperator(t *testing.T) {
 		rolled = pods[0]
 		return hasReason(taskEvents(t, env.Client, ns, name), "WorkersRolled")
 	})
-	if h0, h1 := old.Annotations[controllers.ConfigHashAnnotation], rolled.Annotations[controllers.ConfigHashAnnotation]; h0 == h1 || h1 == "" {
+	if h0, h1 := old.Annotations[controller.ConfigHashAnnotation], rolled.Annotations[controller.ConfigHashAnnotation]; h0 == h1 || h1 == "" {
 		t.Errorf("config hash %q -> %q, want a new one", h0, h1)
 	}
 	// The new worker works with the new password only.
@@ -248,7 +248,7 @@ func setSuspend(t *testing.T, c client.Client, ns, name string, suspend bool) {
 func workerPods(t *testing.T, c client.Client, ns, task string) []corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
-	if err := c.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{controllers.TaskLabel: task}); err != nil {
+	if err := c.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{controller.TaskLabel: task}); err != nil {
 		t.Fatal(err)
 	}
 	return pods.Items

@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/controller"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/podrunner"
 	"github.com/mongoferry/mongoferry/internal/testserver"
@@ -115,10 +115,10 @@ func TestPrometheusMonitoring(t *testing.T) {
 	discoverWG.Go(func() {
 		for discoverCtx.Err() == nil {
 			for _, task := range tasks {
-				pod := controllers.WorkerName(task) + "-0"
+				pod := controller.WorkerName(task) + "-0"
 				addr := ""
 				if ip := runner.PodIP(pod); ip != "" {
-					addr = fmt.Sprintf("%s:%d", ip, controllers.DefaultMetricsPort)
+					addr = fmt.Sprintf("%s:%d", ip, controller.DefaultMetricsPort)
 				}
 				prom.setWorker(t, ns, pod, addr)
 			}

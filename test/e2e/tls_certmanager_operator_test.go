@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/controller"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -92,13 +92,13 @@ func TestOperatorTLSCertManagerSecret(t *testing.T) {
 
 	// What the worker was given: the two files, never PEM.
 	var ws corev1.Secret
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: controllers.WorkerName(name)}, &ws); err != nil {
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: controller.WorkerName(name)}, &ws); err != nil {
 		t.Fatal(err)
 	}
-	taskFile := string(ws.Data[controllers.TaskKey])
+	taskFile := string(ws.Data[controller.TaskKey])
 	for _, role := range []string{"source", "target"} {
-		for _, want := range []string{"caFile: " + controllers.TLSMountPath + "/" + role + "/ca.pem",
-			"certificateFile: " + controllers.TLSMountPath + "/" + role + "/client.crt", "privateKeyFile: " + controllers.TLSMountPath + "/" + role + "/client.key"} {
+		for _, want := range []string{"caFile: " + controller.TLSMountPath + "/" + role + "/ca.pem",
+			"certificateFile: " + controller.TLSMountPath + "/" + role + "/client.crt", "privateKeyFile: " + controller.TLSMountPath + "/" + role + "/client.key"} {
 			if !strings.Contains(taskFile, want) {
 				t.Errorf("the worker's task file lacks %q:\n%s", want, taskFile)
 			}

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/controller"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -100,12 +100,12 @@ func TestOperatorTLSSecrets(t *testing.T) {
 
 	// What the worker was given: files under the mount path, never PEM.
 	var ws corev1.Secret
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: controllers.WorkerName(name)}, &ws); err != nil {
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: controller.WorkerName(name)}, &ws); err != nil {
 		t.Fatal(err)
 	}
-	taskFile := string(ws.Data[controllers.TaskKey])
-	for _, want := range []string{"caFile: " + controllers.TLSMountPath + "/source/ca.pem", "certificateKeyFile: " + controllers.TLSMountPath + "/source/client.pem",
-		"caFile: " + controllers.TLSMountPath + "/target/ca.pem"} {
+	taskFile := string(ws.Data[controller.TaskKey])
+	for _, want := range []string{"caFile: " + controller.TLSMountPath + "/source/ca.pem", "certificateKeyFile: " + controller.TLSMountPath + "/source/client.pem",
+		"caFile: " + controller.TLSMountPath + "/target/ca.pem"} {
 		if !strings.Contains(taskFile, want) {
 			t.Errorf("the worker's task file lacks %q:\n%s", want, taskFile)
 		}
@@ -114,7 +114,7 @@ func TestOperatorTLSSecrets(t *testing.T) {
 		t.Errorf("the worker's task file holds PEM:\n%s", taskFile)
 	}
 	var sts appsv1.StatefulSet
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: controllers.WorkerName(name)}, &sts); err != nil {
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: controller.WorkerName(name)}, &sts); err != nil {
 		t.Fatal(err)
 	}
 	var projected int

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
-	"github.com/mongoferry/mongoferry/controllers"
+	"github.com/mongoferry/mongoferry/internal/controller"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -53,18 +53,18 @@ func TestOperatorWorkerTLS(t *testing.T) {
 	}
 	insertDocs(t, sc, "shop", "orders", docs)
 
-	ca, err := controllers.EnsureWorkerCA(ctx, env.Client, managerNS, "mongoferry-worker-ca")
+	ca, err := controller.EnsureWorkerCA(ctx, env.Client, managerNS, "mongoferry-worker-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
-	wt, err := controllers.NewWorkerTLS(ca)
+	wt, err := controller.NewWorkerTLS(ca)
 	if err != nil {
 		t.Fatal(err)
 	}
 	logDir := t.TempDir()
 	get := startOperatorTask(t, env, ns, operatorTaskOptions{
 		Name: name, FirstIP: "127.0.15.1", LogDir: logDir,
-		Reconciler: func(r *controllers.SyncTaskReconciler) {
+		Reconciler: func(r *controller.SyncTaskReconciler) {
 			r.WorkerTLS = wt
 			r.StatusClient = wt.HTTPClient(2 * time.Second)
 		},
@@ -84,10 +84,10 @@ func TestOperatorWorkerTLS(t *testing.T) {
 
 	// The worker, read as others would.
 	var pod corev1.Pod
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: controllers.WorkerName(name) + "-0"}, &pod); err != nil {
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: controller.WorkerName(name) + "-0"}, &pod); err != nil {
 		t.Fatal(err)
 	}
-	base := "https://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(controllers.DefaultMetricsPort))
+	base := "https://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(controller.DefaultMetricsPort))
 	withCA := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		RootCAs: ca.Pool(), ServerName: workertls.WorkerServerName, MinVersion: tls.VersionTLS12}}}
 	for _, tc := range []struct {
@@ -107,7 +107,7 @@ func TestOperatorWorkerTLS(t *testing.T) {
 			t.Errorf("/metrics over TLS holds no mongoferry_ series")
 		}
 	}
-	if resp, err := http.Get("http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(controllers.DefaultMetricsPort)) + "/status"); err == nil {
+	if resp, err := http.Get("http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(controller.DefaultMetricsPort)) + "/status"); err == nil {
 		_ = resp.Body.Close()
 		if resp.StatusCode == http.StatusOK {
 			t.Error("/status answered plain HTTP")
