@@ -184,29 +184,9 @@ func run(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logger) er
 	if err != nil {
 		return fmt.Errorf("scheme: %w", err)
 	}
-	// Only the operator's own pods, StatefulSets and Services are cached,
-	// and only in the watched namespaces when they are listed.
-	cacheOpts := cache.Options{ByObject: controller.CacheByObject()}
-	if len(namespaces) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range namespaces {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
-	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  scheme,
-		Cache:                   cacheOpts,
-		Metrics:                 metricsOptions(o),
-		HealthProbeBindAddress:  o.probeAddr,
-		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        LeaderElectionID,
-		LeaderElectionNamespace: o.leaderElectionNamespace,
-		// main exits as soon as Start returns, so the Lease can be handed
-		// over at once instead of after its duration.
-		LeaderElectionReleaseOnCancel: true,
-	})
+	mgr, err := newManager(cfg, o, scheme, namespaces)
 	if err != nil {
-		return fmt.Errorf("new manager: %w", err)
+		return err
 	}
 
 	r := &controller.SyncTaskReconciler{
@@ -252,6 +232,35 @@ func run(ctx context.Context, o *options, cfg *rest.Config, log *slog.Logger) er
 	}
 	log.Info("manager stopped")
 	return nil
+}
+
+// newManager is the controller-runtime manager: only the operator's own
+// pods, StatefulSets and Services are cached, and only in the watched
+// namespaces when they are listed.
+func newManager(cfg *rest.Config, o *options, scheme *runtime.Scheme, namespaces []string) (ctrl.Manager, error) {
+	cacheOpts := cache.Options{ByObject: controller.CacheByObject()}
+	if len(namespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range namespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   cacheOpts,
+		Metrics:                 metricsOptions(o),
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        LeaderElectionID,
+		LeaderElectionNamespace: o.leaderElectionNamespace,
+		// main exits as soon as Start returns, so the Lease can be handed
+		// over at once instead of after its duration.
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("new manager: %w", err)
+	}
+	return mgr, nil
 }
 
 // parseNamespaces reads --watch-namespaces: names separated by commas,

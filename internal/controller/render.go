@@ -85,48 +85,9 @@ type rendered struct {
 // from the Secrets.
 func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.SyncTask) (*rendered, error) {
 	out := &rendered{secrets: map[string]string{}}
-	h := sha256.New()
-	// Length-prefixed fields, so that moving bytes from one to the next
-	// changes the hash.
-	field := func(b []byte) {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
-	}
-	var secretFields [][]byte
-	var users syncv1alpha1.Usernames
-	for _, ec := range []struct {
-		role, secret string
-		user         *string
-	}{
-		{"source", task.Spec.Source.CredentialsSecret, &users.Source},
-		{"target", task.Spec.Target.CredentialsSecret, &users.Target},
-	} {
-		name := ec.secret
-		if name == "" {
-			continue
-		}
-		var s corev1.Secret
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: name}, &s)
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil, &blockedError{syncv1alpha1.ReasonSecretNotFound, fmt.Sprintf(
-				"%s.credentialsSecret: Secret %q not found in namespace %s: create it with keys %s and %s",
-				ec.role, name, task.Namespace, UsernameKey, PasswordKey)}
-		case err != nil:
-			return nil, fmt.Errorf("read %s.credentialsSecret %q: %w", ec.role, name, err)
-		}
-		user, okUser := s.Data[UsernameKey]
-		_, okPass := s.Data[PasswordKey]
-		if !okUser || len(user) == 0 || !okPass {
-			return nil, &blockedError{syncv1alpha1.ReasonSecretInvalid, fmt.Sprintf(
-				"%s.credentialsSecret: Secret %q must have the keys %s and %s (%s is empty or missing)",
-				ec.role, name, UsernameKey, PasswordKey, missingKey(okUser && len(user) > 0, okPass))}
-		}
-		*ec.user = string(user)
-		out.secrets[ec.role] = name
-		secretFields = append(secretFields, []byte(ec.role), []byte(name), []byte(s.UID), []byte(s.ResourceVersion))
+	users, secretFields, err := r.readCredentials(ctx, task, out)
+	if err != nil {
+		return nil, err
 	}
 	tlsFields, err := r.renderTLS(ctx, task, out)
 	if err != nil {
@@ -145,32 +106,93 @@ func (r *SyncTaskReconciler) render(ctx context.Context, task *syncv1alpha1.Sync
 	out.volumes = vols
 	t := config.Task{Name: task.Name, Spec: task.Spec.TaskSpec(users)}
 	t.SetDefaults()
-	if err := t.Validate(); err != nil {
-		var v config.ValidationError
-		if errors.As(err, &v) {
-			msgs := make([]string, len(v))
-			for i, fe := range v {
-				msgs[i] = "spec." + fe.Error()
-				if fe.Field == "name" {
-					msgs[i] = "metadata." + fe.Error()
-				}
-			}
-			return nil, &blockedError{syncv1alpha1.ReasonInvalidSpec, strings.Join(msgs, "; ")}
-		}
-		return nil, &blockedError{syncv1alpha1.ReasonInvalidSpec, err.Error()}
+	if err := validateTask(&t); err != nil {
+		return nil, err
 	}
 	data, err := yaml.Marshal(&t)
 	if err != nil {
 		return nil, fmt.Errorf("render task file: %w", err)
 	}
 	out.task = data
-
-	field(data)
-	for _, f := range secretFields {
-		field(f)
-	}
-	out.hash = hex.EncodeToString(h.Sum(nil))
+	out.hash = configHash(append([][]byte{data}, secretFields...))
 	return out, nil
+}
+
+// configHash hashes the rendered task and what identifies the Secrets it
+// reads. Fields are length-prefixed, so that moving bytes from one to the
+// next changes the hash.
+func configHash(fields [][]byte) string {
+	h := sha256.New()
+	for _, b := range fields {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// readCredentials reads the source's and target's credentialsSecret, when
+// set: it records each in out.secrets and returns the usernames and what
+// identifies each Secret's version, for the configuration hash. A missing
+// Secret or key blocks the task with the fix named.
+func (r *SyncTaskReconciler) readCredentials(ctx context.Context, task *syncv1alpha1.SyncTask, out *rendered) (syncv1alpha1.Usernames, [][]byte, error) {
+	var secretFields [][]byte
+	var users syncv1alpha1.Usernames
+	for _, ec := range []struct {
+		role, secret string
+		user         *string
+	}{
+		{"source", task.Spec.Source.CredentialsSecret, &users.Source},
+		{"target", task.Spec.Target.CredentialsSecret, &users.Target},
+	} {
+		name := ec.secret
+		if name == "" {
+			continue
+		}
+		var s corev1.Secret
+		err := r.Client.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: name}, &s)
+		switch {
+		case apierrors.IsNotFound(err):
+			return users, nil, &blockedError{syncv1alpha1.ReasonSecretNotFound, fmt.Sprintf(
+				"%s.credentialsSecret: Secret %q not found in namespace %s: create it with keys %s and %s",
+				ec.role, name, task.Namespace, UsernameKey, PasswordKey)}
+		case err != nil:
+			return users, nil, fmt.Errorf("read %s.credentialsSecret %q: %w", ec.role, name, err)
+		}
+		user, okUser := s.Data[UsernameKey]
+		_, okPass := s.Data[PasswordKey]
+		if !okUser || len(user) == 0 || !okPass {
+			return users, nil, &blockedError{syncv1alpha1.ReasonSecretInvalid, fmt.Sprintf(
+				"%s.credentialsSecret: Secret %q must have the keys %s and %s (%s is empty or missing)",
+				ec.role, name, UsernameKey, PasswordKey, missingKey(okUser && len(user) > 0, okPass))}
+		}
+		*ec.user = string(user)
+		out.secrets[ec.role] = name
+		secretFields = append(secretFields, []byte(ec.role), []byte(name), []byte(s.UID), []byte(s.ResourceVersion))
+	}
+	return users, secretFields, nil
+}
+
+// validateTask checks the task the spec renders to; what fails blocks the
+// task, each field named as the SyncTask spells it.
+func validateTask(t *config.Task) error {
+	err := t.Validate()
+	if err == nil {
+		return nil
+	}
+	var v config.ValidationError
+	if !errors.As(err, &v) {
+		return &blockedError{syncv1alpha1.ReasonInvalidSpec, err.Error()}
+	}
+	msgs := make([]string, len(v))
+	for i, fe := range v {
+		msgs[i] = "spec." + fe.Error()
+		if fe.Field == "name" {
+			msgs[i] = "metadata." + fe.Error()
+		}
+	}
+	return &blockedError{syncv1alpha1.ReasonInvalidSpec, strings.Join(msgs, "; ")}
 }
 
 func missingKey(userOK, passOK bool) string {

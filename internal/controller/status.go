@@ -72,15 +72,49 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 	st := *old.DeepCopy()
 	st.ObservedGeneration = o.generation
 
+	v := observeShards(old, o)
+	st.Shards = v.shards
+	st.ShardSummary = shardSummary(st.Shards)
+	st.Phase = taskPhase(old, o, v)
+	sumFigures(&st, old, v.reports)
+	st.Progress = copyProgress(old.Progress, o, st.Phase, st.Shards, v.reports)
+	st.CheckpointTime = lowWatermark(st.Shards, old.CheckpointTime)
+	st.LastVerification = verification(old.LastVerification, v.reports, v.verifyExits, o)
+	st.StreamingVerification = streamingVerification(old.StreamingVerification, v.reports)
+	st.Cutover = cutoverStatus(old.Cutover, o)
+
+	if st.Phase == syncv1alpha1.PhaseFailed && old.Phase != syncv1alpha1.PhaseFailed {
+		f := shardFailure{syncv1alpha1.ReasonFailed, "a worker failed"}
+		if v.failure != nil {
+			f = *v.failure
+		}
+		st.Failures++
+		st.LastFailure = &syncv1alpha1.Failure{Reason: f.reason, Message: f.message, Time: metav1.NewTime(o.now.UTC().Truncate(time.Second))}
+	}
+	setConditions(&st, o, v.failure)
+	return st
+}
+
+// shardsView is what the workers observed now say: each shard's status,
+// the reports read, the first failure and the exits that carry a
+// verification's outcome.
+type shardsView struct {
+	shards      []syncv1alpha1.ShardStatus
+	reports     []*workerapi.Status
+	failure     *shardFailure
+	verifyExits []*corev1.ContainerStateTerminated
+}
+
+// observeShards builds each shard's status from its worker (one per
+// shard: a pod being replaced next to its successor, or scaled away, is
+// left out) and keeps the shards no worker reported now.
+func observeShards(old *syncv1alpha1.SyncTaskStatus, o observed) shardsView {
 	prev := map[string]syncv1alpha1.ShardStatus{}
 	for _, s := range old.Shards {
 		prev[s.Name] = s
 	}
-	var shards []syncv1alpha1.ShardStatus
+	var v shardsView
 	seen := map[string]bool{}
-	var reports []*workerapi.Status
-	var failure *shardFailure
-	var verifyExits []*corev1.ContainerStateTerminated
 	for _, w := range o.workers {
 		if seen[w.shard] || (o.shardNames != nil && !slices.Contains(o.shardNames, w.shard)) {
 			continue // a pod being replaced next to its successor, or scaled away
@@ -90,42 +124,7 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 		if !ok {
 			sh = syncv1alpha1.ShardStatus{Name: w.shard, Phase: syncv1alpha1.PhasePending}
 		}
-		sh.OpsPerSecond = 0
-		sh.Ordinal = int32(max(w.ordinal, 0))
-		if staleExit(old, w.lastExit) {
-			w.lastExit = nil
-		}
-		exitPhase, f := exitOutcome(w)
-		if f != nil && failure == nil {
-			failure = f
-		}
-		switch r := w.report; {
-		case r != nil:
-			reports = append(reports, r)
-			applyReport(&sh, r, o.now)
-			sh.HeldWrites = w.held
-			switch {
-			case sh.Phase == syncv1alpha1.PhasePending && exitPhase != "":
-				sh.Phase = exitPhase // failing again right after a restart
-			case exitPhase == syncv1alpha1.PhaseCompleted && sh.Phase != syncv1alpha1.PhaseFailed:
-				// The worker finished the task once (exit 0) and was
-				// restarted (StatefulSet pods always are): it only checks
-				// again, and the controller stops it.
-				sh.Phase = syncv1alpha1.PhaseCompleted
-			}
-			if sh.Phase == syncv1alpha1.PhaseFailed && failure == nil {
-				failure = reportedFailure(w.pod, r)
-			}
-		case exitPhase != "":
-			sh.Phase = exitPhase
-		}
-		if sh.LastError == "" && w.lastExit != nil && w.lastExit.ExitCode != workerapi.ExitDone && w.report == nil {
-			sh.LastError = exitText(w.lastExit)
-		}
-		if e := w.lastExit; e != nil && (e.ExitCode == workerapi.ExitDone || e.ExitCode == workerapi.ExitVerificationFailed) {
-			verifyExits = append(verifyExits, e)
-		}
-		shards = append(shards, sh)
+		v.shards = append(v.shards, v.observeWorker(sh, w, old, o.now))
 	}
 	for _, s := range old.Shards {
 		if seen[s.Name] || (o.shardNames != nil && !slices.Contains(o.shardNames, s.Name)) {
@@ -135,31 +134,76 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 		if o.suspended {
 			s.Phase = syncv1alpha1.PhasePaused
 		}
-		shards = append(shards, s)
+		v.shards = append(v.shards, s)
 	}
 	if o.plan.entries != nil {
-		shards = mapShards(shards, o.plan)
+		v.shards = mapShards(v.shards, o.plan)
 	}
-	st.Shards = shards
-	st.ShardSummary = shardSummary(st.Shards)
+	return v
+}
 
-	// Phase: Paused when suspended; Completed stays once reached; else the
-	// slowest shard's, Failed if any failed, Pending before any report.
+// observeWorker updates the shard's status sh from its worker's report or
+// last exit, and records the report, a failure and a verifying exit in v.
+func (v *shardsView) observeWorker(sh syncv1alpha1.ShardStatus, w workerObservation, old *syncv1alpha1.SyncTaskStatus, now time.Time) syncv1alpha1.ShardStatus {
+	sh.OpsPerSecond = 0
+	sh.Ordinal = int32(max(w.ordinal, 0))
+	if staleExit(old, w.lastExit) {
+		w.lastExit = nil
+	}
+	exitPhase, f := exitOutcome(w)
+	if f != nil && v.failure == nil {
+		v.failure = f
+	}
+	switch r := w.report; {
+	case r != nil:
+		v.reports = append(v.reports, r)
+		applyReport(&sh, r, now)
+		sh.HeldWrites = w.held
+		switch {
+		case sh.Phase == syncv1alpha1.PhasePending && exitPhase != "":
+			sh.Phase = exitPhase // failing again right after a restart
+		case exitPhase == syncv1alpha1.PhaseCompleted && sh.Phase != syncv1alpha1.PhaseFailed:
+			// The worker finished the task once (exit 0) and was
+			// restarted (StatefulSet pods always are): it only checks
+			// again, and the controller stops it.
+			sh.Phase = syncv1alpha1.PhaseCompleted
+		}
+		if sh.Phase == syncv1alpha1.PhaseFailed && v.failure == nil {
+			v.failure = reportedFailure(w.pod, r)
+		}
+	case exitPhase != "":
+		sh.Phase = exitPhase
+	}
+	if sh.LastError == "" && w.lastExit != nil && w.lastExit.ExitCode != workerapi.ExitDone && w.report == nil {
+		sh.LastError = exitText(w.lastExit)
+	}
+	if e := w.lastExit; e != nil && (e.ExitCode == workerapi.ExitDone || e.ExitCode == workerapi.ExitVerificationFailed) {
+		v.verifyExits = append(v.verifyExits, e)
+	}
+	return sh
+}
+
+// taskPhase is Paused when suspended; Completed stays once reached; else
+// the slowest shard's, Failed if any failed, Pending before any report.
+func taskPhase(old *syncv1alpha1.SyncTaskStatus, o observed, v shardsView) syncv1alpha1.Phase {
 	switch {
 	case o.suspended:
-		st.Phase = syncv1alpha1.PhasePaused
+		return syncv1alpha1.PhasePaused
 	case o.failedStop:
-		st.Phase = syncv1alpha1.PhaseFailed
-	case old.Phase == syncv1alpha1.PhaseCompleted && len(reports) == 0 && failure == nil:
-		st.Phase = syncv1alpha1.PhaseCompleted
-	case failure != nil && failure.reason != syncv1alpha1.ReasonWorkerFailing:
-		st.Phase = syncv1alpha1.PhaseFailed
+		return syncv1alpha1.PhaseFailed
+	case old.Phase == syncv1alpha1.PhaseCompleted && len(v.reports) == 0 && v.failure == nil:
+		return syncv1alpha1.PhaseCompleted
+	case v.failure != nil && v.failure.reason != syncv1alpha1.ReasonWorkerFailing:
+		return syncv1alpha1.PhaseFailed
 	default:
-		st.Phase = slowestPhase(st.Shards)
+		return slowestPhase(v.shards)
 	}
+}
 
-	// Figures: lag is the largest over shards, rates are sums over the
-	// workers that reported now.
+// sumFigures sets the task's figures: lag is the largest over shards,
+// rates are sums over the workers that reported now, and the start is the
+// earliest a worker reports (once).
+func sumFigures(st *syncv1alpha1.SyncTaskStatus, old *syncv1alpha1.SyncTaskStatus, reports []*workerapi.Status) {
 	st.LagSeconds, st.OpsPerSecond, st.BytesPerSecond = 0, 0, 0
 	st.LagUnknown = ""
 	for _, s := range st.Shards {
@@ -168,7 +212,7 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 			st.LagUnknown = s.Name + ": " + s.LagUnknown
 		}
 	}
-	st.Lag = lagColumn(&st)
+	st.Lag = lagColumn(st)
 	for _, r := range reports {
 		if r.Replay != nil {
 			st.OpsPerSecond += int64(math.Round(r.Replay.OpsPerSecond))
@@ -181,22 +225,6 @@ func computeStatus(old *syncv1alpha1.SyncTaskStatus, o observed) syncv1alpha1.Sy
 			st.StartedAt = &t
 		}
 	}
-	st.Progress = copyProgress(old.Progress, o, st.Phase, st.Shards, reports)
-	st.CheckpointTime = lowWatermark(st.Shards, old.CheckpointTime)
-	st.LastVerification = verification(old.LastVerification, reports, verifyExits, o)
-	st.StreamingVerification = streamingVerification(old.StreamingVerification, reports)
-	st.Cutover = cutoverStatus(old.Cutover, o)
-
-	if st.Phase == syncv1alpha1.PhaseFailed && old.Phase != syncv1alpha1.PhaseFailed {
-		f := shardFailure{syncv1alpha1.ReasonFailed, "a worker failed"}
-		if failure != nil {
-			f = *failure
-		}
-		st.Failures++
-		st.LastFailure = &syncv1alpha1.Failure{Reason: f.reason, Message: f.message, Time: metav1.NewTime(o.now.UTC().Truncate(time.Second))}
-	}
-	setConditions(&st, o, failure)
-	return st
 }
 
 // restarted is a failed task's status as it runs again: its failed

@@ -127,22 +127,7 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		o.blocked = &blockedError{syncv1alpha1.ReasonInvalidSpec, "spec.workerImage: empty, and the manager has no default worker image: set spec.workerImage"}
 	}
 
-	// A completed task keeps no workers (they would copy-check-exit in a
-	// loop), nor does a failed one (it would fail again, and a failed
-	// verification would hash both databases again on every restart); a new
-	// generation of the spec, or a new value of the retry annotation on a
-	// failed task, starts them again.
-	sameGen := orig.Status.ObservedGeneration == task.Generation
-	completed := orig.Status.Phase == syncv1alpha1.PhaseCompleted && sameGen
-	if orig.Status.Phase == syncv1alpha1.PhaseFailed {
-		retry := task.Annotations[syncv1alpha1.RetryAnnotation]
-		retrying := retry != "" && retry != orig.Status.LastRetry
-		o.failedStop = sameGen && !retrying
-		o.restart = !o.failedStop
-		if retrying {
-			o.retry = retry
-		}
-	}
+	completed := stopped(orig, &task, &o)
 	// The workers first: their reports say what the source is.
 	if o.workers, err = r.observeWorkers(ctx, &task); err != nil {
 		return ctrl.Result{}, err
@@ -163,21 +148,7 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		replicas = 0
 	}
 	if o.blocked == nil {
-		if err := r.ensureSecret(ctx, &task, rnd, o.plan.shardMap(orig.Status.Shards)); err != nil {
-			return ctrl.Result{}, err
-		}
-		if err := r.ensureWorkerTLS(ctx, &task, rnd); err != nil {
-			return ctrl.Result{}, err
-		}
-		before, err := r.ensureStatefulSet(ctx, &task, rnd, image, replicas, r.workerShards(&task, o.plan))
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		r.workerEvents(&task, before, rnd.hash, replicas, completed, o)
-		if err := r.ensureService(ctx, &task); err != nil {
-			return ctrl.Result{}, err
-		}
-		if err := r.ensurePodMonitor(ctx, &task); err != nil {
+		if err := r.ensureWorkers(ctx, &task, orig, rnd, image, replicas, completed, o); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -203,6 +174,48 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 		return ctrl.Result{RequeueAfter: StatusPollInterval}, nil
 	}
 	return ctrl.Result{}, nil
+}
+
+// stopped decides whether the task's workers stay stopped. A completed
+// task keeps no workers (they would copy-check-exit in a loop), nor does a
+// failed one (it would fail again, and a failed verification would hash
+// both databases again on every restart); a new generation of the spec, or
+// a new value of the retry annotation on a failed task, starts them again.
+// It returns whether the task completed, and sets o.failedStop when it
+// failed, o.restart and o.retry when a failed task runs again.
+func stopped(orig, task *syncv1alpha1.SyncTask, o *observed) (completed bool) {
+	sameGen := orig.Status.ObservedGeneration == task.Generation
+	completed = orig.Status.Phase == syncv1alpha1.PhaseCompleted && sameGen
+	if orig.Status.Phase == syncv1alpha1.PhaseFailed {
+		retry := task.Annotations[syncv1alpha1.RetryAnnotation]
+		retrying := retry != "" && retry != orig.Status.LastRetry
+		o.failedStop = sameGen && !retrying
+		o.restart = !o.failedStop
+		if retrying {
+			o.retry = retry
+		}
+	}
+	return completed
+}
+
+// ensureWorkers makes the workers' Secret, TLS, StatefulSet (replicas
+// workers of image), Service and PodMonitor what the spec renders to.
+func (r *SyncTaskReconciler) ensureWorkers(ctx context.Context, task, orig *syncv1alpha1.SyncTask, rnd *rendered, image string, replicas int32, completed bool, o observed) error {
+	if err := r.ensureSecret(ctx, task, rnd, o.plan.shardMap(orig.Status.Shards)); err != nil {
+		return err
+	}
+	if err := r.ensureWorkerTLS(ctx, task, rnd); err != nil {
+		return err
+	}
+	before, err := r.ensureStatefulSet(ctx, task, rnd, image, replicas, r.workerShards(task, o.plan))
+	if err != nil {
+		return err
+	}
+	r.workerEvents(task, before, rnd.hash, replicas, completed, o)
+	if err := r.ensureService(ctx, task); err != nil {
+		return err
+	}
+	return r.ensurePodMonitor(ctx, task)
 }
 
 // workerEvents tells what this reconcile did to the workers.

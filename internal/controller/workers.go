@@ -194,7 +194,46 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 			secretEnv(ShardMapEnv, name, ShardMapKey))
 		annotations[ShardedAnnotation] = "true"
 	}
-	probe := func() *corev1ac.ProbeApplyConfiguration { return workerProbe(rnd.workerTLS) }
+	container := workerContainer(task, image, args, env, port, rnd.workerTLS)
+	security := corev1ac.PodSecurityContext().
+		WithRunAsNonRoot(true).
+		WithRunAsUser(workerUID).
+		WithRunAsGroup(workerUID).
+		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
+	pod := corev1ac.PodSpec().
+		// Workers never call the Kubernetes API.
+		WithAutomountServiceAccountToken(false).
+		WithEnableServiceLinks(false).
+		WithTerminationGracePeriodSeconds(30).
+		WithSecurityContext(security)
+	applyTLSFiles(rnd.tlsFiles, pod, container, security)
+	if rnd.workerTLS {
+		applyWorkerTLS(task, pod, container, security)
+	}
+	podLabels, annotations := applyWorkerTemplate(task.Spec.WorkerTemplate, rnd.volumes, workerLabels(task), annotations, pod, container)
+	pod.WithContainers(container)
+	return appsv1ac.StatefulSet(name, task.Namespace).
+		WithLabels(workerLabels(task)).
+		WithOwnerReferences(ownerRef(task)).
+		WithSpec(appsv1ac.StatefulSetSpec().
+			WithReplicas(replicas).
+			WithServiceName(name).
+			// Shards start and stop together; ordinals do not wait on
+			// each other.
+			WithPodManagementPolicy(appsv1.ParallelPodManagement).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(task))).
+			WithTemplate(corev1ac.PodTemplateSpec().
+				WithLabels(podLabels).
+				WithAnnotations(annotations).
+				WithSpec(pod)))
+}
+
+// workerContainer is the worker's container: ferry run with args, its
+// env (passwords only ever come from env, never from args), the metrics
+// port and probes, the termination message and the restricted security
+// context, and the spec's resources.
+func workerContainer(task *syncv1alpha1.SyncTask, image string, args []string, env []*corev1ac.EnvVarApplyConfiguration, port int32, workerTLS bool) *corev1ac.ContainerApplyConfiguration {
+	probe := func() *corev1ac.ProbeApplyConfiguration { return workerProbe(workerTLS) }
 	container := corev1ac.Container().
 		WithName(WorkerContainer).
 		WithImage(image).
@@ -227,37 +266,7 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 		}
 		container.WithResources(rr)
 	}
-	security := corev1ac.PodSecurityContext().
-		WithRunAsNonRoot(true).
-		WithRunAsUser(workerUID).
-		WithRunAsGroup(workerUID).
-		WithSeccompProfile(corev1ac.SeccompProfile().WithType(corev1.SeccompProfileTypeRuntimeDefault))
-	pod := corev1ac.PodSpec().
-		// Workers never call the Kubernetes API.
-		WithAutomountServiceAccountToken(false).
-		WithEnableServiceLinks(false).
-		WithTerminationGracePeriodSeconds(30).
-		WithSecurityContext(security)
-	applyTLSFiles(rnd.tlsFiles, pod, container, security)
-	if rnd.workerTLS {
-		applyWorkerTLS(task, pod, container, security)
-	}
-	podLabels, annotations := applyWorkerTemplate(task.Spec.WorkerTemplate, rnd.volumes, workerLabels(task), annotations, pod, container)
-	pod.WithContainers(container)
-	return appsv1ac.StatefulSet(name, task.Namespace).
-		WithLabels(workerLabels(task)).
-		WithOwnerReferences(ownerRef(task)).
-		WithSpec(appsv1ac.StatefulSetSpec().
-			WithReplicas(replicas).
-			WithServiceName(name).
-			// Shards start and stop together; ordinals do not wait on
-			// each other.
-			WithPodManagementPolicy(appsv1.ParallelPodManagement).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(task))).
-			WithTemplate(corev1ac.PodTemplateSpec().
-				WithLabels(podLabels).
-				WithAnnotations(annotations).
-				WithSpec(pod)))
+	return container
 }
 
 func secretEnv(name, secret, key string) *corev1ac.EnvVarApplyConfiguration {

@@ -200,22 +200,9 @@ func Run(ctx context.Context, f Flags) error {
 	if !mode.Valid() {
 		return fmt.Errorf("--progress: %q is not one of auto, bar, log, none", f.progress)
 	}
-	var task *config.Task
-	if f.taskEnv != "" {
-		data, ok := os.LookupEnv(f.taskEnv)
-		if !ok {
-			return fmt.Errorf("--task-env: environment variable %s is not set", f.taskEnv)
-		}
-		if task, err = config.Parse([]byte(data)); err != nil {
-			return fmt.Errorf("task from $%s: %w", f.taskEnv, err)
-		}
-	} else if task, err = config.Load(f.file); err != nil {
+	task, err := loadTask(f)
+	if err != nil {
 		return err
-	}
-	if f.Edit != nil {
-		if err := f.Edit(task); err != nil {
-			return err
-		}
 	}
 	limitMemory(&task.Spec, log)
 	slot, err := workerShard(f.shard, os.Getenv, osHostname)
@@ -267,33 +254,7 @@ func Run(ctx context.Context, f Flags) error {
 	stop := progress.Show(ctx, mode, os.Stderr, log, f.progressInterval, eng.Status)
 	err = eng.Run(ctx)
 	stop()
-	json := f.logFormat == exit.LogFormatJSON
-	if rep := eng.VerifyReport(); rep != nil {
-		if json {
-			logVerifyReport(log, rep)
-		} else {
-			_ = rep.WriteTable(os.Stdout)
-		}
-	}
-	s := eng.Status()
-	if s.Cutover != nil {
-		if json {
-			logCutoverSummary(log, s)
-		} else {
-			writeCutoverSummary(os.Stdout, s)
-		}
-		if err == nil && f.listen != "" && f.taskEnv != "" {
-			// An operator's worker (its task comes from the environment):
-			// the manager reads the completed cut-over (its positions and
-			// verification) from /status, so serve it a while before
-			// exiting. A failed one exits at once: its exit code (4) and
-			// message reach the manager through the pod.
-			select {
-			case <-ctx.Done():
-			case <-time.After(cutoverLinger):
-			}
-		}
-	}
+	s := reportOutcome(ctx, f, eng, err == nil, log)
 	if err != nil {
 		code := exitCode(ctx, err)
 		switch code {
@@ -309,6 +270,65 @@ func Run(ctx context.Context, f Flags) error {
 	log.Info("done", "task", task.Name, "phase", s.Phase, "documents", s.Copy.Documents, "bytes", s.Copy.Bytes,
 		"seconds", fmt.Sprintf("%.1f", s.ElapsedSeconds), "peakBufferedBytes", s.Copy.PeakBufferedBytes, "peakRSSBytes", procstat.SelfPeakRSS())
 	return nil
+}
+
+// loadTask reads the task from the environment variable --task-env names
+// (an operator's worker) or from the task file, and applies f.Edit.
+func loadTask(f Flags) (*config.Task, error) {
+	var task *config.Task
+	var err error
+	if f.taskEnv != "" {
+		data, ok := os.LookupEnv(f.taskEnv)
+		if !ok {
+			return nil, fmt.Errorf("--task-env: environment variable %s is not set", f.taskEnv)
+		}
+		if task, err = config.Parse([]byte(data)); err != nil {
+			return nil, fmt.Errorf("task from $%s: %w", f.taskEnv, err)
+		}
+	} else if task, err = config.Load(f.file); err != nil {
+		return nil, err
+	}
+	if f.Edit != nil {
+		if err := f.Edit(task); err != nil {
+			return nil, err
+		}
+	}
+	return task, nil
+}
+
+// reportOutcome reports the verification and the cut-over the run made:
+// as tables on stdout, or as log records under --log-format json (stdout
+// then holds one JSON object per line). ok says the run succeeded. It
+// returns the engine's last status.
+func reportOutcome(ctx context.Context, f Flags, eng *engine.Engine, ok bool, log *slog.Logger) engine.Status {
+	json := f.logFormat == exit.LogFormatJSON
+	if rep := eng.VerifyReport(); rep != nil {
+		if json {
+			logVerifyReport(log, rep)
+		} else {
+			_ = rep.WriteTable(os.Stdout)
+		}
+	}
+	s := eng.Status()
+	if s.Cutover != nil {
+		if json {
+			logCutoverSummary(log, s)
+		} else {
+			writeCutoverSummary(os.Stdout, s)
+		}
+		if ok && f.listen != "" && f.taskEnv != "" {
+			// An operator's worker (its task comes from the environment):
+			// the manager reads the completed cut-over (its positions and
+			// verification) from /status, so serve it a while before
+			// exiting. A failed one exits at once: its exit code (4) and
+			// message reach the manager through the pod.
+			select {
+			case <-ctx.Done():
+			case <-time.After(cutoverLinger):
+			}
+		}
+	}
+	return s
 }
 
 // listen opens --listen. Two tasks on one host are normal: when the
