@@ -23,6 +23,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
+	"github.com/mongoferry/mongoferry/pkg/engine/cutover"
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/shard"
@@ -125,6 +126,9 @@ type Engine struct {
 	// writes after chunk migrations on it): in memory when this process
 	// runs every subtask, in the target's checkpoint database otherwise.
 	board shard.Board
+	// cut is the cut-over's state machine (package cutover), made in
+	// Open once the store is.
+	cut *cutover.Machine
 
 	mu         sync.Mutex
 	phase      Phase
@@ -133,16 +137,10 @@ type Engine struct {
 	verifyProg verifyProgress
 	// sv is the streaming verifier (made on first use), svCtx the
 	// context of the replay it may run under (nil while not streaming).
-	sv    *verify.Streamer
-	svCtx context.Context //nolint:containedctx // the running replay's, for passes started over HTTP
-	// co is the cut-over's state (cutover.go); nil when none runs.
-	co *checkpoint.CutoverRecord
-	// staleFailure is the start of the failed cut-over attempt recorded
-	// when this worker, which follows the cut-over, started (zero when
-	// none was): that failure is an earlier attempt's (followCutover).
-	staleFailure time.Time
-	started      time.Time
-	finished     time.Time
+	sv       *verify.Streamer
+	svCtx    context.Context //nolint:containedctx // the running replay's, for passes started over HTTP
+	started  time.Time
+	finished time.Time
 	// windows are the source oplogs' windows, read by watchWindows.
 	windows []OplogWindow
 	// streamAt is when replay started in this run.
@@ -193,6 +191,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		return nil, err
 	}
 	e.store = checkpoint.NewStore(e.target, task.Checkpoint.Database, task.Name)
+	e.cut = e.newCutover()
 	if e.mapper, err = catalog.NewMapper(task.Namespaces, task.Checkpoint.Database); err != nil {
 		e.Close()
 		return nil, err

@@ -1,4 +1,4 @@
-package engine
+package cutover
 
 import (
 	"errors"
@@ -36,16 +36,16 @@ func TestDrainedIn(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := drainedIn(tc.c, tc.rec); got != tc.want {
-				t.Errorf("drainedIn = %v, want %v", got, tc.want)
+			if got := DrainedIn(tc.c, tc.rec); got != tc.want {
+				t.Errorf("DrainedIn = %v, want %v", got, tc.want)
 			}
 		})
 	}
 }
 
 // TestFollowedFailure: a worker following the cut-over ends with the
-// message of the worker that failed it (failCutover's) and the sentinels
-// its exit code comes from: ErrCutoverFailed, and ErrVerificationFailed
+// message of the worker that failed it (Fail's) and the sentinels
+// its exit code comes from: ErrFailed, and the verification's sentinel
 // for a verification that found differences.
 func TestFollowedFailure(t *testing.T) {
 	why := errors.New("setUserWriteBlockMode: no such command")
@@ -61,17 +61,20 @@ func TestFollowedFailure(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			// What failCutover records and returns.
-			leader := fmt.Errorf("%w, step %s: %w", ErrCutoverFailed, tc.step, why)
+			// What Fail records and returns.
+			leader := fmt.Errorf("%w, step %s: %w", ErrFailed, tc.step, why)
 			rec := checkpoint.CutoverRecord{Step: workerapi.CutoverFailed, Verify: tc.verify, Message: fmt.Sprintf("%s: %v", tc.step, why)}
-			got := followedFailure(rec)
+			got := (&Machine{errVerify: errVerificationFailed}).followedFailure(rec)
 			if got.Error() != leader.Error() {
 				t.Errorf("follower's error %q, leader's %q", got, leader)
 			}
-			if !errors.Is(got, ErrCutoverFailed) || errors.Is(got, ErrVerificationFailed) != tc.wantVerify {
-				t.Errorf("%v: ErrCutoverFailed %v, ErrVerificationFailed %v, want true, %v", got,
-					errors.Is(got, ErrCutoverFailed), errors.Is(got, ErrVerificationFailed), tc.wantVerify)
+			if !errors.Is(got, ErrFailed) || errors.Is(got, errVerificationFailed) != tc.wantVerify {
+				t.Errorf("%v: ErrFailed %v, errVerificationFailed %v, want true, %v", got,
+					errors.Is(got, ErrFailed), errors.Is(got, errVerificationFailed), tc.wantVerify)
 			}
 		})
 	}
 }
+
+// errVerificationFailed stands for the engine's ErrVerificationFailed.
+var errVerificationFailed = errors.New("verification found differences")
