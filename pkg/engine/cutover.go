@@ -115,22 +115,7 @@ type cutoverTarget struct{ e *Engine }
 // last checkpoint when it stopped; one that had nothing to apply resumes
 // from its start position.
 func (t cutoverTarget) CheckDrained(ctx context.Context, c checkpoint.CutoverRecord) error {
-	e := t.e
-	if e.sharded {
-		recs, err := e.store.Shards(ctx)
-		if err != nil {
-			return err
-		}
-		return cutover.CheckShardsDrained(recs, c.StartedAt)
-	}
-	rec, err := e.store.Task(ctx)
-	if err != nil {
-		return err
-	}
-	if at := rec.ResumeTS(); c.SourceTS.IsZero() || at.Compare(c.SourceTS) < 0 {
-		return fmt.Errorf("cut-over: the checkpoint %d,%d is below the drain position %d,%d", at.T, at.I, c.SourceTS.T, c.SourceTS.I)
-	}
-	return nil
+	return t.e.streaming.checkDrained(ctx, c)
 }
 
 // Verify compares the target with the source and names the namespaces
@@ -155,34 +140,13 @@ func (t cutoverTarget) Verify(ctx context.Context, mode config.VerifyMode) ([]st
 // so the application kept writing. "" when writes were blocked, nothing
 // was written after the drain, or the newest entries cannot be read.
 func (t cutoverTarget) WritesAfterDrain(ctx context.Context, c checkpoint.CutoverRecord) string {
-	e := t.e
-	if e.task.Cutover.BlockSourceWrites {
+	if t.e.task.Cutover.BlockSourceWrites {
 		return ""
 	}
-	late := func(where string, drained, newest bson.Timestamp) string {
+	if where, drained, newest, ok := t.e.streaming.newestAfterDrain(ctx, c); ok {
 		return fmt.Sprintf("the source took writes after the drain position%s %d,%d (its newest entry is %d,%d), which the target does not have yet; "+
 			"nothing is lost: stop the application's writes to the source (or block them with blockSourceWrites: true on MongoDB 6.0 or later), "+
 			"then request the cut-over again, and replay goes on from where it stopped", where, drained.T, drained.I, newest.T, newest.I)
-	}
-	if !e.sharded {
-		drained := c.SourceTS
-		if newest, err := source.NewestTS(ctx, e.source); err == nil && newest.Compare(drained) > 0 {
-			return late("", drained, newest)
-		}
-		return ""
-	}
-	recs, err := e.store.Shards(ctx)
-	if err != nil {
-		return ""
-	}
-	for _, st := range e.subtaskList() {
-		drained := recs[st.shard.Name].CutoverOf(c.StartedAt).DrainTS
-		if drained.IsZero() {
-			continue
-		}
-		if newest, err := source.NewestTS(ctx, st.client); err == nil && newest.Compare(drained) > 0 {
-			return late(" of shard "+st.shard.Name, drained, newest)
-		}
 	}
 	return ""
 }

@@ -117,7 +117,8 @@ type Engine struct {
 	// newest positions read after it.
 	finishAsked atomic.Int64
 
-	// A sharded source read shard by shard (see sharded.go).
+	// A sharded source read shard by shard (see sharded.go); only
+	// pickStreamer and the sharded implementation read sharded.
 	sharded    bool
 	subMu      sync.Mutex
 	subtasks   map[string]*subtask
@@ -129,6 +130,9 @@ type Engine struct {
 	// cut is the cut-over's state machine (package cutover), made in
 	// Open once the store is.
 	cut *cutover.Machine
+	// streaming is how this run reads the source's changes (streamer.go),
+	// picked in Open once openShards found which kind of source it is.
+	streaming streamer
 
 	mu         sync.Mutex
 	phase      Phase
@@ -190,6 +194,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		e.Close()
 		return nil, err
 	}
+	e.streaming = e.pickStreamer()
 	e.store = checkpoint.NewStore(e.target, task.Checkpoint.Database, task.Name)
 	e.cut = e.newCutover()
 	if e.mapper, err = catalog.NewMapper(task.Namespaces, task.Checkpoint.Database); err != nil {
@@ -295,7 +300,7 @@ func (e *Engine) run(ctx context.Context) error {
 	if err := e.checkSameSelection(prev, exists); err != nil {
 		return err
 	}
-	if e.sharded && !e.copyLeader() {
+	if e.streaming.follows() {
 		return e.runShardWorker(ctx)
 	}
 	if withReplay && useOplog && exists && prev.HasStart() {
@@ -342,10 +347,8 @@ func (e *Engine) run(ctx context.Context) error {
 		return err
 	}
 	if withReplay && !rec.HasStart() {
-		if e.sharded {
-			if startTS, err = e.recordShardStarts(ctx, shardStarts); err != nil {
-				return err
-			}
+		if startTS, err = e.streaming.recordStarts(ctx, startTS, shardStarts); err != nil {
+			return err
 		}
 		if rec, err = e.store.SetStartTS(ctx, startTS, startEmpty); err != nil {
 			return err
@@ -382,18 +385,10 @@ func (e *Engine) run(ctx context.Context) error {
 				return err
 			}
 			var endTS bson.Timestamp
-			switch {
-			case withReplay && e.sharded:
-				endTS, err = e.recordShardCopyEnd(ctx)
-			case withReplay && useOplog && e.srcProfile.OplogQueriesScan:
-				endTS, err = copyEndByClock(ctx, e.source)
-			case withReplay:
-				if endTS, _, err = e.positionOf(useOplog)(ctx, e.source); err != nil {
-					err = fmt.Errorf("the source's position at the end of the copy: %w", err)
+			if withReplay {
+				if endTS, err = e.streaming.copyEnd(ctx, useOplog); err != nil {
+					return err
 				}
-			}
-			if err != nil {
-				return err
 			}
 			if err := e.store.MarkCopyDone(ctx, endTS); err != nil {
 				return err
@@ -403,11 +398,7 @@ func (e *Engine) run(ctx context.Context) error {
 				next = PhaseStreaming
 			}
 		case PhaseStreaming:
-			stream := e.stream
-			if e.sharded {
-				stream = e.streamSharded
-			}
-			if err := stream(ctx); err != nil {
+			if err := e.streaming.stream(ctx); err != nil {
 				return err
 			}
 			next = PhaseVerifying
@@ -416,7 +407,7 @@ func (e *Engine) run(ctx context.Context) error {
 				if err := e.finishCutover(ctx); err != nil {
 					return err
 				}
-			} else if spec.Verify.Mode != config.VerifyNone && e.opts.Shard != "" {
+			} else if spec.Verify.Mode != config.VerifyNone && e.streaming.partial() {
 				e.log.Info("verification skipped in a worker running one shard: other shards may still be replaying; run ferry verify once every worker caught up", "shard", e.opts.Shard)
 			} else if spec.Verify.Mode != config.VerifyNone {
 				if err := e.verify(ctx); err != nil {
@@ -441,14 +432,7 @@ func (e *Engine) run(ctx context.Context) error {
 // the source's oplog (a shard's, for a sharded source) no longer holds the
 // position replay goes on from.
 func (e *Engine) checkResumeWindow(ctx context.Context, prev checkpoint.TaskRecord) error {
-	if !e.sharded {
-		return source.CheckWindow(ctx, e.source, prev.ResumeTS(), prev.ResumesFromEmptyOplog())
-	}
-	recs, err := e.store.Shards(ctx)
-	if err != nil {
-		return err
-	}
-	return e.checkShardWindows(ctx, recs)
+	return e.streaming.checkWindow(ctx, prev)
 }
 
 // replayStart returns the replay start position of a task's first run,
@@ -459,18 +443,11 @@ func (e *Engine) checkResumeWindow(ctx context.Context, prev checkpoint.TaskReco
 // empty oplog it is the source's current time (empty true): a real point
 // in time, checked as such against the oplog's window later.
 func (e *Engine) replayStart(ctx context.Context, useOplog bool) (ts bson.Timestamp, empty bool, shards map[string]bson.Timestamp, err error) {
-	switch {
-	case e.task.Incremental.StartAt != "":
+	if e.task.Incremental.StartAt != "" {
 		ts, shards, err = e.givenStart(ctx, useOplog)
 		return ts, false, shards, err
-	case e.sharded:
-		shards, err = e.shardPositions(ctx)
-		return ts, false, shards, err
 	}
-	if ts, empty, err = e.positionOf(useOplog)(ctx, e.source); err != nil {
-		err = fmt.Errorf("the source's replay start position: %w", err)
-	}
-	return ts, empty, nil, err
+	return e.streaming.newestStart(ctx, useOplog)
 }
 
 // positionOf returns how the source's current position is read: its

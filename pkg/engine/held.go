@@ -13,7 +13,7 @@ import (
 // the target cannot take back is logged with its manual fix and stays
 // listed by finalize.Pending.
 func (e *Engine) restoreHeld(ctx context.Context) error {
-	if e.opts.Shard != "" {
+	if e.streaming.partial() {
 		return nil
 	}
 	return e.finalizeTarget(ctx)

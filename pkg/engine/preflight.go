@@ -8,7 +8,6 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
-	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
 // checkSelection applies the task's namespace rules to the source's
@@ -47,26 +46,7 @@ func (e *Engine) checkOplogs(ctx context.Context) error {
 	if spec.Mode == config.ModeIncremental {
 		what += " with incremental.method: oplog"
 	}
-	if !e.sharded {
-		ok, err := source.HasOplog(ctx, e.source)
-		if err != nil || ok {
-			return err
-		}
-		return source.NoOplogError(what, "the source")
-	}
-	for _, st := range e.subtaskList() {
-		if !e.mine(st.shard.Name) && !e.copyLeader() {
-			continue // the copy leader checks every shard before it copies
-		}
-		ok, err := source.HasOplog(ctx, st.client)
-		if err != nil {
-			return fmt.Errorf("shard %s: %w", st.shard.Name, err)
-		}
-		if !ok {
-			return source.NoOplogError(what, fmt.Sprintf("shard %s of the source", st.shard.Name))
-		}
-	}
-	return nil
+	return e.streaming.checkOplogs(ctx, what)
 }
 
 // ErrSelectionChanged means a task's namespaces differ from those its

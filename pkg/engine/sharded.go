@@ -504,19 +504,7 @@ func shardNames(shards []topology.Shard) string {
 // ShardStatuses returns a snapshot of every shard subtask, by shard name;
 // nil for a source that is not read shard by shard.
 func (e *Engine) ShardStatuses() []ShardStatus {
-	if !e.sharded {
-		return nil
-	}
-	var out []ShardStatus
-	for _, st := range e.subtaskList() {
-		s := st.status()
-		s.Address = config.Redact(st.shard.URI)
-		if !e.mine(st.shard.Name) {
-			continue
-		}
-		out = append(out, s)
-	}
-	return out
+	return e.streaming.shardStatuses()
 }
 
 // recoverRemoved finds shards that left the cluster while the task was

@@ -7,7 +7,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
-	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
 // checkGivenStart refuses, before the run takes its lease (the first
@@ -17,7 +16,7 @@ import (
 // from it and ignores startAt.
 func (e *Engine) checkGivenStart(ctx context.Context) error {
 	spec := &e.task.Spec
-	if spec.Incremental.StartAt == "" || spec.Mode == config.ModeFull || (e.sharded && !e.copyLeader()) {
+	if spec.Incremental.StartAt == "" || spec.Mode == config.ModeFull || e.streaming.follows() {
 		return nil
 	}
 	if prev, err := e.store.Task(ctx); err == nil && prev.HasStart() {
@@ -38,22 +37,6 @@ func (e *Engine) givenStart(ctx context.Context, useOplog bool) (bson.Timestamp,
 	if err != nil {
 		return ts, nil, fmt.Errorf("incremental.startAt: %w", err)
 	}
-	if !e.sharded {
-		if useOplog && e.opts.Reader == nil {
-			if err := source.CheckWindow(ctx, e.source, ts, false); err != nil {
-				return ts, nil, fmt.Errorf("incremental.startAt %s: %w", e.task.Incremental.StartAt, err)
-			}
-		}
-		return ts, nil, nil
-	}
-	starts := map[string]bson.Timestamp{}
-	for _, st := range e.subtaskList() {
-		if useOplog {
-			if err := source.CheckWindow(ctx, st.client, ts, false); err != nil {
-				return ts, nil, fmt.Errorf("incremental.startAt %s: shard %s: %w", e.task.Incremental.StartAt, st.shard.Name, err)
-			}
-		}
-		starts[st.shard.Name] = ts
-	}
-	return ts, starts, nil
+	starts, err := e.streaming.checkGivenStart(ctx, ts, useOplog)
+	return ts, starts, err
 }
