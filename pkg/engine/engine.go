@@ -287,13 +287,10 @@ func (e *Engine) Run(ctx context.Context) error {
 }
 
 func (e *Engine) run(ctx context.Context) error {
-	spec := &e.task.Spec
-	withReplay := spec.Mode != config.ModeFull
 	// Checks that stop a task before anything is written: a resumed task
 	// whose oplog position rolled away, a target that is not empty.
 	prev, err := e.store.Task(ctx)
 	exists := err == nil
-	useOplog := spec.Incremental.Method != config.MethodChangeStream
 	if err := e.checkOplogs(ctx); err != nil {
 		return err
 	}
@@ -303,71 +300,114 @@ func (e *Engine) run(ctx context.Context) error {
 	if e.streaming.follows() {
 		return e.runShardWorker(ctx)
 	}
-	if withReplay && useOplog && exists && prev.HasStart() {
-		if err := e.checkResumeWindow(ctx, prev); err != nil {
-			return err
-		}
-	}
-	if err := e.checkSelection(ctx); err != nil {
-		return err
-	}
-	colls, err := catalog.List(ctx, e.source, e.mapper)
+	start, err := e.checkBeforeWrites(ctx, prev, exists)
 	if err != nil {
 		return err
 	}
+	rec, err := e.recordRun(ctx, start)
+	if err != nil {
+		return err
+	}
+	e.loadCutover(rec)
+	return e.walkPhases(ctx, e.firstPhase(rec))
+}
+
+// runStart is a first run's replay start, read before anything is
+// written: the task's position, whether the oplog was empty, and each
+// shard's for a sharded source.
+type runStart struct {
+	ts     bson.Timestamp
+	empty  bool
+	shards map[string]bson.Timestamp
+}
+
+// checkBeforeWrites runs the checks that need the source before anything
+// is written (the resume window, the selection, replayable collections,
+// the copy's preflight) and reads a first run's replay start.
+func (e *Engine) checkBeforeWrites(ctx context.Context, prev checkpoint.TaskRecord, exists bool) (runStart, error) {
+	spec := &e.task.Spec
+	withReplay := spec.Mode != config.ModeFull
+	useOplog := spec.Incremental.Method != config.MethodChangeStream
+	var start runStart
+	if withReplay && useOplog && exists && prev.HasStart() {
+		if err := e.checkResumeWindow(ctx, prev); err != nil {
+			return start, err
+		}
+	}
+	if err := e.checkSelection(ctx); err != nil {
+		return start, err
+	}
+	colls, err := catalog.List(ctx, e.source, e.mapper)
+	if err != nil {
+		return start, err
+	}
 	if withReplay {
 		if err := replay.CheckReplayable(colls, spec.Mode != config.ModeIncremental); err != nil {
-			return err
+			return start, err
 		}
 	}
 	if spec.Mode != config.ModeIncremental && !prev.CopyDone {
 		if err := e.copier.Preflight(ctx); err != nil {
-			return err
+			return start, err
 		}
 	}
-	var (
-		startTS     bson.Timestamp
-		startEmpty  bool
-		shardStarts map[string]bson.Timestamp
-	)
 	if withReplay && (!exists || !prev.HasStart()) {
-		if startTS, startEmpty, shardStarts, err = e.replayStart(ctx, useOplog); err != nil {
-			return err
+		if start.ts, start.empty, start.shards, err = e.replayStart(ctx, useOplog); err != nil {
+			return start, err
 		}
 	}
+	return start, nil
+}
+
+// recordRun takes the task's lease and records the run: its selection
+// and, on a first run that replays, its start positions.
+func (e *Engine) recordRun(ctx context.Context, start runStart) (checkpoint.TaskRecord, error) {
 	if err := e.takeLease(); err != nil {
-		return err
+		return checkpoint.TaskRecord{}, err
 	}
 	rec, err := e.store.Start(ctx)
 	if err != nil {
-		return err
+		return rec, err
 	}
 	e.recorded.Store(true)
 	if err := e.store.SetSelection(ctx, e.task.Namespaces); err != nil {
-		return err
+		return rec, err
 	}
-	if withReplay && !rec.HasStart() {
-		if startTS, err = e.streaming.recordStarts(ctx, startTS, shardStarts); err != nil {
-			return err
+	if e.task.Mode != config.ModeFull && !rec.HasStart() {
+		startTS, err := e.streaming.recordStarts(ctx, start.ts, start.shards)
+		if err != nil {
+			return rec, err
 		}
-		if rec, err = e.store.SetStartTS(ctx, startTS, startEmpty); err != nil {
-			return err
+		if rec, err = e.store.SetStartTS(ctx, startTS, start.empty); err != nil {
+			return rec, err
 		}
-		e.log.Info("recorded the replay start position", "ts", startTS, "emptyOplog", startEmpty)
+		e.log.Info("recorded the replay start position", "ts", startTS, "emptyOplog", start.empty)
 	}
-	e.loadCutover(rec)
-	next := PhaseFullSync
+	return rec, nil
+}
+
+// firstPhase is where a run goes on from its record: a cut-over's step,
+// or the copy's state.
+func (e *Engine) firstPhase(rec checkpoint.TaskRecord) Phase {
+	withReplay := e.task.Mode != config.ModeFull
 	switch step := e.cutoverStep(); {
 	case step == workerapi.CutoverComplete:
 		e.log.Info("the cut-over is complete; nothing left to do", "sourceTS", rec.Cutover.SourceTS, "targetTS", rec.Cutover.TargetTS)
-		next = PhaseCompleted
+		return PhaseCompleted
 	case step == workerapi.CutoverVerifying, step == workerapi.CutoverFinalizing:
-		next = PhaseVerifying
-	case spec.Mode == config.ModeIncremental, rec.CopyDone && withReplay:
-		next = PhaseStreaming
+		return PhaseVerifying
+	case e.task.Mode == config.ModeIncremental, rec.CopyDone && withReplay:
+		return PhaseStreaming
 	case rec.CopyDone:
-		next = PhaseVerifying
+		return PhaseVerifying
 	}
+	return PhaseFullSync
+}
+
+// walkPhases is the task's state machine: it records each phase, runs
+// it, and goes to the next until Completed or an error.
+func (e *Engine) walkPhases(ctx context.Context, next Phase) error {
+	withReplay := e.task.Mode != config.ModeFull
 	for {
 		e.setPhase(next)
 		if next != PhaseCompleted {
@@ -381,16 +421,7 @@ func (e *Engine) run(ctx context.Context) error {
 		e.log.Info("phase", "phase", next)
 		switch next {
 		case PhaseFullSync:
-			if err := e.copier.Run(ctx); err != nil {
-				return err
-			}
-			var endTS bson.Timestamp
-			if withReplay {
-				if endTS, err = e.streaming.copyEnd(ctx, useOplog); err != nil {
-					return err
-				}
-			}
-			if err := e.store.MarkCopyDone(ctx, endTS); err != nil {
+			if err := e.fullSync(ctx); err != nil {
 				return err
 			}
 			next = PhaseVerifying
@@ -403,21 +434,8 @@ func (e *Engine) run(ctx context.Context) error {
 			}
 			next = PhaseVerifying
 		case PhaseVerifying:
-			if e.cutoverStep() != "" {
-				if err := e.finishCutover(ctx); err != nil {
-					return err
-				}
-			} else if spec.Verify.Mode != config.VerifyNone && e.streaming.partial() {
-				e.log.Info("verification skipped in a worker running one shard: other shards may still be replaying; run ferry verify once every worker caught up", "shard", e.opts.Shard)
-			} else if spec.Verify.Mode != config.VerifyNone {
-				if err := e.verify(ctx); err != nil {
-					return err
-				}
-			}
-			if withReplay {
-				if err := e.restoreHeld(ctx); err != nil {
-					return err
-				}
+			if err := e.verifyPhase(ctx); err != nil {
+				return err
 			}
 			next = PhaseCompleted
 		case PhaseCompleted:
@@ -426,6 +444,43 @@ func (e *Engine) run(ctx context.Context) error {
 			return fmt.Errorf("engine: no transition from phase %s", next)
 		}
 	}
+}
+
+// fullSync is the FullSync phase: the copy, then the source's position
+// at its end recorded with it.
+func (e *Engine) fullSync(ctx context.Context) error {
+	if err := e.copier.Run(ctx); err != nil {
+		return err
+	}
+	var endTS bson.Timestamp
+	if e.task.Mode != config.ModeFull {
+		var err error
+		if endTS, err = e.streaming.copyEnd(ctx, e.task.Incremental.Method != config.MethodChangeStream); err != nil {
+			return err
+		}
+	}
+	return e.store.MarkCopyDone(ctx, endTS)
+}
+
+// verifyPhase is the Verifying phase: the cut-over's last steps, or the
+// task's verification, then what the sync held back restored.
+func (e *Engine) verifyPhase(ctx context.Context) error {
+	spec := &e.task.Spec
+	if e.cutoverStep() != "" {
+		if err := e.finishCutover(ctx); err != nil {
+			return err
+		}
+	} else if spec.Verify.Mode != config.VerifyNone && e.streaming.partial() {
+		e.log.Info("verification skipped in a worker running one shard: other shards may still be replaying; run ferry verify once every worker caught up", "shard", e.opts.Shard)
+	} else if spec.Verify.Mode != config.VerifyNone {
+		if err := e.verify(ctx); err != nil {
+			return err
+		}
+	}
+	if spec.Mode != config.ModeFull {
+		return e.restoreHeld(ctx)
+	}
+	return nil
 }
 
 // checkResumeWindow stops a resumed task, before anything is written, when

@@ -196,69 +196,12 @@ func (e *Engine) streamSharded(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if e.board == nil {
-		e.board = shard.NewMemoryBoard() // every subtask in this process
-		if e.opts.Shard != "" {
-			// One subtask per process: the positions meet in the
-			// target's checkpoint database.
-			e.board = shard.NewTargetBoard(e.target, e.task.Checkpoint.Database, e.task.Name)
-		}
-	}
+	e.openBoard()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go e.verifyWhileStreaming(ctx)
 	failed := make(chan error, 1)
-	start := func(st *subtask) error {
-		rec, err := e.store.ShardRecord(ctx, st.shard.Name)
-		if errors.Is(err, checkpoint.ErrNotFound) {
-			// Joined the cluster after the start positions were taken
-			// (while the task was stopped, or before config.shards was
-			// re-read): everything it logged is new.
-			e.log.Info("a shard without a start position joined the cluster: its subtask replays its oplog from the first entry", "shard", st.shard.Name)
-			rec, err = e.store.SetShardStart(ctx, st.shard.Name, bson.Timestamp{})
-		}
-		if err != nil {
-			return err
-		}
-		if rec.Retired {
-			st.setPhase(SubtaskRetired, nil)
-			return nil
-		}
-		if e.shardDrained(rec) {
-			// Drained in the running cut-over: it replays no more.
-			st.setCutover(rec.CutoverOf(e.cutoverAttempt()))
-			st.setPhase(SubtaskStreaming, nil)
-			return e.publishDrained(ctx, st.shard.Name, rec)
-		}
-		if err := checkShardWindow(ctx, st, rec); err != nil {
-			return err
-		}
-		if err := e.publishStarts(ctx); err != nil {
-			return err
-		}
-		sctx, scancel := context.WithCancel(ctx)
-		st.cancel, st.done = scancel, make(chan struct{})
-		r := replay.New(e.subtaskOptions(st, rec, params))
-		st.replayer.Store(r)
-		if st.retiring.Load() {
-			st.setPhase(SubtaskRetiring, nil)
-		} else {
-			st.setPhase(SubtaskStreaming, nil)
-		}
-		e.log.Info("shard subtask replaying its oplog", "shard", st.shard.Name, "from", rec.ResumeTS())
-		go func() {
-			defer close(st.done)
-			err := r.Run(sctx)
-			if err != nil && sctx.Err() == nil {
-				st.setPhase(SubtaskFailed, err)
-				select {
-				case failed <- fmt.Errorf("shard %s: %w", st.shard.Name, err):
-				default:
-				}
-			}
-		}()
-		return nil
-	}
+	start := func(st *subtask) error { return e.startSubtask(ctx, st, params, failed) }
 	if err := e.recoverRemoved(ctx); err != nil {
 		return err
 	}
@@ -283,6 +226,82 @@ func (e *Engine) streamSharded(ctx context.Context) error {
 			}
 		}
 	}()
+	return e.superviseShards(ctx, start, failed)
+}
+
+// openBoard makes the board the subtasks publish their positions on, on
+// the first stream.
+func (e *Engine) openBoard() {
+	if e.board == nil {
+		e.board = shard.NewMemoryBoard() // every subtask in this process
+		if e.opts.Shard != "" {
+			// One subtask per process: the positions meet in the
+			// target's checkpoint database.
+			e.board = shard.NewTargetBoard(e.target, e.task.Checkpoint.Database, e.task.Name)
+		}
+	}
+}
+
+// startSubtask starts the replay of one shard from its record (a shard
+// that joined without one starts at its first entry); a retired or
+// drained shard is not replayed. A replay that fails reports on failed.
+func (e *Engine) startSubtask(ctx context.Context, st *subtask, params replayParams, failed chan<- error) error {
+	rec, err := e.store.ShardRecord(ctx, st.shard.Name)
+	if errors.Is(err, checkpoint.ErrNotFound) {
+		// Joined the cluster after the start positions were taken
+		// (while the task was stopped, or before config.shards was
+		// re-read): everything it logged is new.
+		e.log.Info("a shard without a start position joined the cluster: its subtask replays its oplog from the first entry", "shard", st.shard.Name)
+		rec, err = e.store.SetShardStart(ctx, st.shard.Name, bson.Timestamp{})
+	}
+	if err != nil {
+		return err
+	}
+	if rec.Retired {
+		st.setPhase(SubtaskRetired, nil)
+		return nil
+	}
+	if e.shardDrained(rec) {
+		// Drained in the running cut-over: it replays no more.
+		st.setCutover(rec.CutoverOf(e.cutoverAttempt()))
+		st.setPhase(SubtaskStreaming, nil)
+		return e.publishDrained(ctx, st.shard.Name, rec)
+	}
+	if err := checkShardWindow(ctx, st, rec); err != nil {
+		return err
+	}
+	if err := e.publishStarts(ctx); err != nil {
+		return err
+	}
+	sctx, scancel := context.WithCancel(ctx)
+	st.cancel, st.done = scancel, make(chan struct{})
+	r := replay.New(e.subtaskOptions(st, rec, params))
+	st.replayer.Store(r)
+	if st.retiring.Load() {
+		st.setPhase(SubtaskRetiring, nil)
+	} else {
+		st.setPhase(SubtaskStreaming, nil)
+	}
+	e.log.Info("shard subtask replaying its oplog", "shard", st.shard.Name, "from", rec.ResumeTS())
+	go func() {
+		defer close(st.done)
+		err := r.Run(sctx)
+		if err != nil && sctx.Err() == nil {
+			st.setPhase(SubtaskFailed, err)
+			select {
+			case failed <- fmt.Errorf("shard %s: %w", st.shard.Name, err):
+			default:
+			}
+		}
+	}()
+	return nil
+}
+
+// superviseShards watches the running subtasks every second: it re-reads
+// config.shards, retires drained shards, takes the cut-over a step
+// further, and ends once every shard caught up (with UntilCaughtUp), the
+// cut-over drained them, a subtask failed or ctx ends.
+func (e *Engine) superviseShards(ctx context.Context, start func(*subtask) error, failed <-chan error) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastTopology := time.Now()
