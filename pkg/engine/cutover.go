@@ -152,7 +152,7 @@ func (t cutoverTarget) WritesAfterDrain(ctx context.Context, c checkpoint.Cutove
 	return ""
 }
 
-// Finalize restores on the target what the sync held back.
+// Finalize restores on the target the options the sync deferred.
 func (t cutoverTarget) Finalize(ctx context.Context) error { return t.e.finalizeTarget(ctx) }
 
 // Position is the target's newest oplog position (targetPosition).

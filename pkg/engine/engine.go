@@ -463,7 +463,7 @@ func (e *Engine) fullSync(ctx context.Context) error {
 }
 
 // verifyPhase is the Verifying phase: the cut-over's last steps, or the
-// task's verification, then what the sync held back restored.
+// task's verification, then the options the sync deferred restored.
 func (e *Engine) verifyPhase(ctx context.Context) error {
 	spec := &e.task.Spec
 	if e.cutoverStep() != "" {
@@ -478,7 +478,7 @@ func (e *Engine) verifyPhase(ctx context.Context) error {
 		}
 	}
 	if spec.Mode != config.ModeFull {
-		return e.restoreHeld(ctx)
+		return e.restoreDeferred(ctx)
 	}
 	return nil
 }

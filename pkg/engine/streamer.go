@@ -22,7 +22,7 @@ type streamer interface {
 	follows() bool
 	// partial reports whether this process replays only part of the
 	// source (one shard's worker): the task-wide verification, the
-	// restore of what the sync held back and streaming verification are
+	// restore of the options the sync deferred and streaming verification are
 	// left to the run that sees every shard (the cut-over, ferry verify).
 	partial() bool
 	// checkOplogs fails with source.ErrNoOplog when an oplog this

@@ -55,23 +55,26 @@ func (e *Engine) VerifyReport() *verify.Report {
 	return e.verifyRes
 }
 
-// restoreHeld puts back on the target what the sync held back (TTL
-// expiries, capped limits, late unique indexes: package finalize) once a
-// replaying run ends caught up. A worker that runs one shard's subtask
-// leaves it to the cut-over, which runs once every shard caught up. What
-// the target cannot take back is logged with its manual fix and stays
-// listed by finalize.Pending.
-func (e *Engine) restoreHeld(ctx context.Context) error {
+// restoreDeferred puts back on the target the options the sync deferred
+// (TTL expiries, capped limits, late unique indexes: package finalize,
+// which records each as a finalize.Held) once a replaying run ends caught
+// up. A worker that runs one shard's subtask leaves it to the cut-over,
+// which runs once every shard caught up. What the target cannot take
+// back is logged with its manual fix and stays listed by
+// finalize.Pending. Not to be confused with the writes replay holds
+// after a chunk migration (package replay, the shard board).
+func (e *Engine) restoreDeferred(ctx context.Context) error {
 	if e.streaming.partial() {
 		return nil
 	}
 	return e.finalizeTarget(ctx)
 }
 
-// finalizeTarget restores on the target what the sync held back so that
-// the target's data would not change under replay (package finalize). The
-// cut-over runs it once the target is drained and verified, and again
-// after a restart in the Finalizing step: finalize.Restore is idempotent.
+// finalizeTarget restores on the target the options the sync deferred so
+// that the target's data would not change under replay (package
+// finalize). The cut-over runs it once the target is drained and
+// verified, and again after a restart in the Finalizing step:
+// finalize.Restore is idempotent.
 func (e *Engine) finalizeTarget(ctx context.Context) error {
 	rep, err := finalize.Restore(ctx, e.target, e.task.Checkpoint.Database, e.task.Name)
 	if err != nil {

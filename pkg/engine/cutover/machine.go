@@ -13,7 +13,7 @@
 //	Draining        the source's newest position is read and recorded;
 //	                replay stops once everything up to it is applied
 //	Verifying       cutover.verify compares the target with the source
-//	Finalizing      the target gets back what the sync held back
+//	Finalizing      the target gets back the options the sync deferred
 //	Complete        the target's newest oplog position is recorded
 //
 // The first three run while replay streams (Drive), the others after it
@@ -93,7 +93,7 @@ type Target interface {
 	// WritesAfterDrain says why a verification may have failed: the
 	// source took writes after the drain ("" when it did not).
 	WritesAfterDrain(ctx context.Context, c checkpoint.CutoverRecord) string
-	// Finalize restores on the target what the sync held back.
+	// Finalize restores on the target the options the sync deferred.
 	Finalize(ctx context.Context) error
 	// Position is the target's newest oplog position, recorded at
 	// Complete for a reverse sync.
