@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
@@ -156,4 +157,22 @@ func (s replicaSetStreamer) newestAfterDrain(ctx context.Context, c checkpoint.C
 		return "", drained, newest, true
 	}
 	return "", bson.Timestamp{}, bson.Timestamp{}, false
+}
+
+// copyEndByClock is the copy's end position on a source where reading
+// the newest oplog entry reads the whole oplog (conn.Profile's
+// OplogQueriesScan; seconds on FerretDB with a busy oplog): the start of
+// the next second by the server's clock, above every entry written
+// before the call. The copy's end only bounds the copy/replay overlap
+// (replay.Options.OverlapUntil: how long a duplicate key on a unique
+// secondary index is tolerated), never where replay starts, so an upper
+// bound serves; it tolerates such a duplicate at most a second longer.
+// The start position on such a source is the start of a second too, read
+// within milliseconds of it (source.StartPositionByClock).
+func copyEndByClock(ctx context.Context, c *mongo.Client) (bson.Timestamp, error) {
+	ts, err := source.ServerTime(ctx, c)
+	if err != nil {
+		return bson.Timestamp{}, err
+	}
+	return bson.Timestamp{T: ts.T + 1}, nil
 }
