@@ -13,10 +13,11 @@ import (
 )
 
 // shardedStreamer reads a sharded source shard by shard, one replay
-// subtask per shard (sharded.go): every shard in `ferry run`, one in a
-// worker of the operator (Options.Shard). Inside it, copyLeader and
-// Options.Shard tell the worker that runs the copy and moves the
-// cut-over from the others: the two ways of running a sharded source.
+// subtask per shard (sharded.go, sharded_stream.go): every shard in
+// `ferry run`, one in a worker of the operator (Options.Shard). Inside
+// it, copyLeader and Options.Shard tell the worker that runs the copy
+// and moves the cut-over from the others: the two ways of running a
+// sharded source.
 type shardedStreamer struct{ e *Engine }
 
 func (s shardedStreamer) follows() bool { return !s.e.copyLeader() }
