@@ -1,9 +1,11 @@
 // Package engine runs one sync task: Engine connects to both deployments,
 // then walks the task's phases (Pending, FullSync, Streaming, Verifying,
-// Completed or Failed) in one state machine, composing the full copy
-// (fullsync), oplog replay (replay) and verification (verify), the first
-// two through the Copier and Replayer interfaces (parts.go); Status is
-// a value snapshot for /status, metrics and progress output. It never
+// Completed or Failed) in one state machine (phases.go), composing the
+// full copy (fullsync), oplog replay (replay) and verification (verify),
+// the first two through the Copier and Replayer interfaces (engine.go),
+// and reading the source's changes through a streamer, replica set or
+// sharded (streamer.go); the cut-over is package cutover's. Status is a
+// value snapshot for /status, metrics and progress output. It never
 // imports Kubernetes packages.
 package engine
 
@@ -23,6 +25,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
+	"github.com/mongoferry/mongoferry/pkg/engine/cutover"
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/shard"
@@ -116,7 +119,8 @@ type Engine struct {
 	// newest positions read after it.
 	finishAsked atomic.Int64
 
-	// A sharded source read shard by shard (see sharded.go).
+	// A sharded source read shard by shard (see sharded.go); only
+	// pickStreamer and the sharded implementation read sharded.
 	sharded    bool
 	subMu      sync.Mutex
 	subtasks   map[string]*subtask
@@ -125,6 +129,12 @@ type Engine struct {
 	// writes after chunk migrations on it): in memory when this process
 	// runs every subtask, in the target's checkpoint database otherwise.
 	board shard.Board
+	// cut is the cut-over's state machine (package cutover), made in
+	// Open once the store is.
+	cut *cutover.Machine
+	// streaming is how this run reads the source's changes (streamer.go),
+	// picked in Open once openShards found which kind of source it is.
+	streaming streamer
 
 	mu         sync.Mutex
 	phase      Phase
@@ -133,16 +143,10 @@ type Engine struct {
 	verifyProg verifyProgress
 	// sv is the streaming verifier (made on first use), svCtx the
 	// context of the replay it may run under (nil while not streaming).
-	sv    *verify.Streamer
-	svCtx context.Context //nolint:containedctx // the running replay's, for passes started over HTTP
-	// co is the cut-over's state (cutover.go); nil when none runs.
-	co *checkpoint.CutoverRecord
-	// staleFailure is the start of the failed cut-over attempt recorded
-	// when this worker, which follows the cut-over, started (zero when
-	// none was): that failure is an earlier attempt's (followCutover).
-	staleFailure time.Time
-	started      time.Time
-	finished     time.Time
+	sv       *verify.Streamer
+	svCtx    context.Context //nolint:containedctx // the running replay's, for passes started over HTTP
+	started  time.Time
+	finished time.Time
 	// windows are the source oplogs' windows, read by watchWindows.
 	windows []OplogWindow
 	// streamAt is when replay started in this run.
@@ -192,7 +196,9 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		e.Close()
 		return nil, err
 	}
+	e.streaming = e.pickStreamer()
 	e.store = checkpoint.NewStore(e.target, task.Checkpoint.Database, task.Name)
+	e.cut = e.newCutover()
 	if e.mapper, err = catalog.NewMapper(task.Namespaces, task.Checkpoint.Database); err != nil {
 		e.Close()
 		return nil, err
@@ -227,24 +233,6 @@ func (e *Engine) Close() {
 			_ = c.Disconnect(context.Background())
 		}
 	}
-}
-
-// copyEndByClock is the copy's end position on a source where reading
-// the newest oplog entry reads the whole oplog (conn.Profile's
-// OplogQueriesScan; seconds on FerretDB with a busy oplog): the start of
-// the next second by the server's clock, above every entry written
-// before the call. The copy's end only bounds the copy/replay overlap
-// (replay.Options.OverlapUntil: how long a duplicate key on a unique
-// secondary index is tolerated), never where replay starts, so an upper
-// bound serves; it tolerates such a duplicate at most a second longer.
-// The start position on such a source is the start of a second too, read
-// within milliseconds of it (source.StartPositionByClock).
-func copyEndByClock(ctx context.Context, c *mongo.Client) (bson.Timestamp, error) {
-	ts, err := source.ServerTime(ctx, c)
-	if err != nil {
-		return bson.Timestamp{}, err
-	}
-	return bson.Timestamp{T: ts.T + 1}, nil
 }
 
 // Source and Target return the connected clients.
@@ -282,215 +270,6 @@ func (e *Engine) Run(ctx context.Context) error {
 	return err
 }
 
-func (e *Engine) run(ctx context.Context) error {
-	spec := &e.task.Spec
-	withReplay := spec.Mode != config.ModeFull
-	// Checks that stop a task before anything is written: a resumed task
-	// whose oplog position rolled away, a target that is not empty.
-	prev, err := e.store.Task(ctx)
-	exists := err == nil
-	useOplog := spec.Incremental.Method != config.MethodChangeStream
-	if err := e.checkOplogs(ctx); err != nil {
-		return err
-	}
-	if err := e.checkSameSelection(prev, exists); err != nil {
-		return err
-	}
-	if e.sharded && !e.copyLeader() {
-		return e.runShardWorker(ctx)
-	}
-	if withReplay && useOplog && exists && prev.HasStart() {
-		if err := e.checkResumeWindow(ctx, prev); err != nil {
-			return err
-		}
-	}
-	if err := e.checkSelection(ctx); err != nil {
-		return err
-	}
-	colls, err := catalog.List(ctx, e.source, e.mapper)
-	if err != nil {
-		return err
-	}
-	if withReplay {
-		if err := replay.CheckReplayable(colls, spec.Mode != config.ModeIncremental); err != nil {
-			return err
-		}
-	}
-	if spec.Mode != config.ModeIncremental && !prev.CopyDone {
-		if err := e.copier.Preflight(ctx); err != nil {
-			return err
-		}
-	}
-	var (
-		startTS     bson.Timestamp
-		startEmpty  bool
-		shardStarts map[string]bson.Timestamp
-	)
-	if withReplay && (!exists || !prev.HasStart()) {
-		if startTS, startEmpty, shardStarts, err = e.replayStart(ctx, useOplog); err != nil {
-			return err
-		}
-	}
-	if err := e.takeLease(); err != nil {
-		return err
-	}
-	rec, err := e.store.Start(ctx)
-	if err != nil {
-		return err
-	}
-	e.recorded.Store(true)
-	if err := e.store.SetSelection(ctx, e.task.Namespaces); err != nil {
-		return err
-	}
-	if withReplay && !rec.HasStart() {
-		if e.sharded {
-			if startTS, err = e.recordShardStarts(ctx, shardStarts); err != nil {
-				return err
-			}
-		}
-		if rec, err = e.store.SetStartTS(ctx, startTS, startEmpty); err != nil {
-			return err
-		}
-		e.log.Info("recorded the replay start position", "ts", startTS, "emptyOplog", startEmpty)
-	}
-	e.loadCutover(rec)
-	next := PhaseFullSync
-	switch step := e.cutoverStep(); {
-	case step == workerapi.CutoverComplete:
-		e.log.Info("the cut-over is complete; nothing left to do", "sourceTS", rec.Cutover.SourceTS, "targetTS", rec.Cutover.TargetTS)
-		next = PhaseCompleted
-	case step == workerapi.CutoverVerifying, step == workerapi.CutoverFinalizing:
-		next = PhaseVerifying
-	case spec.Mode == config.ModeIncremental, rec.CopyDone && withReplay:
-		next = PhaseStreaming
-	case rec.CopyDone:
-		next = PhaseVerifying
-	}
-	for {
-		e.setPhase(next)
-		if next != PhaseCompleted {
-			if err := e.store.SetPhase(ctx, string(next), false); err != nil {
-				return err
-			}
-		}
-		if e.onPhase != nil {
-			e.onPhase(next)
-		}
-		e.log.Info("phase", "phase", next)
-		switch next {
-		case PhaseFullSync:
-			if err := e.copier.Run(ctx); err != nil {
-				return err
-			}
-			var endTS bson.Timestamp
-			switch {
-			case withReplay && e.sharded:
-				endTS, err = e.recordShardCopyEnd(ctx)
-			case withReplay && useOplog && e.srcProfile.OplogQueriesScan:
-				endTS, err = copyEndByClock(ctx, e.source)
-			case withReplay:
-				if endTS, _, err = e.positionOf(useOplog)(ctx, e.source); err != nil {
-					err = fmt.Errorf("the source's position at the end of the copy: %w", err)
-				}
-			}
-			if err != nil {
-				return err
-			}
-			if err := e.store.MarkCopyDone(ctx, endTS); err != nil {
-				return err
-			}
-			next = PhaseVerifying
-			if withReplay {
-				next = PhaseStreaming
-			}
-		case PhaseStreaming:
-			stream := e.stream
-			if e.sharded {
-				stream = e.streamSharded
-			}
-			if err := stream(ctx); err != nil {
-				return err
-			}
-			next = PhaseVerifying
-		case PhaseVerifying:
-			if e.cutoverStep() != "" {
-				if err := e.finishCutover(ctx); err != nil {
-					return err
-				}
-			} else if spec.Verify.Mode != config.VerifyNone && e.opts.Shard != "" {
-				e.log.Info("verification skipped in a worker running one shard: other shards may still be replaying; run ferry verify once every worker caught up", "shard", e.opts.Shard)
-			} else if spec.Verify.Mode != config.VerifyNone {
-				if err := e.verify(ctx); err != nil {
-					return err
-				}
-			}
-			if withReplay {
-				if err := e.restoreHeld(ctx); err != nil {
-					return err
-				}
-			}
-			next = PhaseCompleted
-		case PhaseCompleted:
-			return e.store.SetPhase(ctx, string(PhaseCompleted), true)
-		default:
-			return fmt.Errorf("engine: no transition from phase %s", next)
-		}
-	}
-}
-
-// checkResumeWindow stops a resumed task, before anything is written, when
-// the source's oplog (a shard's, for a sharded source) no longer holds the
-// position replay goes on from.
-func (e *Engine) checkResumeWindow(ctx context.Context, prev checkpoint.TaskRecord) error {
-	if !e.sharded {
-		return source.CheckWindow(ctx, e.source, prev.ResumeTS(), prev.ResumesFromEmptyOplog())
-	}
-	recs, err := e.store.Shards(ctx)
-	if err != nil {
-		return err
-	}
-	return e.checkShardWindows(ctx, recs)
-}
-
-// replayStart returns the replay start position of a task's first run,
-// taken before anything is copied (and before anything is written, since
-// it may fail), so that every write the source takes during the copy is
-// replayed: spec.incremental.startAt when given, else every shard's newest
-// position for a sharded source, else the source's newest position. On an
-// empty oplog it is the source's current time (empty true): a real point
-// in time, checked as such against the oplog's window later.
-func (e *Engine) replayStart(ctx context.Context, useOplog bool) (ts bson.Timestamp, empty bool, shards map[string]bson.Timestamp, err error) {
-	switch {
-	case e.task.Incremental.StartAt != "":
-		ts, shards, err = e.givenStart(ctx, useOplog)
-		return ts, false, shards, err
-	case e.sharded:
-		shards, err = e.shardPositions(ctx)
-		return ts, false, shards, err
-	}
-	if ts, empty, err = e.positionOf(useOplog)(ctx, e.source); err != nil {
-		err = fmt.Errorf("the source's replay start position: %w", err)
-	}
-	return ts, empty, nil, err
-}
-
-// positionOf returns how the source's current position is read: its
-// newest oplog entry, or its clock where reading the newest entry would
-// read the whole oplog, or its cluster time for change streams.
-func (e *Engine) positionOf(useOplog bool) func(context.Context, *mongo.Client) (bson.Timestamp, bool, error) {
-	switch {
-	case !useOplog:
-		return func(ctx context.Context, c *mongo.Client) (bson.Timestamp, bool, error) {
-			ts, err := source.ClusterTime(ctx, c)
-			return ts, false, err
-		}
-	case e.srcProfile.OplogQueriesScan:
-		// Reading the newest entry would read the whole oplog.
-		return source.StartPositionByClock
-	}
-	return source.StartPosition
-}
-
 func (e *Engine) setPhase(p Phase) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -505,3 +284,42 @@ func (e *Engine) baseLog() *slog.Logger {
 	}
 	return e.opts.Log
 }
+
+// Copier is the full copy as the engine drives it in its FullSync phase
+// (fullsync.Copier). Its checkpoint is the ranges it marks done in the
+// task's checkpoint store, from which a later Run resumes.
+type Copier interface {
+	// Preflight checks, before anything is written, that the copy can
+	// start (a target that is not empty stops it here).
+	Preflight(ctx context.Context) error
+	// Run copies every namespace, skipping the ranges the checkpoint store
+	// marks done; it returns when the copy is done or fails, or when ctx
+	// ends (how the engine stops it).
+	Run(ctx context.Context) error
+	// Status is a value snapshot of the copy.
+	Status() fullsync.Status
+}
+
+// Replayer is oplog replay as the engine drives it in its Streaming phase
+// (replay.Replayer): started from the task's resume position, it saves its
+// Checkpoint in the checkpoint store as it applies entries.
+type Replayer interface {
+	// Run applies entries until ctx ends (how the engine stops it, also
+	// once replay caught up) or a fatal error.
+	Run(ctx context.Context) error
+	// Status is a value snapshot of replay.
+	Status() replay.Status
+	// Checkpoint is the position at and below which every entry is
+	// applied.
+	Checkpoint() bson.Timestamp
+}
+
+// The engine's parts.
+var (
+	_ Copier   = (*fullsync.Copier)(nil)
+	_ Replayer = (*replay.Replayer)(nil)
+)
+
+// newReplayer makes the replayer of a replica-set source's Streaming
+// phase.
+func newReplayer(o replay.Options) Replayer { return replay.New(o) }

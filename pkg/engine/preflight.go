@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
-	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
 // checkSelection applies the task's namespace rules to the source's
@@ -47,26 +48,7 @@ func (e *Engine) checkOplogs(ctx context.Context) error {
 	if spec.Mode == config.ModeIncremental {
 		what += " with incremental.method: oplog"
 	}
-	if !e.sharded {
-		ok, err := source.HasOplog(ctx, e.source)
-		if err != nil || ok {
-			return err
-		}
-		return source.NoOplogError(what, "the source")
-	}
-	for _, st := range e.subtaskList() {
-		if !e.mine(st.shard.Name) && !e.copyLeader() {
-			continue // the copy leader checks every shard before it copies
-		}
-		ok, err := source.HasOplog(ctx, st.client)
-		if err != nil {
-			return fmt.Errorf("shard %s: %w", st.shard.Name, err)
-		}
-		if !ok {
-			return source.NoOplogError(what, fmt.Sprintf("shard %s of the source", st.shard.Name))
-		}
-	}
-	return nil
+	return e.streaming.checkOplogs(ctx, what)
 }
 
 // ErrSelectionChanged means a task's namespaces differ from those its
@@ -90,4 +72,36 @@ func (e *Engine) checkSameSelection(prev checkpoint.TaskRecord, exists bool) err
 		"Start over: `ferry reset -f <task file>` drops the checkpoint (a SyncTask: delete it with deletePolicy: Delete and create it again), "+
 		"or give the task a new name; set fullSync.dropTarget: true or fullSync.onConflict: overwrite for the target's earlier copy. "+
 		"Or restore the namespaces to continue", ErrSelectionChanged, changes)
+}
+
+// checkGivenStart refuses, before the run takes its lease (the first
+// write to the target's checkpoint database), a new task whose
+// incremental.startAt is no longer in the source's oplog: nothing is
+// written for a task that cannot start. A task with a checkpoint resumes
+// from it and ignores startAt.
+func (e *Engine) checkGivenStart(ctx context.Context) error {
+	spec := &e.task.Spec
+	if spec.Incremental.StartAt == "" || spec.Mode == config.ModeFull || e.streaming.follows() {
+		return nil
+	}
+	if prev, err := e.store.Task(ctx); err == nil && prev.HasStart() {
+		return nil
+	}
+	_, _, err := e.givenStart(ctx, spec.Incremental.Method != config.MethodChangeStream)
+	return err
+}
+
+// givenStart is the replay start of a task with incremental.startAt and no
+// checkpoint yet: the given position, for the replica set or for every
+// shard. Read from the oplog, it must still be there: a position older
+// than the source's (or a shard's) oldest entry fails with
+// ErrOplogWindowLost before anything is recorded or written, since the
+// changes between it and the oldest entry are gone.
+func (e *Engine) givenStart(ctx context.Context, useOplog bool) (bson.Timestamp, map[string]bson.Timestamp, error) {
+	ts, err := config.ParseStartAt(e.task.Incremental.StartAt)
+	if err != nil {
+		return ts, nil, fmt.Errorf("incremental.startAt: %w", err)
+	}
+	starts, err := e.streaming.checkGivenStart(ctx, ts, useOplog)
+	return ts, starts, err
 }

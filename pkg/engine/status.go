@@ -141,7 +141,7 @@ func (e *Engine) Status() Status {
 		s.ElapsedSeconds = end.Sub(e.started).Seconds()
 	}
 	verifyMode := string(e.task.Verify.Mode)
-	if e.co != nil {
+	if e.cut != nil && e.cut.Running() {
 		verifyMode = string(e.task.Cutover.Verify)
 	}
 	switch {

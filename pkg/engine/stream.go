@@ -5,8 +5,11 @@ import (
 	"errors"
 	"time"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
@@ -21,46 +24,15 @@ func (e *Engine) stream(ctx context.Context) error {
 		return err
 	}
 	from := rec.ResumeTS()
-	var reader source.OplogReader
-	switch {
-	case e.opts.Reader != nil:
-		reader = e.opts.Reader(from)
-	case e.task.Incremental.Method == config.MethodChangeStream:
-		cs := source.NewChangeStreamReader(e.source, from, source.ChangeStreamOptions{})
-		defer func() { _ = cs.Close(context.WithoutCancel(ctx)) }()
-		reader = cs
-	default:
-		if err := source.CheckWindow(ctx, e.source, from, rec.ResumesFromEmptyOplog()); err != nil {
-			return err
-		}
-		tailer := source.NewTailer(e.source, from)
-		tailer.SkipDatabases = []string{"local", "config", e.task.Checkpoint.Database}
-		if e.srcProfile.OplogHasHoles {
-			tailer.Settle = 2 * time.Second
-			e.log.Info("the source's oplog may show entries out of order: entries are applied once 2s old, and one that shows up later has its documents re-read from the source")
-		}
-		// Lag from the tailer's own reads: a query for the newest entry
-		// would read the whole oplog again.
-		tailer.NewestFromReads = e.srcProfile.OplogQueriesScan && tailer.Settle > 0
-		reader = tailer
-		e.tailer.Store(tailer)
-	}
-	p, err := e.replayParams(ctx)
+	reader, closeReader, err := e.openReader(ctx, rec, from)
 	if err != nil {
 		return err
 	}
-	unique := p.unique
-	r := e.newReplayer(replay.Options{
-		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
-		Mapper: e.mapper, Log: e.baseLog(), From: from, OverlapUntil: rec.CopyEndTS,
-		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique, Selected: p.selected,
-		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(e.task.Target.URI), IndexesOneByOne: e.dstProfile.IndexesOneByOne, SerialUpdates: e.dstProfile.SerialUpdates,
-		ShardKeys: e.replayShardKeys(), TargetMajor: e.dstProfile.Major,
-		Translator: oplog.Translator{
-			WholeDocumentUpdates: e.srcProfile.UpdateShape == conn.UpdatesAsWholeDocument,
-			PipelineUpdates:      e.dstProfile.PipelineUpdates,
-		},
-	})
+	defer closeReader()
+	r, err := e.newStreamReplayer(ctx, rec, from, reader)
+	if err != nil {
+		return err
+	}
 	e.replayer.Store(&r)
 	e.mu.Lock()
 	if e.streamAt.IsZero() {
@@ -85,22 +57,7 @@ func (e *Engine) stream(ctx context.Context) error {
 			cutoverDone <- err
 		}()
 	} else {
-		go func() {
-			streak := 0
-			for rctx.Err() == nil {
-				time.Sleep(time.Second)
-				if s := r.Status(); e.untilCaughtUp.Load() && s.CaughtUp() && e.freshNewest(e.tailer.Load()) {
-					streak++
-				} else {
-					streak = 0
-				}
-				if streak >= 3 {
-					close(caughtUp)
-					stop()
-					return
-				}
-			}
-		}()
+		go e.watchCaughtUp(rctx, r, caughtUp, stop)
 	}
 	err = r.Run(rctx)
 	stop()
@@ -119,6 +76,79 @@ func (e *Engine) stream(ctx context.Context) error {
 	default:
 	}
 	return err
+}
+
+// openReader opens what replay reads from: the tests' scripted reader,
+// a change stream, or the source's oplog from its checkpoint (checked to
+// be still in the oplog). closeReader releases it once replay ends.
+func (e *Engine) openReader(ctx context.Context, rec checkpoint.TaskRecord, from bson.Timestamp) (reader source.OplogReader, closeReader func(), err error) {
+	closeReader = func() {}
+	switch {
+	case e.opts.Reader != nil:
+		reader = e.opts.Reader(from)
+	case e.task.Incremental.Method == config.MethodChangeStream:
+		cs := source.NewChangeStreamReader(e.source, from, source.ChangeStreamOptions{})
+		closeReader = func() { _ = cs.Close(context.WithoutCancel(ctx)) }
+		reader = cs
+	default:
+		if err := source.CheckWindow(ctx, e.source, from, rec.ResumesFromEmptyOplog()); err != nil {
+			return nil, closeReader, err
+		}
+		tailer := source.NewTailer(e.source, from)
+		tailer.SkipDatabases = []string{"local", "config", e.task.Checkpoint.Database}
+		if e.srcProfile.OplogHasHoles {
+			tailer.Settle = 2 * time.Second
+			e.log.Info("the source's oplog may show entries out of order: entries are applied once 2s old, and one that shows up later has its documents re-read from the source")
+		}
+		// Lag from the tailer's own reads: a query for the newest entry
+		// would read the whole oplog again.
+		tailer.NewestFromReads = e.srcProfile.OplogQueriesScan && tailer.Settle > 0
+		reader = tailer
+		e.tailer.Store(tailer)
+	}
+	return reader, closeReader, nil
+}
+
+// newStreamReplayer makes the replayer of a replica set's oplog (or a
+// change stream), from the task's record and the target's profile.
+func (e *Engine) newStreamReplayer(ctx context.Context, rec checkpoint.TaskRecord, from bson.Timestamp, reader source.OplogReader) (Replayer, error) {
+	p, err := e.replayParams(ctx)
+	if err != nil {
+		return nil, err
+	}
+	unique := p.unique
+	r := e.newReplayer(replay.Options{
+		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
+		Mapper: e.mapper, Log: e.baseLog(), From: from, OverlapUntil: rec.CopyEndTS,
+		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique, Selected: p.selected,
+		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(e.task.Target.URI), IndexesOneByOne: e.dstProfile.IndexesOneByOne, SerialUpdates: e.dstProfile.SerialUpdates,
+		ShardKeys: e.replayShardKeys(), TargetMajor: e.dstProfile.Major,
+		Translator: oplog.Translator{
+			WholeDocumentUpdates: e.srcProfile.UpdateShape == conn.UpdatesAsWholeDocument,
+			PipelineUpdates:      e.dstProfile.PipelineUpdates,
+		},
+	})
+	return r, nil
+}
+
+// watchCaughtUp ends replay (stop) once, with UntilCaughtUp, it has been
+// caught up with a fresh read of the source for three looks a second
+// apart; it closes caughtUp first.
+func (e *Engine) watchCaughtUp(rctx context.Context, r Replayer, caughtUp chan struct{}, stop context.CancelFunc) {
+	streak := 0
+	for rctx.Err() == nil {
+		time.Sleep(time.Second)
+		if s := r.Status(); e.untilCaughtUp.Load() && s.CaughtUp() && e.freshNewest(e.tailer.Load()) {
+			streak++
+		} else {
+			streak = 0
+		}
+		if streak >= 3 {
+			close(caughtUp)
+			stop()
+			return
+		}
+	}
 }
 
 // replayParams reads what every replayer of the task shares: the

@@ -65,7 +65,7 @@ func (e *Engine) VerifyStreaming(ctx context.Context) (verify.StreamStatus, erro
 // reservePass lists the task's collections and takes the streaming
 // verifier for one pass over them (see verify.Streamer.Reserve).
 func (e *Engine) reservePass(ctx context.Context) ([]catalog.Collection, func(context.Context, []catalog.Collection) (verify.StreamStatus, error), error) {
-	if e.opts.Shard != "" || e.Status().Replay == nil {
+	if e.streaming.partial() || e.Status().Replay == nil {
 		return nil, nil, ErrNotStreaming
 	}
 	colls, err := catalog.List(ctx, e.source, e.mapper)
@@ -99,7 +99,7 @@ func (e *Engine) StartVerifyStreaming() error {
 	e.mu.Lock()
 	ctx := e.svCtx
 	e.mu.Unlock()
-	if ctx == nil || e.opts.Shard != "" {
+	if ctx == nil || e.streaming.partial() {
 		return ErrNotStreaming
 	}
 	colls, run, err := e.reservePass(ctx)
@@ -119,7 +119,7 @@ func (e *Engine) StartVerifyStreaming() error {
 // verify.continuous, a pass every verify.intervalSeconds after the last.
 // It returns when ctx ends.
 func (e *Engine) verifyWhileStreaming(ctx context.Context) {
-	if e.opts.Shard != "" {
+	if e.streaming.partial() {
 		return
 	}
 	e.mu.Lock()

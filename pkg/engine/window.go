@@ -89,29 +89,7 @@ func (e *Engine) watchWindows(ctx context.Context) {
 // oplogSides lists the oplogs to watch with their checkpoints, read from
 // the checkpoint store (what a restart resumes from).
 func (e *Engine) oplogSides(ctx context.Context) ([]oplogSide, error) {
-	if !e.sharded {
-		rec, err := e.store.Task(ctx)
-		if err != nil {
-			return nil, err
-		}
-		return []oplogSide{{client: e.source, from: rec.ResumeTS(), sinceEmpty: rec.ResumesFromEmptyOplog(), byClock: e.srcProfile.OplogQueriesScan}}, nil
-	}
-	recs, err := e.store.Shards(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []oplogSide
-	for _, st := range e.subtaskList() {
-		if !e.mine(st.shard.Name) {
-			continue
-		}
-		rec, ok := recs[st.shard.Name]
-		if ok && rec.Retired {
-			continue
-		}
-		out = append(out, oplogSide{shard: st.shard.Name, client: st.client, from: shardResume(rec, ok), byClock: e.srcProfile.OplogQueriesScan})
-	}
-	return out, nil
+	return e.streaming.oplogSides(ctx)
 }
 
 func shardResume(rec checkpoint.ShardRecord, ok bool) bson.Timestamp {

@@ -1,0 +1,256 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
+)
+
+// run is Run under the task's lease: the checks before anything is
+// written, the run's record, then the phases from where the record says
+// the task is (walkPhases). A worker of one shard that does not run the
+// copy follows the one that does (runShardWorker).
+func (e *Engine) run(ctx context.Context) error {
+	// Checks that stop a task before anything is written: a resumed task
+	// whose oplog position rolled away, a target that is not empty.
+	prev, err := e.store.Task(ctx)
+	exists := err == nil
+	if err := e.checkOplogs(ctx); err != nil {
+		return err
+	}
+	if err := e.checkSameSelection(prev, exists); err != nil {
+		return err
+	}
+	if e.streaming.follows() {
+		return e.runShardWorker(ctx)
+	}
+	start, err := e.checkBeforeWrites(ctx, prev, exists)
+	if err != nil {
+		return err
+	}
+	rec, err := e.recordRun(ctx, start)
+	if err != nil {
+		return err
+	}
+	e.loadCutover(rec)
+	return e.walkPhases(ctx, e.firstPhase(rec))
+}
+
+// runStart is a first run's replay start, read before anything is
+// written: the task's position, whether the oplog was empty, and each
+// shard's for a sharded source.
+type runStart struct {
+	ts     bson.Timestamp
+	empty  bool
+	shards map[string]bson.Timestamp
+}
+
+// checkBeforeWrites runs the checks that need the source before anything
+// is written (the resume window, the selection, replayable collections,
+// the copy's preflight) and reads a first run's replay start.
+func (e *Engine) checkBeforeWrites(ctx context.Context, prev checkpoint.TaskRecord, exists bool) (runStart, error) {
+	spec := &e.task.Spec
+	withReplay := spec.Mode != config.ModeFull
+	useOplog := spec.Incremental.Method != config.MethodChangeStream
+	var start runStart
+	if withReplay && useOplog && exists && prev.HasStart() {
+		if err := e.checkResumeWindow(ctx, prev); err != nil {
+			return start, err
+		}
+	}
+	if err := e.checkSelection(ctx); err != nil {
+		return start, err
+	}
+	colls, err := catalog.List(ctx, e.source, e.mapper)
+	if err != nil {
+		return start, err
+	}
+	if withReplay {
+		if err := replay.CheckReplayable(colls, spec.Mode != config.ModeIncremental); err != nil {
+			return start, err
+		}
+	}
+	if spec.Mode != config.ModeIncremental && !prev.CopyDone {
+		if err := e.copier.Preflight(ctx); err != nil {
+			return start, err
+		}
+	}
+	if withReplay && (!exists || !prev.HasStart()) {
+		if start.ts, start.empty, start.shards, err = e.replayStart(ctx, useOplog); err != nil {
+			return start, err
+		}
+	}
+	return start, nil
+}
+
+// recordRun takes the task's lease and records the run: its selection
+// and, on a first run that replays, its start positions.
+func (e *Engine) recordRun(ctx context.Context, start runStart) (checkpoint.TaskRecord, error) {
+	if err := e.takeLease(); err != nil {
+		return checkpoint.TaskRecord{}, err
+	}
+	rec, err := e.store.Start(ctx)
+	if err != nil {
+		return rec, err
+	}
+	e.recorded.Store(true)
+	if err := e.store.SetSelection(ctx, e.task.Namespaces); err != nil {
+		return rec, err
+	}
+	if e.task.Mode != config.ModeFull && !rec.HasStart() {
+		startTS, err := e.streaming.recordStarts(ctx, start.ts, start.shards)
+		if err != nil {
+			return rec, err
+		}
+		if rec, err = e.store.SetStartTS(ctx, startTS, start.empty); err != nil {
+			return rec, err
+		}
+		e.log.Info("recorded the replay start position", "ts", startTS, "emptyOplog", start.empty)
+	}
+	return rec, nil
+}
+
+// firstPhase is where a run goes on from its record: a cut-over's step,
+// or the copy's state.
+func (e *Engine) firstPhase(rec checkpoint.TaskRecord) Phase {
+	withReplay := e.task.Mode != config.ModeFull
+	switch step := e.cutoverStep(); {
+	case step == workerapi.CutoverComplete:
+		e.log.Info("the cut-over is complete; nothing left to do", "sourceTS", rec.Cutover.SourceTS, "targetTS", rec.Cutover.TargetTS)
+		return PhaseCompleted
+	case step == workerapi.CutoverVerifying, step == workerapi.CutoverFinalizing:
+		return PhaseVerifying
+	case e.task.Mode == config.ModeIncremental, rec.CopyDone && withReplay:
+		return PhaseStreaming
+	case rec.CopyDone:
+		return PhaseVerifying
+	}
+	return PhaseFullSync
+}
+
+// walkPhases is the task's state machine: it records each phase, runs
+// it, and goes to the next until Completed or an error.
+func (e *Engine) walkPhases(ctx context.Context, next Phase) error {
+	withReplay := e.task.Mode != config.ModeFull
+	for {
+		e.setPhase(next)
+		if next != PhaseCompleted {
+			if err := e.store.SetPhase(ctx, string(next), false); err != nil {
+				return err
+			}
+		}
+		if e.onPhase != nil {
+			e.onPhase(next)
+		}
+		e.log.Info("phase", "phase", next)
+		switch next {
+		case PhaseFullSync:
+			if err := e.fullSync(ctx); err != nil {
+				return err
+			}
+			next = PhaseVerifying
+			if withReplay {
+				next = PhaseStreaming
+			}
+		case PhaseStreaming:
+			if err := e.streaming.stream(ctx); err != nil {
+				return err
+			}
+			next = PhaseVerifying
+		case PhaseVerifying:
+			if err := e.verifyPhase(ctx); err != nil {
+				return err
+			}
+			next = PhaseCompleted
+		case PhaseCompleted:
+			return e.store.SetPhase(ctx, string(PhaseCompleted), true)
+		default:
+			return fmt.Errorf("engine: no transition from phase %s", next)
+		}
+	}
+}
+
+// fullSync is the FullSync phase: the copy, then the source's position
+// at its end recorded with it.
+func (e *Engine) fullSync(ctx context.Context) error {
+	if err := e.copier.Run(ctx); err != nil {
+		return err
+	}
+	var endTS bson.Timestamp
+	if e.task.Mode != config.ModeFull {
+		var err error
+		if endTS, err = e.streaming.copyEnd(ctx, e.task.Incremental.Method != config.MethodChangeStream); err != nil {
+			return err
+		}
+	}
+	return e.store.MarkCopyDone(ctx, endTS)
+}
+
+// verifyPhase is the Verifying phase: the cut-over's last steps, or the
+// task's verification, then the options the sync deferred restored.
+func (e *Engine) verifyPhase(ctx context.Context) error {
+	spec := &e.task.Spec
+	if e.cutoverStep() != "" {
+		if err := e.finishCutover(ctx); err != nil {
+			return err
+		}
+	} else if spec.Verify.Mode != config.VerifyNone && e.streaming.partial() {
+		e.log.Info("verification skipped in a worker running one shard: other shards may still be replaying; run ferry verify once every worker caught up", "shard", e.opts.Shard)
+	} else if spec.Verify.Mode != config.VerifyNone {
+		if err := e.verify(ctx); err != nil {
+			return err
+		}
+	}
+	if spec.Mode != config.ModeFull {
+		return e.restoreDeferred(ctx)
+	}
+	return nil
+}
+
+// checkResumeWindow stops a resumed task, before anything is written, when
+// the source's oplog (a shard's, for a sharded source) no longer holds the
+// position replay goes on from.
+func (e *Engine) checkResumeWindow(ctx context.Context, prev checkpoint.TaskRecord) error {
+	return e.streaming.checkWindow(ctx, prev)
+}
+
+// replayStart returns the replay start position of a task's first run,
+// taken before anything is copied (and before anything is written, since
+// it may fail), so that every write the source takes during the copy is
+// replayed: spec.incremental.startAt when given, else every shard's newest
+// position for a sharded source, else the source's newest position. On an
+// empty oplog it is the source's current time (empty true): a real point
+// in time, checked as such against the oplog's window later.
+func (e *Engine) replayStart(ctx context.Context, useOplog bool) (ts bson.Timestamp, empty bool, shards map[string]bson.Timestamp, err error) {
+	if e.task.Incremental.StartAt != "" {
+		ts, shards, err = e.givenStart(ctx, useOplog)
+		return ts, false, shards, err
+	}
+	return e.streaming.newestStart(ctx, useOplog)
+}
+
+// positionOf returns how the source's current position is read: its
+// newest oplog entry, or its clock where reading the newest entry would
+// read the whole oplog, or its cluster time for change streams.
+func (e *Engine) positionOf(useOplog bool) func(context.Context, *mongo.Client) (bson.Timestamp, bool, error) {
+	switch {
+	case !useOplog:
+		return func(ctx context.Context, c *mongo.Client) (bson.Timestamp, bool, error) {
+			ts, err := source.ClusterTime(ctx, c)
+			return ts, false, err
+		}
+	case e.srcProfile.OplogQueriesScan:
+		// Reading the newest entry would read the whole oplog.
+		return source.StartPositionByClock
+	}
+	return source.StartPosition
+}
