@@ -257,6 +257,11 @@ func (res Result) stopped(sc Schedule, rec *Recorder, err error) (Result, error)
 	return res, nil
 }
 
+// run plays the schedule: it starts a replayer per shard, then feeds the
+// shards' oplogs round by round with kills and restarts, until every
+// subtask has applied its last entry or none makes progress.
+//
+//nolint:funlen // the simulation's loop is test-bed code, read as one story
 func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second

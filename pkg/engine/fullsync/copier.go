@@ -210,6 +210,23 @@ func (c *Copier) Run(ctx context.Context) error {
 	for _, coll := range colls {
 		byNS[coll.Source.String()] = coll
 	}
+	todo := c.rangesToCopy(plans, ranges, byNS)
+	c.log.Info("full copy", "namespaces", len(plans), "ranges", len(ranges), "rangesToCopy", len(todo))
+	if err := c.copyRanges(ctx, todo, byNS); err != nil {
+		return err
+	}
+	if spec.FullSync.CopyIndexesEnabled() && spec.FullSync.IndexBuild == config.IndexesAfter {
+		if err := c.buildIndexes(ctx, colls, plans); err != nil {
+			return err
+		}
+	}
+	c.progress.setStage("done")
+	return nil
+}
+
+// rangesToCopy counts every planned namespace in the progress and returns
+// the ranges not copied yet; the ranges already copied count as done.
+func (c *Copier) rangesToCopy(plans map[string]checkpoint.Plan, ranges []checkpoint.Range, byNS map[string]catalog.Collection) []checkpoint.Range {
 	var todo []checkpoint.Range
 	for _, p := range plans {
 		if _, ok := byNS[p.NS]; ok {
@@ -226,26 +243,25 @@ func (c *Copier) Run(ctx context.Context) error {
 		}
 		todo = append(todo, r)
 	}
-	c.log.Info("full copy", "namespaces", len(plans), "ranges", len(ranges), "rangesToCopy", len(todo))
-	if err := c.copyRanges(ctx, todo, byNS); err != nil {
-		return err
-	}
-	if spec.FullSync.CopyIndexesEnabled() && spec.FullSync.IndexBuild == config.IndexesAfter {
-		c.progress.setStage("building indexes")
-		for _, coll := range colls {
-			p := plans[coll.Source.String()]
-			if p.IndexesBuilt || !coll.Copyable() {
-				continue
-			}
-			if err := c.holder.CreateIndexes(ctx, coll, c.opts.TargetProfile.IndexesOneByOne); err != nil {
-				return err
-			}
-			if err := c.opts.Store.MarkIndexesBuilt(ctx, coll.Source.String()); err != nil {
-				return err
-			}
+	return todo
+}
+
+// buildIndexes builds, after the copy, the indexes of each copied
+// collection whose indexes are not built yet, and records each as built.
+func (c *Copier) buildIndexes(ctx context.Context, colls []catalog.Collection, plans map[string]checkpoint.Plan) error {
+	c.progress.setStage("building indexes")
+	for _, coll := range colls {
+		p := plans[coll.Source.String()]
+		if p.IndexesBuilt || !coll.Copyable() {
+			continue
+		}
+		if err := c.holder.CreateIndexes(ctx, coll, c.opts.TargetProfile.IndexesOneByOne); err != nil {
+			return err
+		}
+		if err := c.opts.Store.MarkIndexesBuilt(ctx, coll.Source.String()); err != nil {
+			return err
 		}
 	}
-	c.progress.setStage("done")
 	return nil
 }
 
@@ -415,16 +431,8 @@ func (c *Copier) readRange(ctx context.Context, r checkpoint.Range, coll catalog
 		return err
 	}
 	if own && c.opts.Spec.FullSync.OnConflict == config.ConflictFail {
-		// The target was empty when the task started (Preflight), so
-		// whatever lies in this range's _id span there was written by the
-		// interrupted attempt: remove it and copy the range afresh, rather
-		// than overwrite document by document. The range stays ours: an
-		// insert the interrupted process had sent may still land after the
-		// clear (a server finishes a dead client's command), and its
-		// documents are the source's, not a conflict.
-		tgt := c.opts.Target.Database(coll.Target.DB).Collection(coll.Target.Coll)
-		if _, err := tgt.DeleteMany(ctx, r.Filter); err != nil {
-			return fmt.Errorf("clear the interrupted range %d of %s on the target: %w", r.Index, coll.Target, err)
+		if err := c.clearInterrupted(ctx, r, coll); err != nil {
+			return err
 		}
 	}
 	tracker.begin(r, own)
@@ -486,6 +494,21 @@ func (c *Copier) readRange(ctx context.Context, r checkpoint.Range, coll catalog
 	}
 	if done, docs, bytes := tracker.readerFinished(r.ID); done {
 		return c.finishRange(ctx, r, docs, bytes)
+	}
+	return nil
+}
+
+// clearInterrupted removes from the target what an interrupted attempt
+// wrote in range r's _id span. The target was empty when the task started
+// (Preflight), so whatever lies there was written by that attempt: the
+// range is copied afresh rather than overwritten document by document. The
+// range stays ours: an insert the interrupted process had sent may still
+// land after the clear (a server finishes a dead client's command), and
+// its documents are the source's, not a conflict.
+func (c *Copier) clearInterrupted(ctx context.Context, r checkpoint.Range, coll catalog.Collection) error {
+	tgt := c.opts.Target.Database(coll.Target.DB).Collection(coll.Target.Coll)
+	if _, err := tgt.DeleteMany(ctx, r.Filter); err != nil {
+		return fmt.Errorf("clear the interrupted range %d of %s on the target: %w", r.Index, coll.Target, err)
 	}
 	return nil
 }
