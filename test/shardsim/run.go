@@ -261,7 +261,7 @@ func (res Result) stopped(sc Schedule, rec *Recorder, err error) (Result, error)
 // shards' oplogs round by round with kills and restarts, until every
 // subtask has applied its last entry or none makes progress.
 //
-//nolint:funlen // the simulation's loop is test-bed code, read as one story
+//nolint:funlen,gocyclo // the simulation's loop is test-bed code, read as one story
 func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
