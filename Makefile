@@ -16,6 +16,13 @@ K8S_ASSETS := $(BIN)/k8s
 
 export PATH := $(BIN):$(PATH)
 
+# Two modules: the root (the product) and test/ (the end-to-end suites and
+# the dependencies only they use; docs/development.md, "Two modules"). The
+# targets run go in each on its own: a go.work of the developer's would
+# merge their requirements, so none is used.
+TEST_MOD := test
+export GOWORK := off
+
 .PHONY: all
 all: build
 
@@ -58,38 +65,44 @@ fmt: ## Run gofmt.
 	gofmt -l -w $$(git ls-files '*.go')
 
 .PHONY: vet
-vet: ## Run go vet.
+vet: ## Run go vet in both modules.
 	$(GO) vet ./...
+	cd $(TEST_MOD) && $(GO) vet ./...
 
 .PHONY: lint
-lint: $(BIN)/golangci-lint ## Run golangci-lint.
+lint: $(BIN)/golangci-lint ## Run golangci-lint in both modules.
 	$(BIN)/golangci-lint run ./...
+	cd $(TEST_MOD) && $(BIN)/golangci-lint run ./...
 
-# The test tiers. Packages outside test/ hold unit tests, and tests that
-# start a FerretDB server or the envtest control plane (through
+# The test tiers. The root module's packages hold unit tests, and tests
+# that start a FerretDB server or the envtest control plane (through
 # internal/testserver and internal/envtestutil, which skip under -short);
-# test/ holds the end-to-end suites. make test runs every tier, as CI does.
-UNIT_PKGS = $$($(GO) list ./... | grep -v '/test/')
+# the test/ module holds the end-to-end suites. make test runs every tier,
+# as CI does.
+UNIT_PKGS := ./...
 
 .PHONY: test
 test: ferretdb envtest-assets prometheus verify-generated $(BIN)/golangci-lint $(BIN)/helm ## Run every check and test, as CI does: gofmt, vet, golangci-lint, the unit tier with -race, then every test (integration, end to end, the short chaos and simulation runs).
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	cd $(TEST_MOD) && $(GO) vet ./...
 	$(BIN)/golangci-lint run ./...
+	cd $(TEST_MOD) && $(BIN)/golangci-lint run ./...
 	$(GO) test -short -race -count=1 -timeout 15m $(UNIT_PKGS)
-	$(GO) test -count=1 -timeout 40m ./...
+	$(GO) test -count=1 -timeout 40m $(UNIT_PKGS)
+	cd $(TEST_MOD) && $(GO) test -count=1 -timeout 40m ./...
 
 .PHONY: test-unit
 test-unit: ## Run the unit tier with -race: no server is started or built (go test -short skips those tests), for the inner loop.
 	$(GO) test -short -race -count=1 -timeout 15m $(UNIT_PKGS)
 
 .PHONY: test-integration
-test-integration: ferretdb envtest-assets ## Run the tests outside test/ in full: unit, and those that start FerretDB or an envtest control plane.
+test-integration: ferretdb envtest-assets ## Run the root module's tests in full: unit, and those that start FerretDB or an envtest control plane.
 	$(GO) test -count=1 -timeout 20m $(UNIT_PKGS)
 
 .PHONY: test-e2e
-test-e2e: ferretdb envtest-assets prometheus $(BIN)/helm ## Run the tests under test/: end to end on FerretDB (one with a real Prometheus), the chart's, the short chaos and simulation runs.
-	$(GO) test -count=1 -timeout 40m ./test/...
+test-e2e: ferretdb envtest-assets prometheus $(BIN)/helm ## Run the test/ module's tests: end to end on FerretDB (one with a real Prometheus), the chart's, the short chaos and simulation runs.
+	cd $(TEST_MOD) && $(GO) test -count=1 -timeout 40m ./...
 
 .PHONY: test-long
 test-long: ## Run the long suites one after another: chaos (CYCLES), sim-long (SIM_SEEDS) and memory-adversarial.
@@ -99,7 +112,7 @@ test-long: ## Run the long suites one after another: chaos (CYCLES), sim-long (S
 
 .PHONY: sim-long
 sim-long: ## Run the sharded-cluster simulation long: SIM_SEEDS schedules (default 20000) three times longer than make test's, from SIM_FIRST (default 1001), without and with a per-shard copy.
-	SHARDSIM_SEEDS=$${SIM_SEEDS:-20000} SHARDSIM_FIRST=$${SIM_FIRST:-1001} $(GO) test -count=1 -timeout 4h -run 'TestSim$$|TestSimCopy$$' -v ./test/shardsim
+	cd $(TEST_MOD) && SHARDSIM_SEEDS=$${SIM_SEEDS:-20000} SHARDSIM_FIRST=$${SIM_FIRST:-1001} $(GO) test -count=1 -timeout 4h -run 'TestSim$$|TestSimCopy$$' -v ./shardsim
 
 # The chaos suite: CYCLES faults from the seed SEED (make test runs 20 from
 # seed 1). CHAOS_DIR keeps the servers' storage and every log when set;
@@ -109,7 +122,7 @@ SEED ?= 1
 BUDGET ?=
 .PHONY: chaos
 chaos: ferretdb ## Run the chaos suite long: CYCLES faults (default 100; 500 for the published run) from SEED; prints faults by kind, documents compared, differences, peak RSS and recovery times (docs/reliability.md).
-	CHAOS_CYCLES=$(CYCLES) CHAOS_SEED=$(SEED) CHAOS_BUDGET=$(BUDGET) $(GO) test -count=1 -timeout 12h -run 'TestChaos$$' -v ./test/chaos | grep --line-buffered -v '^{"level"'
+	cd $(TEST_MOD) && CHAOS_CYCLES=$(CYCLES) CHAOS_SEED=$(SEED) CHAOS_BUDGET=$(BUDGET) $(GO) test -count=1 -timeout 12h -run 'TestChaos$$' -v ./chaos | grep --line-buffered -v '^{"level"'
 
 # Native Go fuzzing, FUZZTIME per target (make test runs only the seeds).
 FUZZTIME ?= 10m
@@ -122,10 +135,10 @@ fuzz: ## Fuzz the oplog entry parser and the diff translator for FUZZTIME each (
 
 .PHONY: memory-adversarial
 memory-adversarial: ferretdb ## Measure the worker's peak RSS with cache.maxBytes 64MiB on 16 MiB documents, 25,000-field documents and a 100,000-operation transaction (tens of minutes).
-	MONGOFERRY_ADVERSARIAL=1 $(GO) test -count=1 -timeout 2h -run 'TestMemoryAdversarialInput' -v ./test/e2e
+	cd $(TEST_MOD) && MONGOFERRY_ADVERSARIAL=1 $(GO) test -count=1 -timeout 2h -run 'TestMemoryAdversarialInput' -v ./e2e
 
 .PHONY: helm-lint
-helm-lint: $(BIN)/helm ## Lint the Helm chart (helm lint --strict) with its defaults and each values file under charts/mongoferry/ci (go test ./test/chart does too).
+helm-lint: $(BIN)/helm ## Lint the Helm chart (helm lint --strict) with its defaults and each values file under charts/mongoferry/ci (the test/chart tests do too).
 	$(BIN)/helm lint --strict charts/mongoferry
 	for f in charts/mongoferry/ci/*.yaml; do $(BIN)/helm lint --strict charts/mongoferry --values "$$f" || exit 1; done
 
@@ -198,8 +211,8 @@ container-tools: ## Install podman, runc, ca-certificates and tzdata from Debian
 CONTAINER_E2E ?= ^(TestOperator|TestOperatorShardedSource|TestOperatorTLSSecrets|TestOperatorWorkerTLS|TestOperatorCutover|TestSecretsNeverLeakOperator|TestContainer.*)$$
 .PHONY: test-containers
 test-containers: ferretdb envtest-assets container-tools image ## Run the image's tests and the operator's end-to-end tests with workers as real containers of IMG under the pod spec's security context (podman; not part of make test; docs/containers.md).
-	MONGOFERRY_POD_RUNTIME=podman MONGOFERRY_POD_IMAGE=$(IMG) $(GO) test -count=1 -timeout 40m -v ./test/containers | grep --line-buffered -v '^{"level"'
-	MONGOFERRY_POD_RUNTIME=podman MONGOFERRY_POD_IMAGE=$(IMG) $(GO) test -count=1 -timeout 60m -run '$(CONTAINER_E2E)' -v ./test/e2e | grep --line-buffered -v '^{"level"'
+	cd $(TEST_MOD) && MONGOFERRY_POD_RUNTIME=podman MONGOFERRY_POD_IMAGE=$(IMG) $(GO) test -count=1 -timeout 40m -v ./containers | grep --line-buffered -v '^{"level"'
+	cd $(TEST_MOD) && MONGOFERRY_POD_RUNTIME=podman MONGOFERRY_POD_IMAGE=$(IMG) $(GO) test -count=1 -timeout 60m -run '$(CONTAINER_E2E)' -v ./e2e | grep --line-buffered -v '^{"level"'
 
 .PHONY: docker-push
 docker-push: ## Push the image IMG.
@@ -278,17 +291,17 @@ $(K8S_ASSETS)/etcd: hack/tools/etcd/go.mod
 
 # The alert rules' unit tests (promtool test rules, test/chart) and the
 # end-to-end test with a real Prometheus (test/e2e) use these; they build
-# from github.com/prometheus/prometheus at the version go.mod uses, without
+# from github.com/prometheus/prometheus at the version test/go.mod uses, without
 # the web UI's assets and with only the static, file and HTTP service
 # discoveries (about 10 minutes on two cores with a cold build cache).
 .PHONY: prometheus
-prometheus: $(BIN)/prometheus $(BIN)/promtool ## Build the Prometheus server and promtool (github.com/prometheus/prometheus in go.mod) into bin/.
+prometheus: $(BIN)/prometheus $(BIN)/promtool ## Build the Prometheus server and promtool (github.com/prometheus/prometheus in test/go.mod) into bin/.
 $(BIN)/prometheus $(BIN)/promtool &: hack/tools/prometheus/go.mod
 	hack/build-prometheus.sh $(BIN)
 
 .PHONY: test-rules
-test-rules: prometheus $(BIN)/helm ## Run promtool check rules and promtool test rules on the chart's alerts (go test ./test/chart does too).
-	$(GO) test -count=1 -run 'TestAlertRulesPromtool' -v ./test/chart
+test-rules: prometheus $(BIN)/helm ## Run promtool check rules and promtool test rules on the chart's alerts (the test/chart tests do too).
+	cd $(TEST_MOD) && $(GO) test -count=1 -run 'TestAlertRulesPromtool' -v ./chart
 
 $(BIN)/controller-gen:
 	GOBIN=$(BIN) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_TOOLS_VERSION)

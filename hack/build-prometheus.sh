@@ -6,7 +6,8 @@
 # the dashboard's queries).
 #
 # The wrapper module in hack/tools/prometheus requires the module at the
-# version the repository's go.mod uses (the tests parse PromQL with it), so
+# version the test module's go.mod (test/go.mod) uses (the tests parse
+# PromQL with it; the root module does not require it), so
 # the rules are checked by the same PromQL the tests compile. Its go.mod and
 # go.sum are committed; a build checks every download against go.sum. The
 # build leaves out what the tests do not need: every service discovery but
@@ -15,7 +16,7 @@
 #
 # Usage:
 #   hack/build-prometheus.sh [bin-dir]   build bin/prometheus and bin/promtool
-#   hack/build-prometheus.sh --update    rewrite the wrapper for go.mod's version
+#   hack/build-prometheus.sh --update    rewrite the wrapper for test/go.mod's version
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,7 +26,7 @@ tags="remove_all_sd"
 
 die() { echo "build-prometheus: $*" >&2; exit 1; }
 
-want="$(cd "$root" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)" || die "github.com/prometheus/prometheus is not in go.mod"
+want="$(cd "$root/test" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)" || die "github.com/prometheus/prometheus is not in test/go.mod"
 
 if [ "${1:-}" = "--update" ]; then
   {
@@ -52,7 +53,7 @@ if [ "${1:-}" = "--update" ]; then
 fi
 
 version="$(cd "$wrapper" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)" || die "cannot read the github.com/prometheus/prometheus version from $wrapper/go.mod"
-[ "$version" = "$want" ] || die "go.mod uses github.com/prometheus/prometheus ${want} but the wrapper builds ${version}: run hack/build-prometheus.sh --update"
+[ "$version" = "$want" ] || die "test/go.mod uses github.com/prometheus/prometheus ${want} but the wrapper builds ${version}: run hack/build-prometheus.sh --update"
 
 out="${1:-$root/bin}"
 # Module v0.3XX.Y is Prometheus 3.XX.Y.

@@ -31,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
+	"github.com/mongoferry/mongoferry/internal/reporoot"
 	"github.com/mongoferry/mongoferry/internal/testutil"
 )
 
@@ -65,24 +66,16 @@ type Env struct {
 	Environment *envtest.Environment
 }
 
-// RepoRoot returns the directory of the repository's go.mod, found by
-// walking up from the working directory (a test runs in its package's
-// directory).
+// RepoRoot returns the repository's root, the directory of the root
+// module's go.mod, found by walking up from the working directory (a test
+// runs in its package's directory) past the nested test/ module's
+// (internal/reporoot).
 func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
+	root, err := reporoot.Find()
+	if errors.Is(err, reporoot.ErrNotFound) {
+		return "", errors.New("envtestutil: go.mod not found above the working directory: run the tests inside the repository")
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("envtestutil: go.mod not found above the working directory: run the tests inside the repository")
-		}
-		dir = parent
-	}
+	return root, err
 }
 
 // AssetsDir returns the directory holding kube-apiserver and etcd:

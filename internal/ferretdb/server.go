@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/mongoferry/mongoferry/internal/freeport"
+	"github.com/mongoferry/mongoferry/internal/reporoot"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -81,29 +82,23 @@ type Server struct {
 }
 
 // Binary returns the path of the FerretDB binary, or an error that says how
-// to build it.
+// to build it: MONGOFERRY_FERRETDB, else bin/ferretdb at the repository's
+// root (internal/reporoot).
 func Binary() (string, error) {
 	if p := os.Getenv("MONGOFERRY_FERRETDB"); p != "" {
 		return p, nil
 	}
-	dir, err := os.Getwd()
-	if err != nil {
+	root, err := reporoot.Find()
+	if errors.Is(err, reporoot.ErrNotFound) {
+		return "", errors.New("FerretDB binary not found: run `make ferretdb` in the repository (or set MONGOFERRY_FERRETDB)")
+	} else if err != nil {
 		return "", err
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			p := filepath.Join(dir, "bin", "ferretdb")
-			if _, err := os.Stat(p); err != nil {
-				return "", fmt.Errorf("FerretDB binary not found at %s: run `make ferretdb` (or set MONGOFERRY_FERRETDB)", p)
-			}
-			return p, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("FerretDB binary not found: run `make ferretdb` in the repository (or set MONGOFERRY_FERRETDB)")
-		}
-		dir = parent
+	p := filepath.Join(root, "bin", "ferretdb")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("FerretDB binary not found at %s: run `make ferretdb` (or set MONGOFERRY_FERRETDB)", p)
 	}
+	return p, nil
 }
 
 // StartProcess starts a server; the caller must call Stop.

@@ -28,7 +28,7 @@ import (
 // replay's status says. Each iteration runs the whole scenario (about a
 // minute); run it once:
 //
-//	go test ./test/e2e -run '^$' -bench LiveInserts -benchtime 1x
+//	cd test && go test ./e2e -run '^$' -bench LiveInserts -benchtime 1x
 //
 // A run that has not applied every insert after liveInsertsLimit reports
 // the rate of those it applied (and skips the comparison of documents).

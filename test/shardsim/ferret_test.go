@@ -46,7 +46,7 @@ func TestSimOnFerretDB(t *testing.T) {
 			res.Violations = append(res.Violations, CompareDocs(sc.Model.Docs, got)...)
 		}
 		for _, v := range res.Violations {
-			t.Errorf("seed %d (replay alone: SHARDSIM_SEED=%d go test ./test/shardsim -run TestSimOnFerretDB -v): %s", seed, seed, v)
+			t.Errorf("seed %d (replay alone: cd test && SHARDSIM_SEED=%d go test ./shardsim -run TestSimOnFerretDB -v): %s", seed, seed, v)
 		}
 		_ = client.Database(db).Drop(ctx)
 	}

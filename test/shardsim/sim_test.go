@@ -130,7 +130,7 @@ func TestSim(t *testing.T) {
 				errs = append(errs, err.Error())
 			}
 			if len(errs) > 0 {
-				failed = append(failed, fmt.Sprintf("seed %d failed (replay alone: %sSHARDSIM_SEED=%d go test ./test/shardsim -run 'TestSim$' -v):\n  %s",
+				failed = append(failed, fmt.Sprintf("seed %d failed (replay alone: cd test && %sSHARDSIM_SEED=%d go test ./shardsim -run 'TestSim$' -v):\n  %s",
 					seed, behavioursEnv(), seed, strings.Join(errs, "\n  ")))
 			}
 		}()
