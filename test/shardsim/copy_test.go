@@ -92,7 +92,7 @@ func TestSimCopy(t *testing.T) {
 		sum.Rescanned += c.Rescanned
 		writes += r.writes
 		if len(r.errs) > 0 {
-			failed = append(failed, fmt.Sprintf("seed %d failed (alone: %sSHARDSIM_SEED=%d go test ./test/shardsim -run 'TestSimCopy$' -v):\n  %s",
+			failed = append(failed, fmt.Sprintf("seed %d failed (alone: cd test && %sSHARDSIM_SEED=%d go test ./shardsim -run 'TestSimCopy$' -v):\n  %s",
 				r.seed, behavioursEnv(), r.seed, strings.Join(r.errs, "\n  ")))
 		}
 	}
