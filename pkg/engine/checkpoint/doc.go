@@ -3,5 +3,8 @@
 // where it stopped: Store holds the task record, the full-copy plan of each
 // namespace (its _id ranges) and the state of every range; for a sharded
 // source, one ShardRecord per shard subtask (its start position, applied
-// checkpoint and retirement), the task's checkpoint being their minimum.
+// checkpoint, saved replay state and retirement), the task's checkpoint
+// being their minimum; the cut-over record of each attempt (cutover.go,
+// in a collection of its own); and the lease that lets one worker process
+// run a task at a time (lease.go). Drop removes all of it.
 package checkpoint
