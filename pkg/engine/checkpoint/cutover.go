@@ -111,15 +111,51 @@ func (r ShardRecord) CutoverOf(startedAt time.Time) ShardCutover {
 }
 
 // SetShardCutover records a shard's part in the cut-over, replacing what
-// the record held. The writers take turns, so none loses another's field:
+// was recorded. The writers take turns, so none loses another's field:
 // the shard's subtask records CaughtUp, then the worker that runs the
 // cut-over records DrainTS once every shard caught up, then the subtask
-// records Drained once it reached DrainTS.
+// records Drained once it reached DrainTS. It is kept in
+// CutoversCollection (_id the shard record's), apart from the shard
+// record, for the reason the task's cut-over is: the subtask saves its
+// checkpoint in the shard record while the cut-over runs, and a server
+// that updates a document by reading it and writing it back whole
+// (FerretDB v1) would let one write undo the other (a saved checkpoint
+// moved back below the drain position, or a drain position lost).
 func (s *Store) SetShardCutover(ctx context.Context, shard string, c ShardCutover) error {
-	_, err := s.db.Collection(ShardsCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: s.shardID(shard)}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "cutover", Value: c}}}})
+	_, err := s.db.Collection(CutoversCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: s.shardID(shard)}},
+		bson.D{{Key: "$set", Value: shardCutoverDoc{Task: s.task, Shard: shard, Cutover: c, UpdatedAt: time.Now().UTC()}}},
+		options.UpdateOne().SetUpsert(true))
 	if err != nil {
 		return fmt.Errorf("checkpoint: record the cut-over of shard %s: %w", shard, err)
 	}
 	return nil
+}
+
+// shardCutoverDoc is a shard's document in CutoversCollection.
+type shardCutoverDoc struct {
+	Task      string       `bson:"task"`
+	Shard     string       `bson:"shard"`
+	Cutover   ShardCutover `bson:"shardCutover"`
+	UpdatedAt time.Time    `bson:"updatedAt"`
+}
+
+// shardCutovers reads the shards' parts in the task's cut-over, by shard.
+func (s *Store) shardCutovers(ctx context.Context, shard string) (map[string]ShardCutover, error) {
+	filter := bson.D{{Key: "task", Value: s.task}, {Key: "shard", Value: bson.D{{Key: "$exists", Value: true}}}}
+	if shard != "" {
+		filter = bson.D{{Key: "_id", Value: s.shardID(shard)}}
+	}
+	cur, err := s.db.Collection(CutoversCollection).Find(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: read the shards' cut-over: %w", err)
+	}
+	var docs []shardCutoverDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, fmt.Errorf("checkpoint: read the shards' cut-over: %w", err)
+	}
+	out := make(map[string]ShardCutover, len(docs))
+	for _, d := range docs {
+		out[d.Shard] = d.Cutover
+	}
+	return out, nil
 }

@@ -113,3 +113,64 @@ func TestCutoverRecordLegacyAndDrop(t *testing.T) {
 		t.Errorf("%d cut-over records after Drop (%v), want 0", n, err)
 	}
 }
+
+// TestShardCutoverSurvivesCheckpointSaves: on a real FerretDB target, a
+// shard's part in the cut-over (caught up, its drain position, drained)
+// recorded while that shard's subtask saves its checkpoint neither undoes
+// a save nor is undone by one: each part reads back as recorded, and the
+// last checkpoint saved reads back as saved. Before the shard's part had a
+// document of its own, a save begun before the part was recorded wrote the
+// record back whole without it, or the part's write put back an older
+// checkpoint, and a drained shard seemed to have stopped below its drain
+// position.
+func TestShardCutoverSurvivesCheckpointSaves(t *testing.T) {
+	srv := testserver.Start(t)
+	ctx := context.Background()
+	s := NewStore(srv.MustClient(t), "mongoferry", "shard-cut-saves")
+	if _, err := s.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetShardStart(ctx, "shard0", bson.Timestamp{T: 100, I: 1}); err != nil {
+		t.Fatal(err)
+	}
+	saveCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var last bson.Timestamp
+	wg.Go(func() {
+		store := s.ForShard("shard0")
+		for i := uint32(1); saveCtx.Err() == nil; i++ {
+			ts := bson.Timestamp{T: 100 + i, I: 1}
+			if err := store.SaveShardState(context.WithoutCancel(saveCtx), ts, nil); err != nil {
+				t.Errorf("save: %v", err)
+				return
+			}
+			last = ts
+		}
+	})
+	defer func() { stop(); wg.Wait() }()
+	started := time.Now().UTC().Truncate(time.Millisecond)
+	for round := range 20 {
+		c := ShardCutover{StartedAt: started, CaughtUp: true, DrainTS: bson.Timestamp{T: 1000 + uint32(round), I: 1}, Drained: round%2 == 1}
+		if err := s.SetShardCutover(ctx, "shard0", c); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+		rec, err := s.ShardRecord(ctx, "shard0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rec.CutoverOf(started); got != c {
+			t.Fatalf("round %d: recorded %+v, read %+v", round, c, got)
+		}
+	}
+	stop()
+	wg.Wait()
+	recs, err := s.Shards(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := recs["shard0"]
+	if rec.AppliedTS != last || rec.Cutover == nil || rec.Cutover.DrainTS.T != 1019 {
+		t.Errorf("after the saves: checkpoint %v (last saved %v), cut-over %+v", rec.AppliedTS, last, rec.Cutover)
+	}
+}

@@ -74,8 +74,15 @@ func (s *Store) Shards(ctx context.Context) (map[string]ShardRecord, error) {
 	if err := cur.All(ctx, &recs); err != nil {
 		return nil, fmt.Errorf("checkpoint: read shard positions: %w", err)
 	}
+	cuts, err := s.shardCutovers(ctx, "")
+	if err != nil {
+		return nil, err
+	}
 	out := make(map[string]ShardRecord, len(recs))
 	for _, r := range recs {
+		if c, ok := cuts[r.Shard]; ok {
+			r.Cutover = &c
+		}
 		out[r.Shard] = r
 	}
 	return out, nil
@@ -90,6 +97,13 @@ func (s *Store) ShardRecord(ctx context.Context, shard string) (ShardRecord, err
 	}
 	if err != nil {
 		return rec, fmt.Errorf("checkpoint: read shard %s: %w", shard, err)
+	}
+	cuts, err := s.shardCutovers(ctx, shard)
+	if err != nil {
+		return rec, err
+	}
+	if c, ok := cuts[shard]; ok {
+		rec.Cutover = &c
 	}
 	return rec, nil
 }
