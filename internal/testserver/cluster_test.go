@@ -2,9 +2,14 @@ package testserver
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/shardcopy"
+	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 )
 
 // TestClusterMoveChunk checks the test bed itself: writes land on the
@@ -67,5 +72,100 @@ func TestClusterMoveChunk(t *testing.T) {
 	var r bson.M
 	if err := c.RouterClient().Database("app").Collection("t").FindOne(ctx, bson.D{{Key: "_id", Value: int64(250)}}).Decode(&r); err != nil || r["v"] != int32(2) {
 		t.Errorf("router copy of 250 = %v, %v; want v 2", r, err)
+	}
+}
+
+// TestClusterChunkTable checks the stand-in's routing table as a reader
+// of config sees it through the router: config.chunks covers every key
+// with the owners Owner reports, a migration gives the moved chunk a new
+// version (an empty one too) and is logged in config.changelog, and the
+// recipient's oplog holds its start and end markers around its
+// fromMigrate inserts.
+func TestClusterChunkTable(t *testing.T) {
+	ctx := context.Background()
+	c := StartCluster(t, 3)
+	ns := "app.t"
+	var docs []bson.D
+	for k := int64(0); k < 3000; k += 100 {
+		docs = append(docs, bson.D{{Key: "_id", Value: k}})
+	}
+	if err := c.Insert(ctx, ns, docs...); err != nil {
+		t.Fatal(err)
+	}
+	read := func() *shardcopy.Table {
+		t.Helper()
+		l, ok, err := sharding.ReadLayout(ctx, c.RouterClient(), ns)
+		if err != nil || !ok {
+			t.Fatalf("ReadLayout: %v, sharded %v", err, ok)
+		}
+		for i := range l.Chunks { // FerretDB refuses MinKey and MaxKey: the stand-in writes others
+			l.Chunks[i].Min, l.Chunks[i].Max = RealBound(l.Chunks[i].Min), RealBound(l.Chunks[i].Max)
+		}
+		tab, err := shardcopy.FromLayout(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tab
+	}
+	owners := func(tab *shardcopy.Table) {
+		t.Helper()
+		for _, k := range []int64{-5, 0, 250, 999, 1000, 1500, 2999, 5500, 70000, 1 << 40} {
+			doc, _ := bson.Marshal(bson.D{{Key: "_id", Value: k}})
+			if got, want := tab.Owner(doc), c.Names[c.Owner(ns, k)]; got != want {
+				t.Errorf("key %d: config.chunks gives %s, the cluster routes to %s", k, got, want)
+			}
+		}
+	}
+	before := read()
+	owners(before)
+	if n, err := c.MoveChunk(ctx, ns, 0, 500, 2); err != nil || n != 5 {
+		t.Fatalf("MoveChunk = %d, %v; want 5 moved", n, err)
+	}
+	if _, err := c.MoveChunk(ctx, ns, 5000, 6000, 0); err != nil { // empty
+		t.Fatal(err)
+	}
+	after := read()
+	owners(after)
+	var changed []string
+	for _, ch := range shardcopy.Changed(before, after) {
+		changed = append(changed, ch.Shard)
+	}
+	// The split of [0,1000) at 500 changes both halves; the moves their
+	// owners and versions.
+	if strings.Join(changed, ",") != "shard2,shard0,shard0" {
+		t.Errorf("changed chunks on %v, want shard2 ([0,500) moved), shard0 ([500,1000) split off), shard0 ([5000,6000) moved, empty)", changed)
+	}
+	if n := len(shardcopy.Changed(after, read())); n != 0 {
+		t.Errorf("%d chunks changed between two reads with no migration", n)
+	}
+	commits, err := c.RouterClient().Database("config").Collection("changelog").CountDocuments(ctx, bson.D{{Key: "what", Value: "moveChunk.commit"}, {Key: "ns", Value: ns}})
+	if err != nil || commits != 2 {
+		t.Errorf("config.changelog holds %d moveChunk.commit entries (%v), want 2", commits, err)
+	}
+	oplog := c.ShardClient(2).Database("local").Collection("oplog.rs")
+	cur, err := oplog.Find(ctx, bson.D{{Key: "ns", Value: bson.D{{Key: "$in", Value: bson.A{"config.rangeDeletions", ns}}}}, {Key: "fromMigrate", Value: bson.D{{Key: "$ne", Value: false}}}},
+		options.Find().SetSort(bson.D{{Key: "ts", Value: 1}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shape []string
+	for cur.Next(ctx) {
+		e := cur.Current
+		op := e.Lookup("op").StringValue()
+		if e.Lookup("ns").StringValue() == "config.rangeDeletions" {
+			o := e.Lookup("o").Document()
+			if nss, _ := o.Lookup("nss").StringValueOK(); op == "i" && (nss != ns || o.Lookup("donorShardId").StringValue() != "shard0" || !o.Lookup("pending").Boolean()) {
+				t.Errorf("start marker %s: want nss %s, donorShardId shard0, pending", o, ns)
+			}
+			shape = append(shape, "marker-"+op)
+			continue
+		}
+		if fm, _ := e.Lookup("fromMigrate").BooleanOK(); fm {
+			shape = append(shape, "migrate-"+op)
+		}
+	}
+	want := "marker-i," + strings.Repeat("migrate-i,", 5) + "marker-d"
+	if got := strings.Join(shape, ","); got != want {
+		t.Errorf("recipient oplog: %s, want %s", got, want)
 	}
 }
