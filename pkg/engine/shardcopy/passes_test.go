@@ -1,0 +1,214 @@
+package shardcopy_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/pkg/engine/rangelease"
+	"github.com/mongoferry/mongoferry/pkg/engine/shardcopy"
+	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
+)
+
+// standInTable reads the table as ReadTable does, with the stand-in's
+// outer bounds made MinKey and MaxKey (FerretDB refuses those values).
+func standInTable(c *testserver.Cluster, ns string) func(ctx context.Context) (*shardcopy.Table, error) {
+	return func(ctx context.Context) (*shardcopy.Table, error) {
+		l, ok, err := sharding.ReadLayout(ctx, c.RouterClient(), ns)
+		if err != nil || !ok {
+			return nil, fmt.Errorf("%s not sharded (%v)", ns, err)
+		}
+		for i := range l.Chunks {
+			l.Chunks[i].Min, l.Chunks[i].Max = testserver.RealBound(l.Chunks[i].Min), testserver.RealBound(l.Chunks[i].Max)
+		}
+		return shardcopy.FromLayout(l)
+	}
+}
+
+// TestPassesWithMovesAndKill copies a collection of the 3-shard stand-in
+// shard by shard while the balancer moves chunks in both directions (one
+// of them empty) during pass 0, with two orphans planted on a shard (one
+// a stale copy of a live document, one of a document that no longer
+// exists) and one shard's copier killed mid-range (its replacement takes
+// the range over after the lease's TTL). The target must equal the
+// router's view, byte for byte; every range of every pass is recorded
+// done once and copied to its end once.
+//
+// What the stand-in cannot show: its migrations delete the donor's
+// documents at once (the range deleter of a real shard runs later, and
+// the planted orphans stand for what it leaves), and there is no live
+// load here: writes during the copy reach the target by replay from the
+// start positions (test/shardsim and the sharded e2e tests check that).
+func TestPassesWithMovesAndKill(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := testserver.StartCluster(t, 3)
+	c.ChunkSize = 200
+	const ns = "app.c"
+	var docs []bson.D
+	for k := int64(0); k < 3000; k += 5 {
+		docs = append(docs, bson.D{{Key: "_id", Value: k}, {Key: "v", Value: k * 2}, {Key: "pad", Value: "document"}})
+	}
+	if err := c.Insert(ctx, ns, docs...); err != nil {
+		t.Fatal(err)
+	}
+	// Orphans on shard1 in chunk [0,200), which shard0 owns: what a
+	// range deleter has not removed yet.
+	orphans := []any{bson.D{{Key: "_id", Value: int64(50)}, {Key: "v", Value: "stale orphan"}}, bson.D{{Key: "_id", Value: int64(51)}, {Key: "v", Value: "deleted since"}}}
+	if _, err := c.ShardClient(1).Database("app").Collection("c").InsertMany(ctx, orphans); err != nil {
+		t.Fatal(err)
+	}
+	tgtClient := testserver.Start(t).MustClient(t)
+	target := tgtClient.Database("app").Collection("c")
+	meta := tgtClient.Database("mongoferry")
+
+	var moves sync.Once
+	var moveErr error
+	copies := map[string]*atomic.Int32{}
+	var mu sync.Mutex
+	var stats []shardcopy.Stats
+	var killed atomic.Bool
+	copier := func(shard string, i int, owner string) *shardcopy.Copier {
+		return &shardcopy.Copier{Shard: shard, Source: c.ShardClient(i), NS: ns, Target: target, BatchDocs: 20, Poll: 200 * time.Millisecond,
+			Writer:   &sink.Writer{MaxRetries: 3},
+			Finished: func(r shardcopy.Range, _ int64) { mu.Lock(); copies[r.ID].Add(1); mu.Unlock() },
+			Leaser:   rangelease.New(meta, rangelease.Options{Task: "t", Owner: owner, TTL: time.Second})}
+	}
+	p := &shardcopy.Passes{
+		NS: ns, Shards: c.Names, Read: standInTable(c, ns),
+		Recipients: func(ctx context.Context, since time.Time) ([]string, error) {
+			return shardcopy.Recipients(ctx, c.RouterClient(), ns, since)
+		},
+		Plan: func(ctx context.Context, shard string, pass int) ([]shardcopy.Range, error) {
+			rs, err := shardcopy.PlanShard(ctx, c.ShardClient(index(c, shard)), shard, ns, pass, 60)
+			mu.Lock()
+			for _, r := range rs {
+				copies[r.ID] = &atomic.Int32{}
+			}
+			mu.Unlock()
+			return rs, err
+		},
+		Copy: func(ctx context.Context, shard string, pass int, table *shardcopy.Table, ranges []shardcopy.Range) error {
+			i := index(c, shard)
+			w := copier(shard, i, shard+"-a")
+			w.Hook = func(r shardcopy.Range, _ int) error {
+				if pass == 0 && shard == "shard0" {
+					// The balancer, during pass 0: a chunk shard0 may
+					// not have read yet leaves it, one comes to it, and
+					// an empty one moves.
+					moves.Do(func() {
+						for _, m := range [][3]int64{{400, 600, 1}, {200, 400, 0}, {5000, 5200, 2}} {
+							if _, err := c.MoveChunk(ctx, ns, m[0], m[1], int(m[2])); err != nil {
+								moveErr = err
+							}
+						}
+					})
+				}
+				if pass == 0 && shard == "shard1" && killed.CompareAndSwap(false, true) {
+					return shardcopy.ErrStopped
+				}
+				return nil
+			}
+			err := w.Copy(ctx, table, ranges)
+			if errors.Is(err, shardcopy.ErrStopped) {
+				w2 := copier(shard, i, shard+"-b") // the replacement worker
+				err = w2.Copy(ctx, table, ranges)
+				mu.Lock()
+				stats = append(stats, w2.Stats())
+				mu.Unlock()
+			}
+			mu.Lock()
+			stats = append(stats, w.Stats())
+			mu.Unlock()
+			return err
+		},
+	}
+	res, err := p.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moveErr != nil {
+		t.Fatal(moveErr)
+	}
+	if !killed.Load() {
+		t.Fatal("no copier was killed")
+	}
+	if res.Passes < 2 {
+		t.Errorf("%d passes, want a settling pass after the moves during pass 0", res.Passes)
+	}
+	assertSame(ctx, t, c.RouterClient().Database("app").Collection("c"), target)
+	done, err := rangelease.New(meta, rangelease.Options{Task: "t"}).Done(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	takenOver := 0
+	for id, n := range copies {
+		if _, ok := done[id]; !ok {
+			t.Errorf("range %s not recorded done", id)
+		}
+		if got := n.Load(); got != 1 {
+			t.Errorf("range %s copied to its end %d times, want 1", id, got)
+		}
+		if done[id].Attempt > 1 {
+			takenOver++
+		}
+	}
+	if takenOver != 1 {
+		t.Errorf("%d ranges taken over, want 1 (the killed copier's)", takenOver)
+	}
+	var sum shardcopy.Stats
+	for _, s := range stats {
+		sum.Kept, sum.Orphans, sum.Ranges, sum.Lost = sum.Kept+s.Kept, sum.Orphans+s.Orphans, sum.Ranges+s.Ranges, sum.Lost+s.Lost
+	}
+	if sum.Orphans < 2 {
+		t.Errorf("%d documents left out as orphans, want at least the 2 planted", sum.Orphans)
+	}
+	t.Logf("%d passes reading %v: %d ranges recorded done once each (%d copied by this test's copiers, 1 taken over), %d documents written, %d orphans left out; target equals the router's %d documents",
+		res.Passes, res.Shards, len(done), sum.Ranges, sum.Kept, sum.Orphans, len(docs))
+}
+
+func index(c *testserver.Cluster, shard string) int {
+	for i, n := range c.Names {
+		if n == shard {
+			return i
+		}
+	}
+	return -1
+}
+
+// assertSame fails unless both collections hold the same documents, byte
+// for byte.
+func assertSame(ctx context.Context, t *testing.T, want, got *mongo.Collection) {
+	t.Helper()
+	read := func(c *mongo.Collection) []bson.Raw {
+		cur, err := c.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []bson.Raw
+		for cur.Next(ctx) {
+			out = append(out, append(bson.Raw(nil), cur.Current...))
+		}
+		return out
+	}
+	w, g := read(want), read(got)
+	if len(w) != len(g) {
+		t.Fatalf("target holds %d documents, the router %d", len(g), len(w))
+	}
+	for i := range w {
+		if !bytes.Equal(w[i], g[i]) {
+			t.Fatalf("document %d: target %s, router %s", i, g[i], w[i])
+		}
+	}
+}
