@@ -68,8 +68,10 @@ type Copier struct {
 	Target *mongo.Collection
 	Leaser *rangelease.Leaser
 	Writer *sink.Writer
-	// BatchDocs bounds a write batch (100 when zero).
-	BatchDocs int
+	// BatchDocs and BatchBytes bound a write batch (100 documents and
+	// 8 MiB when zero): a copier holds one batch at a time.
+	BatchDocs  int
+	BatchBytes int64
 	// Poll is how long to wait for a range another worker holds (1s
 	// when zero): its holder finishes or goes silent for the TTL.
 	Poll time.Duration
@@ -172,7 +174,11 @@ func (c *Copier) copyRange(ctx context.Context, table *Table, r Range, lease *ra
 		return 0, err
 	}
 	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
-	var kept int64
+	maxBytes := c.BatchBytes
+	if maxBytes <= 0 {
+		maxBytes = 8 << 20
+	}
+	var kept, bytes int64
 	batch := make([]bson.Raw, 0, batchDocs)
 	flush := func() error {
 		if len(batch) == 0 {
@@ -188,7 +194,7 @@ func (c *Copier) copyRange(ctx context.Context, table *Table, r Range, lease *ra
 				return err
 			}
 		}
-		batch = batch[:0]
+		batch, bytes = batch[:0], 0
 		return c.Leaser.Renew(ctx, lease)
 	}
 	for cur.Next(ctx) {
@@ -196,7 +202,13 @@ func (c *Copier) copyRange(ctx context.Context, table *Table, r Range, lease *ra
 			c.stats.orphans.Add(1)
 			continue
 		}
+		if bytes+int64(len(cur.Current)) > maxBytes {
+			if err := flush(); err != nil {
+				return kept, err
+			}
+		}
 		batch = append(batch, slices.Clone(cur.Current))
+		bytes += int64(len(cur.Current))
 		if len(batch) >= batchDocs {
 			if err := flush(); err != nil {
 				return kept, err

@@ -212,3 +212,42 @@ func assertSame(ctx context.Context, t *testing.T, want, got *mongo.Collection) 
 		}
 	}
 }
+
+// TestCopierBatchBytes copies one shard's collection of 1 KB documents
+// with a 4 KiB batch cap: no batch holds more than the cap, and every
+// document reaches the target.
+func TestCopierBatchBytes(t *testing.T) {
+	ctx := context.Background()
+	src := testserver.Start(t).MustClient(t)
+	var docs []any
+	for i := range 50 {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}, {Key: "pad", Value: string(bytes.Repeat([]byte("x"), 1000))}})
+	}
+	if _, err := src.Database("app").Collection("c").InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := bson.Marshal(bson.D{{Key: "_id", Value: 1}})
+	lo, _ := bson.Marshal(bson.D{{Key: "_id", Value: bson.MinKey{}}})
+	hi, _ := bson.Marshal(bson.D{{Key: "_id", Value: bson.MaxKey{}}})
+	table, err := shardcopy.NewTable(key, []shardcopy.Chunk{{Min: lo, Max: hi, Shard: "s0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := testserver.Start(t).MustClient(t)
+	largest := 0
+	c := &shardcopy.Copier{Shard: "s0", Source: src, NS: "app.c", Target: dst.Database("app").Collection("c"),
+		BatchBytes: 4 << 10, Writer: &sink.Writer{MaxRetries: 3},
+		Leaser: rangelease.New(dst.Database("mongoferry"), rangelease.Options{Task: "b", Owner: "w", TTL: time.Minute}),
+		Hook:   func(_ shardcopy.Range, n int) error { largest = max(largest, n); return nil }}
+	ranges, err := shardcopy.PlanShard(ctx, src, "s0", "app.c", 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Copy(ctx, table, ranges); err != nil {
+		t.Fatal(err)
+	}
+	if largest > 4 {
+		t.Errorf("a batch of %d documents of 1 KB, want at most 4 under a 4 KiB cap", largest)
+	}
+	assertSame(ctx, t, src.Database("app").Collection("c"), dst.Database("app").Collection("c"))
+}
