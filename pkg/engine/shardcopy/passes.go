@@ -78,6 +78,13 @@ type Passes struct {
 	// a time (Recipients through mongos); nil reads only the owners of
 	// the changed chunks.
 	Recipients func(ctx context.Context, since time.Time) ([]string, error)
+	// Positions, when set, returns every shard's newest oplog ts, read
+	// just before each table read, and Migrated says whether a shard's
+	// oplog after a position holds a migration marker of NS into it
+	// (Migrated through the shard's client): the markers name the
+	// recipients too, without config.changelog.
+	Positions func(ctx context.Context) (map[string]bson.Timestamp, error)
+	Migrated  func(ctx context.Context, shard string, from bson.Timestamp) (bool, error)
 	// Plan plans a shard's ranges for a pass (PlanShard); Copy copies
 	// them with the pass's table until every one is recorded done, with
 	// as many Copiers as the shard has workers.
@@ -100,10 +107,9 @@ func (p *Passes) Run(ctx context.Context) (Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	since := time.Now()
-	table, err := p.Read(ctx)
+	since, pos, table, err := p.read(ctx)
 	if err != nil {
-		return Result{}, fmt.Errorf("read the ownership of %s: %w", p.NS, err)
+		return Result{}, err
 	}
 	shards := slices.Clone(p.Shards)
 	var res Result
@@ -113,20 +119,37 @@ func (p *Passes) Run(ctx context.Context) (Result, error) {
 			return res, err
 		}
 		res.Passes, res.Shards = pass+1, append(res.Shards, shards)
-		readAt := time.Now()
-		next, err := p.Read(ctx)
+		readAt, nextPos, next, err := p.read(ctx)
 		if err != nil {
-			return res, fmt.Errorf("read the ownership of %s after pass %d: %w", p.NS, pass, err)
+			return res, fmt.Errorf("after pass %d: %w", pass, err)
 		}
 		changed := Changed(table, next)
 		if len(changed) == 0 {
 			return res, nil
 		}
-		if shards, err = p.again(ctx, changed, since); err != nil {
+		if shards, err = p.again(ctx, changed, since, pos); err != nil {
 			return res, err
 		}
-		table, since = next, readAt
+		table, since, pos = next, readAt, nextPos
 	}
+}
+
+// read reads the shards' positions, then the table, and returns the
+// time before both, the positions and the table.
+func (p *Passes) read(ctx context.Context) (time.Time, map[string]bson.Timestamp, *Table, error) {
+	at := time.Now()
+	var pos map[string]bson.Timestamp
+	if p.Positions != nil {
+		var err error
+		if pos, err = p.Positions(ctx); err != nil {
+			return at, nil, nil, fmt.Errorf("read the shards' oplog positions: %w", err)
+		}
+	}
+	t, err := p.Read(ctx)
+	if err != nil {
+		return at, nil, nil, fmt.Errorf("read the ownership of %s: %w", p.NS, err)
+	}
+	return at, pos, t, nil
 }
 
 // pass runs one pass on shards, in parallel.
@@ -148,8 +171,9 @@ func (p *Passes) pass(ctx context.Context, pass int, table *Table, shards []stri
 }
 
 // again returns the shards the next pass reads: the owners of the changed
-// chunks and the recipients of the commits since the last table read.
-func (p *Passes) again(ctx context.Context, changed []Chunk, since time.Time) ([]string, error) {
+// chunks and the recipients of the commits since the last table read
+// (config.changelog's and the oplog markers' after pos).
+func (p *Passes) again(ctx context.Context, changed []Chunk, since time.Time, pos map[string]bson.Timestamp) ([]string, error) {
 	set := map[string]bool{}
 	for _, c := range changed {
 		set[c.Shard] = true
@@ -161,6 +185,17 @@ func (p *Passes) again(ctx context.Context, changed []Chunk, since time.Time) ([
 		}
 		for _, s := range to {
 			set[s] = true
+		}
+	}
+	if p.Migrated != nil && pos != nil {
+		for _, s := range p.Shards {
+			into, err := p.Migrated(ctx, s, pos[s])
+			if err != nil {
+				return nil, err
+			}
+			if into {
+				set[s] = true
+			}
 		}
 	}
 	out := make([]string, 0, len(set))

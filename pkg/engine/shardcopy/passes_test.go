@@ -19,6 +19,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/shardcopy"
 	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
 // standInTable reads the table as ReadTable does, with the stand-in's
@@ -75,6 +76,7 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 
 	var moves sync.Once
 	var moveErr error
+	var beforeMoves map[string]bson.Timestamp
 	copies := map[string]*atomic.Int32{}
 	var mu sync.Mutex
 	var stats []shardcopy.Stats
@@ -89,6 +91,10 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 		NS: ns, Shards: c.Names, Read: standInTable(c, ns),
 		Recipients: func(ctx context.Context, since time.Time) ([]string, error) {
 			return shardcopy.Recipients(ctx, c.RouterClient(), ns, since)
+		},
+		Positions: func(ctx context.Context) (map[string]bson.Timestamp, error) { return positions(ctx, c) },
+		Migrated: func(ctx context.Context, shard string, from bson.Timestamp) (bool, error) {
+			return shardcopy.Migrated(ctx, c.ShardClient(index(c, shard)), shard, ns, from)
 		},
 		Plan: func(ctx context.Context, shard string, pass int) ([]shardcopy.Range, error) {
 			rs, err := shardcopy.PlanShard(ctx, c.ShardClient(index(c, shard)), shard, ns, pass, 60)
@@ -108,6 +114,9 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 					// not have read yet leaves it, one comes to it, and
 					// an empty one moves.
 					moves.Do(func() {
+						if beforeMoves, moveErr = positions(ctx, c); moveErr != nil {
+							return
+						}
 						for _, m := range [][3]int64{{400, 600, 1}, {200, 400, 0}, {5000, 5200, 2}} {
 							if _, err := c.MoveChunk(ctx, ns, m[0], m[1], int(m[2])); err != nil {
 								moveErr = err
@@ -148,6 +157,19 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 		t.Errorf("%d passes, want a settling pass after the moves during pass 0", res.Passes)
 	}
 	assertSame(ctx, t, c.RouterClient().Database("app").Collection("c"), target)
+	// Every shard received a chunk during pass 0 (shard2 an empty one):
+	// each one's oplog markers say so, for this collection only.
+	for i, name := range c.Names {
+		for _, tc := range []struct {
+			ns   string
+			want bool
+		}{{ns, true}, {"app.other", false}} {
+			got, err := shardcopy.Migrated(ctx, c.ShardClient(i), name, tc.ns, beforeMoves[name])
+			if err != nil || got != tc.want {
+				t.Errorf("Migrated(%s, %s) = %v, %v; want %v", name, tc.ns, got, err, tc.want)
+			}
+		}
+	}
 	done, err := rangelease.New(meta, rangelease.Options{Task: "t"}).Done(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -176,6 +198,19 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 	}
 	t.Logf("%d passes reading %v: %d ranges recorded done once each (%d copied by this test's copiers, 1 taken over), %d documents written, %d orphans left out; target equals the router's %d documents",
 		res.Passes, res.Shards, len(done), sum.Ranges, sum.Kept, sum.Orphans, len(docs))
+}
+
+// positions returns every shard's newest oplog ts.
+func positions(ctx context.Context, c *testserver.Cluster) (map[string]bson.Timestamp, error) {
+	out := map[string]bson.Timestamp{}
+	for i, name := range c.Names {
+		ts, err := source.NewestTS(ctx, c.ShardClient(i))
+		if err != nil {
+			return nil, err
+		}
+		out[name] = ts
+	}
+	return out, nil
 }
 
 func index(c *testserver.Cluster, shard string) int {

@@ -36,13 +36,15 @@ func TestPassesShards(t *testing.T) {
 		name       string
 		reads      []*Table
 		recipients []string
+		marked     string // shards whose oplog markers name a migration
 		want       string // shards of each pass
 		wantErr    error
 	}{
-		{"no migration: one pass", []*Table{start, start}, nil, "s0 s1 s2", nil},
-		{"a chunk moved to s2: s2 again", []*Table{start, table("s0", "s2", "s2"), table("s0", "s2", "s2")}, nil, "s0 s1 s2|s2", nil},
-		{"a commit into s1 whose chunk moved on to s2: both again", []*Table{start, table("s0", "s2", "s2"), table("s0", "s2", "s2")}, []string{"s1", "s2"}, "s0 s1 s2|s1 s2", nil},
-		{"a recipient the copy does not read", []*Table{start, table("s0", "s2", "s2")}, []string{"s9"}, "s0 s1 s2", ErrUnknownShard},
+		{"no migration: one pass", []*Table{start, start}, nil, "", "s0 s1 s2", nil},
+		{"a chunk moved to s2: s2 again", []*Table{start, table("s0", "s2", "s2"), table("s0", "s2", "s2")}, nil, "", "s0 s1 s2|s2", nil},
+		{"a commit into s1 whose chunk moved on to s2: both again", []*Table{start, table("s0", "s2", "s2"), table("s0", "s2", "s2")}, []string{"s1", "s2"}, "", "s0 s1 s2|s1 s2", nil},
+		{"the same, named by the oplog markers", []*Table{start, table("s0", "s2", "s2"), table("s0", "s2", "s2")}, nil, "s1", "s0 s1 s2|s1 s2", nil},
+		{"a recipient the copy does not read", []*Table{start, table("s0", "s2", "s2")}, []string{"s9"}, "", "s0 s1 s2", ErrUnknownShard},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := 0
@@ -57,6 +59,10 @@ func TestPassesShards(t *testing.T) {
 				Recipients: func(context.Context, time.Time) ([]string, error) { return tc.recipients, nil },
 				Plan:       func(context.Context, string, int) ([]Range, error) { return nil, nil },
 				Copy:       func(context.Context, string, int, *Table, []Range) error { return nil },
+				Positions:  func(context.Context) (map[string]bson.Timestamp, error) { return map[string]bson.Timestamp{}, nil },
+				Migrated: func(_ context.Context, shard string, _ bson.Timestamp) (bool, error) {
+					return strings.Contains(tc.marked, shard), nil
+				},
 			}
 			res, err := p.Run(context.Background())
 			if !errors.Is(err, tc.wantErr) {
