@@ -75,6 +75,9 @@ type Copier struct {
 	// Poll is how long to wait for a range another worker holds (1s
 	// when zero): its holder finishes or goes silent for the TTL.
 	Poll time.Duration
+	// RenewEvery renews the lease while the copier reads orphans and
+	// writes nothing (1s when zero); keep it well under the lease's TTL.
+	RenewEvery time.Duration
 	// Hook, when set, is called after each batch is written; an error
 	// stops the copy with it (tests kill a copier mid-range).
 	Hook func(r Range, docs int) error
@@ -165,58 +168,103 @@ func sleep(ctx context.Context, d time.Duration) error {
 func (c *Copier) copyRange(ctx context.Context, table *Table, r Range, lease *rangelease.Lease) (int64, error) {
 	n := catalog.ParseNamespace(c.NS)
 	src := c.Source.Database(n.DB).Collection(n.Coll, options.Collection().SetReadConcern(readconcern.Majority()))
-	batchDocs := c.BatchDocs
-	if batchDocs <= 0 {
-		batchDocs = 100
-	}
-	cur, err := src.Find(ctx, r.Filter, options.Find().SetBatchSize(int32(batchDocs)))
+	b := c.newBatcher(r, lease)
+	cur, err := src.Find(ctx, r.Filter, options.Find().SetBatchSize(int32(b.maxDocs)))
 	if err != nil {
 		return 0, err
 	}
 	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
-	maxBytes := c.BatchBytes
-	if maxBytes <= 0 {
-		maxBytes = 8 << 20
-	}
-	var kept, bytes int64
-	batch := make([]bson.Raw, 0, batchDocs)
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		if _, err := c.Writer.Insert(ctx, c.Target, batch, config.ConflictOverwrite, true); err != nil {
-			return err
-		}
-		kept += int64(len(batch))
-		c.stats.kept.Add(int64(len(batch)))
-		if c.Hook != nil {
-			if err := c.Hook(r, len(batch)); err != nil {
-				return err
-			}
-		}
-		batch, bytes = batch[:0], 0
-		return c.Leaser.Renew(ctx, lease)
-	}
 	for cur.Next(ctx) {
 		if !table.Owns(c.Shard, cur.Current) {
 			c.stats.orphans.Add(1)
+			if err := b.idle(ctx); err != nil {
+				return b.kept, err
+			}
 			continue
 		}
-		if bytes+int64(len(cur.Current)) > maxBytes {
-			if err := flush(); err != nil {
-				return kept, err
-			}
-		}
-		batch = append(batch, slices.Clone(cur.Current))
-		bytes += int64(len(cur.Current))
-		if len(batch) >= batchDocs {
-			if err := flush(); err != nil {
-				return kept, err
-			}
+		if err := b.add(ctx, cur.Current); err != nil {
+			return b.kept, err
 		}
 	}
 	if err := cur.Err(); err != nil {
-		return kept, err
+		return b.kept, err
 	}
-	return kept, flush()
+	return b.kept, b.flush(ctx)
+}
+
+// batcher gathers one range's kept documents into write batches and
+// renews the range's lease after each, or while orphans are skipped.
+type batcher struct {
+	c               *Copier
+	r               Range
+	lease           *rangelease.Lease
+	maxDocs         int
+	maxBytes, bytes int64
+	kept            int64
+	docs            []bson.Raw
+	renewEvery      time.Duration
+	renewed         time.Time
+}
+
+func (c *Copier) newBatcher(r Range, lease *rangelease.Lease) *batcher {
+	b := &batcher{c: c, r: r, lease: lease, maxDocs: c.BatchDocs, maxBytes: c.BatchBytes, renewEvery: c.RenewEvery, renewed: time.Now()}
+	if b.maxDocs <= 0 {
+		b.maxDocs = 100
+	}
+	if b.maxBytes <= 0 {
+		b.maxBytes = 8 << 20
+	}
+	if b.renewEvery <= 0 {
+		b.renewEvery = time.Second
+	}
+	return b
+}
+
+// add appends doc, writing the batch first when doc would pass its
+// bytes, and after when it is full.
+func (b *batcher) add(ctx context.Context, doc bson.Raw) error {
+	if b.bytes+int64(len(doc)) > b.maxBytes {
+		if err := b.flush(ctx); err != nil {
+			return err
+		}
+	}
+	b.docs = append(b.docs, slices.Clone(doc))
+	b.bytes += int64(len(doc))
+	if len(b.docs) >= b.maxDocs {
+		return b.flush(ctx)
+	}
+	return nil
+}
+
+// flush writes the batch (existing documents overwritten) and renews.
+func (b *batcher) flush(ctx context.Context) error {
+	if len(b.docs) == 0 {
+		return nil
+	}
+	if _, err := b.c.Writer.Insert(ctx, b.c.Target, b.docs, config.ConflictOverwrite, true); err != nil {
+		return err
+	}
+	n := len(b.docs)
+	b.kept += int64(n)
+	b.c.stats.kept.Add(int64(n))
+	b.docs, b.bytes = b.docs[:0], 0
+	if b.c.Hook != nil {
+		if err := b.c.Hook(b.r, n); err != nil {
+			return err
+		}
+	}
+	return b.renew(ctx)
+}
+
+// idle renews the lease when the last renewal is RenewEvery old.
+func (b *batcher) idle(ctx context.Context) error {
+	if time.Since(b.renewed) < b.renewEvery {
+		return nil
+	}
+	return b.renew(ctx)
+}
+
+func (b *batcher) renew(ctx context.Context) error {
+	b.renewed = time.Now()
+	return b.c.Leaser.Renew(ctx, b.lease)
 }
