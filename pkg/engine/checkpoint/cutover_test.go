@@ -115,10 +115,13 @@ func TestCutoverRecordLegacyAndDrop(t *testing.T) {
 	if err := leaser.Finish(ctx, lease, 1); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := client.Database("mongoferry").Collection(ShardCopyCollection).InsertOne(ctx, bson.D{{Key: "_id", Value: "cut-legacy/app.c/0"}, {Key: "task", Value: "cut-legacy"}}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Drop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []string{CutoversCollection, rangelease.Collection} {
+	for _, c := range []string{CutoversCollection, rangelease.Collection, ShardCopyCollection} {
 		n, err := client.Database("mongoferry").Collection(c).CountDocuments(ctx, bson.D{{Key: "task", Value: "cut-legacy"}})
 		if err != nil || n != 0 {
 			t.Errorf("%d %s records after Drop (%v), want 0", n, c, err)

@@ -90,6 +90,10 @@ type Passes struct {
 	// as many Copiers as the shard has workers.
 	Plan func(ctx context.Context, shard string, pass int) ([]Range, error)
 	Copy func(ctx context.Context, shard string, pass int, table *Table, ranges []Range) error
+	// Save, when set, saves a pass's table and plans before any copy
+	// begins and returns the ones to copy with (SavePass: the saved ones,
+	// which every worker of the pass loads with LoadPass).
+	Save func(ctx context.Context, pass int, table *Table, ranges map[string][]Range) (*Table, map[string][]Range, error)
 	Log  *slog.Logger
 }
 
@@ -152,16 +156,35 @@ func (p *Passes) read(ctx context.Context) (time.Time, map[string]bson.Timestamp
 	return at, pos, t, nil
 }
 
-// pass runs one pass on shards, in parallel.
+// pass plans the pass on every shard in parallel, saves the plans with
+// the table (Save), then copies them on every shard in parallel.
 func (p *Passes) pass(ctx context.Context, pass int, table *Table, shards []string) error {
+	plans := make([][]Range, len(shards))
 	g, gctx := errgroup.WithContext(ctx)
+	for i, s := range shards {
+		g.Go(func() error {
+			var err error
+			plans[i], err = p.Plan(gctx, s, pass)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	byShard := make(map[string][]Range, len(shards))
+	for i, s := range shards {
+		byShard[s] = plans[i]
+	}
+	if p.Save != nil {
+		var err error
+		if table, byShard, err = p.Save(ctx, pass, table, byShard); err != nil {
+			return err
+		}
+	}
+	g, gctx = errgroup.WithContext(ctx)
 	for _, s := range shards {
 		g.Go(func() error {
-			ranges, err := p.Plan(gctx, s, pass)
-			if err != nil {
-				return err
-			}
-			if err := p.Copy(gctx, s, pass, table, ranges); err != nil {
+			if err := p.Copy(gctx, s, pass, table, byShard[s]); err != nil {
 				return fmt.Errorf("pass %d of %s on %s: %w", pass, p.NS, s, err)
 			}
 			return nil

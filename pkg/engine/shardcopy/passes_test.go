@@ -105,7 +105,16 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 			mu.Unlock()
 			return rs, err
 		},
-		Copy: func(ctx context.Context, shard string, pass int, table *shardcopy.Table, ranges []shardcopy.Range) error {
+		Save: func(ctx context.Context, pass int, table *shardcopy.Table, ranges map[string][]shardcopy.Range) (*shardcopy.Table, map[string][]shardcopy.Range, error) {
+			return shardcopy.SavePass(ctx, meta, "t", ns, pass, table, ranges)
+		},
+		Copy: func(ctx context.Context, shard string, pass int, _ *shardcopy.Table, _ []shardcopy.Range) error {
+			// Every worker loads the pass the leader saved.
+			table, plans, err := shardcopy.LoadPass(ctx, meta, "t", ns, pass)
+			if err != nil {
+				return err
+			}
+			ranges := plans[shard]
 			i := index(c, shard)
 			w := copier(shard, i, shard+"-a")
 			w.Hook = func(r shardcopy.Range, _ int) error {
@@ -129,7 +138,7 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 				}
 				return nil
 			}
-			err := w.Copy(ctx, table, ranges)
+			err = w.Copy(ctx, table, ranges)
 			if errors.Is(err, shardcopy.ErrStopped) {
 				w2 := copier(shard, i, shard+"-b") // the replacement worker
 				err = w2.Copy(ctx, table, ranges)
@@ -285,4 +294,38 @@ func TestCopierBatchBytes(t *testing.T) {
 		t.Errorf("a batch of %d documents of 1 KB, want at most 4 under a 4 KiB cap", largest)
 	}
 	assertSame(ctx, t, src.Database("app").Collection("c"), dst.Database("app").Collection("c"))
+}
+
+// TestSavePass saves a pass on FerretDB (which refuses MinKey and MaxKey
+// values, held in every table's bounds) and saves it again with another
+// plan: the first saved stays, and loads as the same table and ranges.
+func TestSavePass(t *testing.T) {
+	ctx := context.Background()
+	db := testserver.Start(t).MustClient(t).Database("mongoferry")
+	key, _ := bson.Marshal(bson.D{{Key: "a.b", Value: 1}})
+	b := func(v any) bson.Raw { r, _ := bson.Marshal(bson.D{{Key: "a.b", Value: v}}); return r }
+	table, err := shardcopy.NewTable(key, []shardcopy.Chunk{
+		{Min: b(bson.MinKey{}), Max: b(int64(10)), Shard: "s0", Version: bson.Timestamp{T: 1}},
+		{Min: b(int64(10)), Max: b(bson.MaxKey{}), Shard: "s1", Version: bson.Timestamp{T: 2, I: 1}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter, _ := bson.Marshal(bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: 5}}}})
+	first := map[string][]shardcopy.Range{"s0": {{ID: shardcopy.RangeID("app.c", "s0", 3, 0), Filter: filter}}, "s1": nil}
+	for _, plans := range []map[string][]shardcopy.Range{first, {"s0": nil}} {
+		got, ranges, err := shardcopy.SavePass(ctx, db, "t", "app.c", 3, table, plans)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(shardcopy.Changed(table, got)); n != 0 || len(got.Chunks()) != 2 {
+			t.Fatalf("saved table: %d chunks changed, %d chunks", n, len(got.Chunks()))
+		}
+		if r := ranges["s0"]; len(r) != 1 || r[0].ID != "app.c/s0/p3/000000" || !bytes.Equal(r[0].Filter, filter) {
+			t.Fatalf("saved ranges of s0: %v, want the first plan's", r)
+		}
+	}
+	if _, _, err := shardcopy.LoadPass(ctx, db, "t", "app.c", 4); !errors.Is(err, shardcopy.ErrNoPass) {
+		t.Fatalf("a pass never saved: %v, want ErrNoPass", err)
+	}
 }
