@@ -67,9 +67,15 @@ type Cluster struct {
 	// until a migration moves it, up to 64 chunks; the keys above and the
 	// negative ones are one chunk each (clusterchunks.go). Set it before
 	// the first write.
-	ChunkSize     int64
-	injected      uint32
-	migrations    int
+	ChunkSize  int64
+	injected   uint32
+	migrations int
+	// KeepOrphans leaves a migration's documents on the donor, as
+	// orphans, until RunRangeDeleter (or a migration of the range back
+	// into that shard) removes them with fromMigrate deletes; set it
+	// before the first move.
+	KeepOrphans   bool
+	orphans       []orphanRange
 	defaultShards int
 	stopNoops     context.CancelFunc
 	noopsDone     chan struct{}
@@ -437,6 +443,10 @@ func (c *Cluster) MoveChunk(ctx context.Context, ns string, lo, hi int64, to int
 
 // migrate runs one migration and returns how many documents moved.
 func (c *Cluster) migrate(ctx context.Context, ns string, m migration) (int, error) {
+	// A shard receives a range only once its own orphans of it are gone.
+	if err := c.deleteOrphans(ctx, func(o orphanRange) bool { return o.ns == ns && o.shard == m.to && o.lo < m.hi && m.lo < o.hi }); err != nil {
+		return 0, err
+	}
 	id, err := c.markStart(ctx, ns, m)
 	if err != nil {
 		return 0, err
@@ -462,6 +472,9 @@ func (c *Cluster) migrate(ctx context.Context, ns string, m migration) (int, err
 	if err := c.commit(ctx, ns, m, moved); err != nil {
 		return moved, err
 	}
+	if c.KeepOrphans {
+		c.orphans = append(c.orphans, orphanRange{ns: ns, shard: m.from, lo: m.lo, hi: m.hi})
+	}
 	return moved, c.markEnd(ctx, m, id)
 }
 
@@ -479,9 +492,16 @@ func (c *Cluster) moveBatch(ctx context.Context, ns string, from, to int, docs [
 	for i, d := range docs {
 		ids[i], anys[i] = d[0].Value, d
 	}
-	err := c.unlogged(ctx, ns, ids, sec, []int{to, from}, func() error {
+	touched := []int{to, from}
+	if c.KeepOrphans {
+		touched = []int{to} // the donor keeps its copies: orphans
+	}
+	err := c.unlogged(ctx, ns, ids, sec, touched, func() error {
 		if _, err := c.coll(c.clients[to], ns).InsertMany(ctx, anys); err != nil {
 			return err
+		}
+		if c.KeepOrphans {
+			return nil
 		}
 		_, err := c.coll(c.clients[from], ns).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
 		return err
@@ -507,8 +527,10 @@ func (c *Cluster) moveBatch(ctx context.Context, ns string, from, to int, docs [
 	if err := c.inject(ctx, to, sec, ins); err != nil {
 		return err
 	}
-	if err := c.inject(ctx, from, sec, dels); err != nil {
-		return err
+	if !c.KeepOrphans {
+		if err := c.inject(ctx, from, sec, dels); err != nil {
+			return err
+		}
 	}
 	// Removing the plain entries logged deletes of local.oplog.rs
 	// documents, possibly a second or two after sec; readers never see

@@ -26,13 +26,7 @@ func TestClusterMoveChunk(t *testing.T) {
 	if err := c.Insert(ctx, ns, docs...); err != nil {
 		t.Fatal(err)
 	}
-	count := func(i int, filter bson.D) int64 {
-		n, err := c.ShardClient(i).Database("app").Collection("t").CountDocuments(ctx, filter)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	count := func(i int, filter bson.D) int64 { return shardCount(ctx, t, c, i, filter) }
 	if a, b := count(0, bson.D{}), count(1, bson.D{}); a != 4 || b != 4 {
 		t.Fatalf("shard counts %d, %d; want 4, 4 (keys <1000 on shard0, the rest on shard1)", a, b)
 	}
@@ -168,4 +162,64 @@ func TestClusterChunkTable(t *testing.T) {
 	if got := strings.Join(shape, ","); got != want {
 		t.Errorf("recipient oplog: %s, want %s", got, want)
 	}
+}
+
+// TestClusterKeepOrphans checks the stand-in's orphans: with KeepOrphans
+// a migration leaves the donor's copies in place, unlogged, until the
+// range deleter removes them with fromMigrate deletes; a chunk moving
+// back to its donor first loses the orphans there.
+func TestClusterKeepOrphans(t *testing.T) {
+	ctx := context.Background()
+	c := StartCluster(t, 2)
+	c.KeepOrphans = true
+	ns := "app.t"
+	var docs []bson.D
+	for k := int64(0); k < 1000; k += 100 {
+		docs = append(docs, bson.D{{Key: "_id", Value: k}})
+	}
+	if err := c.Insert(ctx, ns, docs...); err != nil {
+		t.Fatal(err)
+	}
+	count := func(i int, filter bson.D) int64 { return shardCount(ctx, t, c, i, filter) }
+	fmDeletes := func() int64 {
+		n, err := c.ShardClient(0).Database("local").Collection("oplog.rs").CountDocuments(ctx, bson.D{{Key: "op", Value: "d"}, {Key: "ns", Value: ns}, {Key: "fromMigrate", Value: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if _, err := c.MoveChunk(ctx, ns, 0, 500, 1); err != nil {
+		t.Fatal(err)
+	}
+	if a, b, o := count(0, bson.D{}), count(1, bson.D{}), fmDeletes(); a != 10 || b != 5 || o != 0 {
+		t.Fatalf("after the move: shard0 %d, shard1 %d documents, %d deletes logged on shard0; want 10 (5 orphans), 5, 0", a, b, o)
+	}
+	if n, err := c.Orphans(ctx); err != nil || n != 5 {
+		t.Fatalf("Orphans = %d, %v; want 5", n, err)
+	}
+	if err := c.RunRangeDeleter(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if a, o := count(0, bson.D{}), fmDeletes(); a != 5 || o != 5 {
+		t.Fatalf("after the range deleter: shard0 %d documents, %d fromMigrate deletes; want 5, 5", a, o)
+	}
+	if _, err := c.MoveChunk(ctx, ns, 0, 500, 0); err != nil { // back, leaving orphans on shard1
+		t.Fatal(err)
+	}
+	if _, err := c.MoveChunk(ctx, ns, 0, 500, 1); err != nil { // again: shard1's orphans go first
+		t.Fatal(err)
+	}
+	if a, b := count(0, bson.D{}), count(1, bson.D{}); a != 10 || b != 5 {
+		t.Fatalf("after moving back and forth: shard0 %d, shard1 %d documents; want 10 (5 orphans), 5", a, b)
+	}
+}
+
+// shardCount counts the documents of app.t matching filter on shard i.
+func shardCount(ctx context.Context, t *testing.T, c *Cluster, i int, filter bson.D) int64 {
+	t.Helper()
+	n, err := c.ShardClient(i).Database("app").Collection("t").CountDocuments(ctx, filter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -42,13 +42,15 @@ func standInTable(c *testserver.Cluster, ns string) func(ctx context.Context) (*
 // of them empty) during pass 0, with two orphans planted on a shard (one
 // a stale copy of a live document, one of a document that no longer
 // exists) and one shard's copier killed mid-range (its replacement takes
-// the range over after the lease's TTL). The target must equal the
-// router's view, byte for byte; every range of every pass is recorded
-// done once and copied to its end once.
+// the range over after the lease's TTL). Each pass's table and plans are
+// saved on the target and every copier loads them. The target must equal
+// the router's view, byte for byte; every range of every pass is
+// recorded done once and copied to its end once.
 //
-// What the stand-in cannot show: its migrations delete the donor's
-// documents at once (the range deleter of a real shard runs later, and
-// the planted orphans stand for what it leaves), and there is no live
+// Migrations leave their documents on the donor (Cluster.KeepOrphans)
+// until a range deleter run during pass 0; one chunk moved before the
+// copy and one of its documents changed on the recipient, so the donor's
+// orphan of it is stale. What the stand-in cannot show: there is no live
 // load here: writes during the copy reach the target by replay from the
 // start positions (test/shardsim and the sharded e2e tests check that).
 func TestPassesWithMovesAndKill(t *testing.T) {
@@ -56,6 +58,7 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 	defer cancel()
 	c := testserver.StartCluster(t, 3)
 	c.ChunkSize = 200
+	c.KeepOrphans = true // donors keep their copies until the range deleter runs
 	const ns = "app.c"
 	var docs []bson.D
 	for k := int64(0); k < 3000; k += 5 {
@@ -64,8 +67,16 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 	if err := c.Insert(ctx, ns, docs...); err != nil {
 		t.Fatal(err)
 	}
-	// Orphans on shard1 in chunk [0,200), which shard0 owns: what a
-	// range deleter has not removed yet.
+	// Before the copy: [600,800) moves from shard0 to shard1 and one of
+	// its documents changes there: shard0 keeps stale orphans of it.
+	if _, err := c.MoveChunk(ctx, ns, 600, 800, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Update(ctx, ns, 600, bson.D{{Key: "v", Value: "changed after the move"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Orphans planted on shard1 in chunk [0,200), which shard0 owns,
+	// outside any range the range deleter knows of.
 	orphans := []any{bson.D{{Key: "_id", Value: int64(50)}, {Key: "v", Value: "stale orphan"}}, bson.D{{Key: "_id", Value: int64(51)}, {Key: "v", Value: "deleted since"}}}
 	if _, err := c.ShardClient(1).Database("app").Collection("c").InsertMany(ctx, orphans); err != nil {
 		t.Fatal(err)
@@ -74,7 +85,8 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 	target := tgtClient.Database("app").Collection("c")
 	meta := tgtClient.Database("mongoferry")
 
-	var moves sync.Once
+	var moves, deleter sync.Once
+	var deleterErr error
 	var moveErr error
 	var beforeMoves map[string]bson.Timestamp
 	copies := map[string]*atomic.Int32{}
@@ -133,6 +145,10 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 						}
 					})
 				}
+				if pass == 0 && shard == "shard2" {
+					// A range deleter run during the copy.
+					deleter.Do(func() { deleterErr = c.RunRangeDeleter(ctx) })
+				}
 				if pass == 0 && shard == "shard1" && killed.CompareAndSwap(false, true) {
 					return shardcopy.ErrStopped
 				}
@@ -156,8 +172,12 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if moveErr != nil {
-		t.Fatal(moveErr)
+	if moveErr != nil || deleterErr != nil {
+		t.Fatal(moveErr, deleterErr)
+	}
+	left, err := c.Orphans(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if !killed.Load() {
 		t.Fatal("no copier was killed")
@@ -205,8 +225,8 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 	if sum.Orphans < 2 {
 		t.Errorf("%d documents left out as orphans, want at least the 2 planted", sum.Orphans)
 	}
-	t.Logf("%d passes reading %v: %d ranges recorded done once each (%d copied by this test's copiers, 1 taken over), %d documents written, %d orphans left out; target equals the router's %d documents",
-		res.Passes, res.Shards, len(done), sum.Ranges, sum.Kept, sum.Orphans, len(docs))
+	t.Logf("%d passes reading %v: %d ranges recorded done once each (%d copied by this test's copiers, 1 taken over), %d documents written, %d orphans left out, %d orphans still on the donors; target equals the router's %d documents",
+		res.Passes, res.Shards, len(done), sum.Ranges, sum.Kept, sum.Orphans, left, len(docs))
 }
 
 // positions returns every shard's newest oplog ts.
