@@ -24,8 +24,10 @@ import (
 //     union of every shard's documents (what mongos returns, orphans
 //     filtered, to the full copy and to verification) and config.shards
 //     naming the shards (host "shardN/127.0.0.1:port");
-//   - the cluster's routing table is Cluster's chunk table: a document's
-//     shard key is its integer _id, owned by the chunk holding it; Insert,
+//   - the cluster's routing table is Cluster's chunk table, written to the
+//     router's config.collections and config.chunks (key {_id: 1}, each
+//     chunk with its lastmod; clusterchunks.go): a document's shard key is
+//     its integer _id, owned by the chunk holding it; Insert,
 //     Update and Delete write to the router server, then to the owning
 //     shard's server, uninterrupted once begun (so the router never shows
 //     an older state than a shard's oplog: the engine re-reads the
@@ -33,8 +35,11 @@ import (
 //   - the balancer is MoveChunk: it moves a chunk's documents to another
 //     shard with their plain oplog entries removed (FerretDB cannot
 //     mark writes fromMigrate), then injects the entries a real migration logs: the
-//     recipient's fromMigrate inserts, then the donor's fromMigrate range
-//     deletions. Writes wait while a chunk moves (MongoDB's critical
+//     recipient's start marker (a pending config.rangeDeletions task naming
+//     the donor), its fromMigrate inserts, the donor's fromMigrate range
+//     deletions, the commit (config.chunks at a new version, a
+//     moveChunk.commit in config.changelog), then the recipient's end
+//     marker (the task deleted). Writes wait while a chunk moves (MongoDB's critical
 //     section), and a migration starts and ends on a second boundary, so
 //     its injected entries sort after every earlier write and before
 //     every later one.
@@ -55,12 +60,22 @@ type Cluster struct {
 	// (RouteThrough).
 	routerURI string
 	clients   []*mongo.Client
-	chunks    map[string][]Chunk
-	// ChunkSize is the width of the default chunks: key k belongs to chunk
-	// k/ChunkSize, owned by shard (k/ChunkSize) mod len(Shards) until a
-	// migration moves it.
-	ChunkSize     int64
-	injected      uint32
+	// tables are the namespaces' chunk tables (clusterchunks.go).
+	tables map[string]*chunkTable
+	// ChunkSize is the width of the default chunks: key k >= 0 belongs to
+	// chunk k/ChunkSize, owned by shard (k/ChunkSize) mod len(Shards)
+	// until a migration moves it, up to 64 chunks; the keys above and the
+	// negative ones are one chunk each (clusterchunks.go). Set it before
+	// the first write.
+	ChunkSize  int64
+	injected   uint32
+	migrations int
+	// KeepOrphans leaves a migration's documents on the donor, as
+	// orphans, until RunRangeDeleter (or a migration of the range back
+	// into that shard) removes them with fromMigrate deletes; set it
+	// before the first move.
+	KeepOrphans   bool
+	orphans       []orphanRange
 	defaultShards int
 	stopNoops     context.CancelFunc
 	noopsDone     chan struct{}
@@ -103,16 +118,10 @@ func (c *Cluster) noops(ctx context.Context) {
 	}
 }
 
-// Chunk is a moved range [Min, Max) of shard keys and its owner.
-type Chunk struct {
-	Min, Max int64
-	Shard    int
-}
-
 // StartClusterProcess starts a cluster of n shards; the caller must call
 // Stop.
 func StartClusterProcess(ctx context.Context, n int) (*Cluster, error) {
-	c := &Cluster{chunks: map[string][]Chunk{}, ChunkSize: 1000, unlisted: map[int]bool{}, oplogless: map[int]bool{}}
+	c := &Cluster{tables: map[string]*chunkTable{}, ChunkSize: 1000, unlisted: map[int]bool{}, oplogless: map[int]bool{}}
 	var err error
 	if c.Router, err = StartProcess(ctx, Options{OplogBytes: -1}); err != nil {
 		return nil, err
@@ -303,20 +312,6 @@ func (c *Cluster) Owner(ns string, k int64) int {
 	return c.owner(ns, k)
 }
 
-func (c *Cluster) owner(ns string, k int64) int {
-	chunks := c.chunks[ns]
-	for i := len(chunks) - 1; i >= 0; i-- { // the latest move wins
-		if k >= chunks[i].Min && k < chunks[i].Max {
-			return chunks[i].Shard
-		}
-	}
-	idx := k / c.ChunkSize
-	if k < 0 {
-		idx = -idx
-	}
-	return int(idx % int64(c.initialShards()))
-}
-
 // initialShards is how many shards the default chunks spread over: the
 // shards of the first start (shards added later own only moved chunks).
 func (c *Cluster) initialShards() int { return max(c.defaultShards, 1) }
@@ -367,6 +362,9 @@ func (c *Cluster) Insert(ctx context.Context, ns string, docs ...bson.D) error {
 		byShard[o] = append(byShard[o], d)
 		all = append(all, d)
 	}
+	if err := c.writeTable(ctx, ns); err != nil { // the first write of ns
+		return err
+	}
 	if _, err := c.coll(c.router, ns).InsertMany(ctx, all); err != nil {
 		return fmt.Errorf("insert into %s on the router: %w", ns, err)
 	}
@@ -384,6 +382,9 @@ func (c *Cluster) Update(ctx context.Context, ns string, k int64, set bson.D) er
 	defer c.mu.Unlock()
 	ctx = context.WithoutCancel(ctx)
 	o := c.owner(ns, k)
+	if err := c.writeTable(ctx, ns); err != nil {
+		return err
+	}
 	u := bson.D{{Key: "$set", Value: set}}
 	if _, err := c.coll(c.router, ns).UpdateOne(ctx, bson.D{{Key: "_id", Value: k}}, u); err != nil {
 		return fmt.Errorf("update %s %d on the router: %w", ns, k, err)
@@ -400,6 +401,9 @@ func (c *Cluster) Delete(ctx context.Context, ns string, k int64) error {
 	defer c.mu.Unlock()
 	ctx = context.WithoutCancel(ctx)
 	o := c.owner(ns, k)
+	if err := c.writeTable(ctx, ns); err != nil {
+		return err
+	}
 	if _, err := c.coll(c.router, ns).DeleteOne(ctx, bson.D{{Key: "_id", Value: k}}); err != nil {
 		return fmt.Errorf("delete %s %d on the router: %w", ns, k, err)
 	}
@@ -411,39 +415,67 @@ func (c *Cluster) Delete(ctx context.Context, ns string, k int64) error {
 
 // MoveChunk moves the documents of ns with keys in [lo, hi) to shard to,
 // as the balancer does, and returns how many moved. Writes wait meanwhile.
-// Documents move in batches of at most migrationBatch, each within its
-// own second (see unlogged).
+// Each chunk of the range owned by another shard moves as one migration:
+// the recipient's start marker (its pending range deletion task in
+// config.rangeDeletions), the documents in batches of at most
+// migrationBatch, each within its own second (see unlogged), the commit
+// (config.chunks, config.changelog), then the end marker (the task
+// deleted). A chunk with no documents still migrates: markers and commit.
 func (c *Cluster) MoveChunk(ctx context.Context, ns string, lo, hi int64, to int) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ctx = context.WithoutCancel(ctx) // a half-done move would leave the shards disagreeing
-	filter := bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: lo}, {Key: "$lt", Value: hi}}}}
 	moved := 0
-	// Every owner of a key in the range donates its documents in it.
-	for from := range c.clients {
-		if from == to {
-			continue
-		}
-		cur, err := c.coll(c.clients[from], ns).Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	defer nextSecond()
+	migrations := c.plan(ns, lo, hi, to)
+	if err := c.writeTable(ctx, ns); err != nil { // the splits at lo and hi
+		return 0, err
+	}
+	for _, m := range migrations {
+		n, err := c.migrate(ctx, ns, m)
+		moved += n
 		if err != nil {
-			return moved, err
-		}
-		var docs []bson.D
-		if err := cur.All(ctx, &docs); err != nil {
-			return moved, err
-		}
-		for len(docs) > 0 {
-			n := min(len(docs), migrationBatch)
-			if err := c.moveBatch(ctx, ns, from, to, docs[:n]); err != nil {
-				return moved, fmt.Errorf("move %s [%d,%d) from %s to %s: %w", ns, lo, hi, c.Names[from], c.Names[to], err)
-			}
-			moved += n
-			docs = docs[n:]
+			return moved, fmt.Errorf("move %s [%d,%d) from %s to %s: %w", ns, m.lo, m.hi, c.Names[m.from], c.Names[m.to], err)
 		}
 	}
-	c.chunks[ns] = append(c.chunks[ns], Chunk{Min: lo, Max: hi, Shard: to})
-	nextSecond()
 	return moved, nil
+}
+
+// migrate runs one migration and returns how many documents moved.
+func (c *Cluster) migrate(ctx context.Context, ns string, m migration) (int, error) {
+	// A shard receives a range only once its own orphans of it are gone.
+	if err := c.deleteOrphans(ctx, func(o orphanRange) bool { return o.ns == ns && o.shard == m.to && o.lo < m.hi && m.lo < o.hi }); err != nil {
+		return 0, err
+	}
+	id, err := c.markStart(ctx, ns, m)
+	if err != nil {
+		return 0, err
+	}
+	filter := bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: m.lo}, {Key: "$lt", Value: m.hi}}}}
+	cur, err := c.coll(c.clients[m.from], ns).Find(ctx, filter, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return 0, err
+	}
+	var docs []bson.D
+	if err := cur.All(ctx, &docs); err != nil {
+		return 0, err
+	}
+	moved := 0
+	for len(docs) > 0 {
+		n := min(len(docs), migrationBatch)
+		if err := c.moveBatch(ctx, ns, m.from, m.to, docs[:n]); err != nil {
+			return moved, err
+		}
+		moved += n
+		docs = docs[n:]
+	}
+	if err := c.commit(ctx, ns, m, moved); err != nil {
+		return moved, err
+	}
+	if c.KeepOrphans {
+		c.orphans = append(c.orphans, orphanRange{ns: ns, shard: m.from, lo: m.lo, hi: m.hi})
+	}
+	return moved, c.markEnd(ctx, m, id)
 }
 
 // migrationBatch bounds the documents one migration step moves, so that a
@@ -460,9 +492,16 @@ func (c *Cluster) moveBatch(ctx context.Context, ns string, from, to int, docs [
 	for i, d := range docs {
 		ids[i], anys[i] = d[0].Value, d
 	}
-	err := c.unlogged(ctx, ns, ids, sec, []int{to, from}, func() error {
+	touched := []int{to, from}
+	if c.KeepOrphans {
+		touched = []int{to} // the donor keeps its copies: orphans
+	}
+	err := c.unlogged(ctx, ns, ids, sec, touched, func() error {
 		if _, err := c.coll(c.clients[to], ns).InsertMany(ctx, anys); err != nil {
 			return err
+		}
+		if c.KeepOrphans {
+			return nil
 		}
 		_, err := c.coll(c.clients[from], ns).DeleteMany(ctx, bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}})
 		return err
@@ -488,8 +527,10 @@ func (c *Cluster) moveBatch(ctx context.Context, ns string, from, to int, docs [
 	if err := c.inject(ctx, to, sec, ins); err != nil {
 		return err
 	}
-	if err := c.inject(ctx, from, sec, dels); err != nil {
-		return err
+	if !c.KeepOrphans {
+		if err := c.inject(ctx, from, sec, dels); err != nil {
+			return err
+		}
 	}
 	// Removing the plain entries logged deletes of local.oplog.rs
 	// documents, possibly a second or two after sec; readers never see

@@ -9,6 +9,8 @@ import (
 	"context"
 	"testing"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
+
 	"github.com/mongoferry/mongoferry/internal/ferretdb"
 	"github.com/mongoferry/mongoferry/internal/testutil"
 )
@@ -26,8 +28,6 @@ type (
 	Server = ferretdb.Server
 	// Cluster is ferretdb.Cluster.
 	Cluster = ferretdb.Cluster
-	// Chunk is ferretdb.Chunk.
-	Chunk = ferretdb.Chunk
 	// ClusterLoad is ferretdb.ClusterLoad.
 	ClusterLoad = ferretdb.ClusterLoad
 	// TLS is ferretdb.TLS.
@@ -45,6 +45,10 @@ func Binary() (string, error) { return ferretdb.Binary() }
 func StartProcess(ctx context.Context, o Options) (*Server, error) {
 	return ferretdb.StartProcess(ctx, o)
 }
+
+// RealBound is ferretdb.RealBound: a chunk bound of the cluster stand-in
+// as MongoDB writes it.
+func RealBound(b bson.Raw) bson.Raw { return ferretdb.RealBound(b) }
 
 // StartClusterProcess is ferretdb.StartClusterProcess.
 func StartClusterProcess(ctx context.Context, n int) (*Cluster, error) {

@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/pkg/engine/rangelease"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
@@ -77,7 +78,8 @@ func TestCutoverStepsSurviveCheckpointSaves(t *testing.T) {
 
 // TestCutoverRecordLegacyAndDrop: a task record written before the
 // cut-over had its own collection keeps its cut-over readable until a
-// step is recorded; Drop removes the cut-over with the task.
+// step is recorded; Drop removes the cut-over and the range leases with
+// the task.
 func TestCutoverRecordLegacyAndDrop(t *testing.T) {
 	srv := testserver.Start(t)
 	ctx := context.Background()
@@ -105,12 +107,25 @@ func TestCutoverRecordLegacyAndDrop(t *testing.T) {
 	if rec, err = s.Task(ctx); err != nil || rec.Cutover == nil || rec.Cutover.Step != workerapi.CutoverVerifying {
 		t.Fatalf("after a step: %+v (%v), want Verifying", rec.Cutover, err)
 	}
+	leaser := rangelease.New(client.Database("mongoferry"), rangelease.Options{Task: "cut-legacy", Owner: "w0", TTL: time.Minute})
+	lease, _, err := leaser.Claim(ctx, []string{"app.c/0"})
+	if err != nil || lease == nil {
+		t.Fatalf("claim: %v %v", lease, err)
+	}
+	if err := leaser.Finish(ctx, lease, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Database("mongoferry").Collection(ShardCopyCollection).InsertOne(ctx, bson.D{{Key: "_id", Value: "cut-legacy/app.c/0"}, {Key: "task", Value: "cut-legacy"}}); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Drop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	n, err := client.Database("mongoferry").Collection(CutoversCollection).CountDocuments(ctx, bson.D{{Key: "task", Value: "cut-legacy"}})
-	if err != nil || n != 0 {
-		t.Errorf("%d cut-over records after Drop (%v), want 0", n, err)
+	for _, c := range []string{CutoversCollection, rangelease.Collection, ShardCopyCollection} {
+		n, err := client.Database("mongoferry").Collection(c).CountDocuments(ctx, bson.D{{Key: "task", Value: "cut-legacy"}})
+		if err != nil || n != 0 {
+			t.Errorf("%d %s records after Drop (%v), want 0", n, c, err)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/rangelease"
 )
 
 // Collections in the checkpoint database.
@@ -18,6 +19,9 @@ const (
 	TasksCollection  = "tasks"
 	PlansCollection  = "copy_plans"
 	RangesCollection = "copy_ranges"
+	// ShardCopyCollection holds the per-shard copy's passes (their
+	// tables and range plans, pkg/engine/shardcopy).
+	ShardCopyCollection = "shardcopy_passes"
 	// HeldCollection keeps the target options held back until cut-over
 	// (package finalize).
 	HeldCollection = "held_options"
@@ -329,9 +333,10 @@ func (s *Store) updateRange(ctx context.Context, id string, update bson.D) error
 // ErrNotFound means a progress record is missing.
 var ErrNotFound = errors.New("progress record not found")
 
-// Drop removes everything the task keeps.
+// Drop removes everything the task keeps, its range leases and done
+// records (rangelease) and per-shard copy passes included.
 func (s *Store) Drop(ctx context.Context) error {
-	for _, c := range []string{RangesCollection, PlansCollection, ShardsCollection, HeldCollection, LeasesCollection, CutoversCollection} {
+	for _, c := range []string{RangesCollection, PlansCollection, ShardsCollection, HeldCollection, LeasesCollection, CutoversCollection, rangelease.Collection, ShardCopyCollection} {
 		if _, err := s.db.Collection(c).DeleteMany(ctx, bson.D{{Key: "task", Value: s.task}}); err != nil {
 			return fmt.Errorf("checkpoint: drop %s: %w", c, err)
 		}

@@ -1,0 +1,270 @@
+package shardcopy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/rangelease"
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
+)
+
+// Range is one _id range of a shard's pass: ID names it in the range
+// leases (RangeID), Filter selects its documents on the shard.
+type Range struct {
+	ID     string
+	Filter bson.Raw
+}
+
+// RangeID names range i of ns on shard in pass: every pass of every shard
+// has its own ranges, leased and recorded done apart.
+func RangeID(ns, shard string, pass, i int) string {
+	return fmt.Sprintf("%s/%s/p%d/%06d", ns, shard, pass, i)
+}
+
+// PlanShard splits ns as shard (read through its own client) holds it
+// into ranges of about rangeDocs documents, named for pass. Every worker
+// of the pass must copy the same plan: plan once and hand it out.
+func PlanShard(ctx context.Context, shard *mongo.Client, name, ns string, pass int, rangeDocs int64) ([]Range, error) {
+	n := catalog.ParseNamespace(ns)
+	rs, _, err := source.Splitter{RangeDocuments: rangeDocs}.Split(ctx, shard.Database(n.DB).Collection(n.Coll))
+	if err != nil {
+		return nil, fmt.Errorf("plan %s on %s: %w", ns, name, err)
+	}
+	out := make([]Range, len(rs))
+	for i, r := range rs {
+		out[i] = Range{ID: RangeID(ns, name, pass, i), Filter: r.Filter}
+	}
+	return out, nil
+}
+
+// ErrStopped is what a Copier's Hook returns to stop it at once, as a
+// killed worker stops: no renewal, no done record.
+var ErrStopped = errors.New("copier stopped")
+
+// Copier copies one shard's ranges of one collection: it reads the shard
+// directly (read concern majority), keeps the documents the pass's table
+// gives to the shard (orphans left out), writes them to the target
+// (existing ones overwritten: a later pass's version, or an earlier
+// attempt's), renews its lease after every batch and records each range
+// done once.
+type Copier struct {
+	// Shard is the shard's name in config.shards; Source its client.
+	Shard  string
+	Source *mongo.Client
+	// NS is the source namespace; Target the target collection.
+	NS     string
+	Target *mongo.Collection
+	Leaser *rangelease.Leaser
+	Writer *sink.Writer
+	// BatchDocs and BatchBytes bound a write batch (100 documents and
+	// 8 MiB when zero): a copier holds one batch at a time.
+	BatchDocs  int
+	BatchBytes int64
+	// Poll is how long to wait for a range another worker holds (1s
+	// when zero): its holder finishes or goes silent for the TTL.
+	Poll time.Duration
+	// RenewEvery renews the lease while the copier reads orphans and
+	// writes nothing (1s when zero); keep it well under the lease's TTL.
+	RenewEvery time.Duration
+	// Hook, when set, is called after each batch is written; an error
+	// stops the copy with it (tests kill a copier mid-range).
+	Hook func(r Range, docs int) error
+	// Finished, when set, is told each range this copier recorded done.
+	Finished func(r Range, docs int64)
+
+	stats copierStats
+}
+
+// copierStats are a copier's counts, read while it runs.
+type copierStats struct {
+	kept, orphans, ranges, lost atomic.Int64
+}
+
+// Stats are a copier's counts.
+type Stats struct {
+	// Kept documents were written; Orphans read and left out.
+	Kept, Orphans int64
+	// Ranges were copied to their end and recorded done by this copier;
+	// Lost were given up on ErrLeaseLost.
+	Ranges, Lost int64
+}
+
+// Stats returns the copier's counts so far.
+func (c *Copier) Stats() Stats {
+	return Stats{Kept: c.stats.kept.Load(), Orphans: c.stats.orphans.Load(), Ranges: c.stats.ranges.Load(), Lost: c.stats.lost.Load()}
+}
+
+// Copy copies ranges, filtered by table, until every one of them is
+// recorded done (by this copier or another).
+func (c *Copier) Copy(ctx context.Context, table *Table, ranges []Range) error {
+	ids := make([]string, len(ranges))
+	byID := make(map[string]Range, len(ranges))
+	for i, r := range ranges {
+		ids[i], byID[r.ID] = r.ID, r
+	}
+	for {
+		lease, open, err := c.Leaser.Claim(ctx, ids)
+		if err != nil {
+			return err
+		}
+		if lease == nil {
+			if open == 0 {
+				return nil
+			}
+			if err := sleep(ctx, c.poll()); err != nil {
+				return err
+			}
+			continue
+		}
+		r := byID[lease.Range]
+		docs, err := c.copyRange(ctx, table, r, lease)
+		if err == nil {
+			err = c.Leaser.Finish(ctx, lease, docs)
+		}
+		switch {
+		case errors.Is(err, rangelease.ErrLeaseLost):
+			c.stats.lost.Add(1)
+		case err != nil:
+			return fmt.Errorf("copy %s on %s, range %s: %w", c.NS, c.Shard, lease.Range, err)
+		default:
+			c.stats.ranges.Add(1)
+			if c.Finished != nil {
+				c.Finished(r, docs)
+			}
+		}
+	}
+}
+
+func (c *Copier) poll() time.Duration {
+	if c.Poll > 0 {
+		return c.Poll
+	}
+	return time.Second
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
+
+// copyRange copies one leased range and returns how many documents it
+// kept.
+func (c *Copier) copyRange(ctx context.Context, table *Table, r Range, lease *rangelease.Lease) (int64, error) {
+	n := catalog.ParseNamespace(c.NS)
+	src := c.Source.Database(n.DB).Collection(n.Coll, options.Collection().SetReadConcern(readconcern.Majority()))
+	b := c.newBatcher(r, lease)
+	cur, err := src.Find(ctx, r.Filter, options.Find().SetBatchSize(int32(b.maxDocs)))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
+	for cur.Next(ctx) {
+		if !table.Owns(c.Shard, cur.Current) {
+			c.stats.orphans.Add(1)
+			if err := b.idle(ctx); err != nil {
+				return b.kept, err
+			}
+			continue
+		}
+		if err := b.add(ctx, cur.Current); err != nil {
+			return b.kept, err
+		}
+	}
+	if err := cur.Err(); err != nil {
+		return b.kept, err
+	}
+	return b.kept, b.flush(ctx)
+}
+
+// batcher gathers one range's kept documents into write batches and
+// renews the range's lease after each, or while orphans are skipped.
+type batcher struct {
+	c               *Copier
+	r               Range
+	lease           *rangelease.Lease
+	maxDocs         int
+	maxBytes, bytes int64
+	kept            int64
+	docs            []bson.Raw
+	renewEvery      time.Duration
+	renewed         time.Time
+}
+
+func (c *Copier) newBatcher(r Range, lease *rangelease.Lease) *batcher {
+	b := &batcher{c: c, r: r, lease: lease, maxDocs: c.BatchDocs, maxBytes: c.BatchBytes, renewEvery: c.RenewEvery, renewed: time.Now()}
+	if b.maxDocs <= 0 {
+		b.maxDocs = 100
+	}
+	if b.maxBytes <= 0 {
+		b.maxBytes = 8 << 20
+	}
+	if b.renewEvery <= 0 {
+		b.renewEvery = time.Second
+	}
+	return b
+}
+
+// add appends doc, writing the batch first when doc would pass its
+// bytes, and after when it is full.
+func (b *batcher) add(ctx context.Context, doc bson.Raw) error {
+	if b.bytes+int64(len(doc)) > b.maxBytes {
+		if err := b.flush(ctx); err != nil {
+			return err
+		}
+	}
+	b.docs = append(b.docs, slices.Clone(doc))
+	b.bytes += int64(len(doc))
+	if len(b.docs) >= b.maxDocs {
+		return b.flush(ctx)
+	}
+	return nil
+}
+
+// flush writes the batch (existing documents overwritten) and renews.
+func (b *batcher) flush(ctx context.Context) error {
+	if len(b.docs) == 0 {
+		return nil
+	}
+	if _, err := b.c.Writer.Insert(ctx, b.c.Target, b.docs, config.ConflictOverwrite, true); err != nil {
+		return err
+	}
+	n := len(b.docs)
+	b.kept += int64(n)
+	b.c.stats.kept.Add(int64(n))
+	b.docs, b.bytes = b.docs[:0], 0
+	if b.c.Hook != nil {
+		if err := b.c.Hook(b.r, n); err != nil {
+			return err
+		}
+	}
+	return b.renew(ctx)
+}
+
+// idle renews the lease when the last renewal is RenewEvery old.
+func (b *batcher) idle(ctx context.Context) error {
+	if time.Since(b.renewed) < b.renewEvery {
+		return nil
+	}
+	return b.renew(ctx)
+}
+
+func (b *batcher) renew(ctx context.Context) error {
+	b.renewed = time.Now()
+	return b.c.Leaser.Renew(ctx, b.lease)
+}
