@@ -4,7 +4,7 @@
 // namespace (its _id ranges) and the state of every range; for a sharded
 // source, one ShardRecord per shard subtask (its start position, applied
 // checkpoint, saved replay state and retirement), the task's checkpoint
-// being their minimum; the cut-over record of each attempt (cutover.go,
-// in a collection of its own); and the lease that lets one worker process
+// being their minimum; the cut-over record and each shard's part in it
+// (cutover.go, in a collection of their own); and the lease that lets one worker process
 // run a task at a time (lease.go). Drop removes all of it.
 package checkpoint
