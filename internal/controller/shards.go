@@ -15,45 +15,13 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
-// One worker per shard.
-//
-// A sharded source read shard by shard (oplog replay, not mode full or a
-// change stream through mongos) runs one worker pod per shard. The manager
-// does not connect to the source: the workers discover it (hello on
-// source.uri, then config.shards with the source.shards[] overrides,
-// through pkg/engine/topology) when they start and then every
-// ShardRefreshInterval (`ferry run --discover-interval`), and report what
-// they found in /status (workerapi.Topology). The controller takes the
-// most recent report and keeps which pod replays which shard in
-// status.shards[]: the pod with ordinal N runs the shard whose entry has
-// ordinal N. Ordinals are given once, in name order at the first
-// discovery, then to added shards in turn; they never change, so a
-// reordered config.shards never hands a shard's checkpoint to another
-// worker. A removed shard keeps its ordinal (its worker reads the shard's
-// oplog to the end, then reports Retired; marked retired in the mapping, a
-// restarted worker of it idles); the StatefulSet shrinks only past retired
-// shards at the end of the list. While no worker reports (suspended,
-// stopped, starting) the mapping stands as it is.
-//
-// Before the shards are known the task runs one worker, ordinal 0, with
-// --await-shard-map: it discovers first and, on a replica set, runs the
-// task as usual; on a sharded source it copies and replays nothing,
-// reports the shards (phase Pending, awaitingShardMap) and waits. The
-// controller then writes the mapping, scales the StatefulSet to one pod
-// per shard and sets ShardedAnnotation on the pod template, which
-// restarts worker 0 with its shard. A first discovery that fails ends
-// worker 0 with the error (Degraded says why, from its exit), as a failed
-// connection at the start of a run does; a later one that fails keeps the
-// mapping and sets Degraded to ShardDiscoveryFailed.
-//
-// The mapping reaches the workers through the worker Secret (key shards, a
-// JSON list by ordinal of {"name": shard, "retired": bool}) in
-// MONGOFERRY_SHARD_MAP, and the
-// pod's own name in MONGOFERRY_POD_NAME (downward API): `ferry run` picks
-// the entry of its ordinal. Because the mapping is read through a
-// secretKeyRef at container start rather than written into the pod
-// template, adding a shard scales the StatefulSet without restarting the
-// other workers.
+// One worker per shard: the controller keeps which pod replays which shard
+// of a sharded source in status.shards[] (pod ordinal N runs the shard of
+// ordinal N; ordinals are given once and never change), from the shards
+// the workers discover and report in /status, and hands the mapping to the
+// workers through the worker Secret (MONGOFERRY_SHARD_MAP). The discovery,
+// the first worker's --await-shard-map, added and removed shards:
+// docs/operator.md, "Sharded sources".
 
 // Shard mapping keys and variables.
 const (

@@ -5,7 +5,10 @@
 // Parts: AssetsDir finds the control plane binaries (built by
 // `make envtest-assets` into bin/k8s, or named by KUBEBUILDER_ASSETS); Start
 // runs a control plane for one test and stops it on t.Cleanup; New does the
-// same for callers that manage the lifetime themselves (TestMain).
+// same for callers that manage the lifetime themselves (TestMain);
+// KubeletServingCertificate (kubelet.go) is the certificate a kubelet
+// stand-in serves pods/log with, which every control plane started here
+// trusts.
 package envtestutil
 
 import (

@@ -4,9 +4,12 @@
 // full copy (fullsync), oplog replay (replay) and verification (verify),
 // the first two through the Copier and Replayer interfaces (engine.go),
 // and reading the source's changes through a streamer, replica set or
-// sharded (streamer.go); the cut-over is package cutover's. Status is a
-// value snapshot for /status, metrics and progress output. It never
-// imports Kubernetes packages.
+// sharded (streamer.go); a sharded source runs one subtask per shard, all
+// in one process or one per worker (sharded.go, shardworker.go). The
+// cut-over is package cutover's state machine, given the engine's parts
+// in cutover.go and cutover_sharded.go. Status is a value snapshot for
+// /status, metrics and progress output. It never imports Kubernetes
+// packages.
 package engine
 
 import (

@@ -1,7 +1,9 @@
 // Package cutover runs a task's cut-over as a state machine over small
 // interfaces: Machine holds the record and moves it step by step
 // (machine.go), Drive and Finish run the steps of a replica-set source
-// (replicaset.go), Lead and Follow those of a sharded one (sharded.go).
+// (replicaset.go), Lead those of a sharded one (sharded.go), and Follow
+// and Await let the other workers of a sharded source track the record
+// and end with the run that moves it (follow.go).
 //
 // The cut-over (cutover.requested in the task) walks these steps, each
 // recorded in the checkpoint database (checkpoint.CutoversCollection)

@@ -14,47 +14,15 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
-// The cut-over of a sharded source walks the steps of the package
-// comment with one subtask per shard. The task-wide step lives in the
-// task record, as for a replica set; each shard's part
-// (checkpoint.ShardCutover: caught up, drain position, drained) lives in
-// its shard record, so that one process running every subtask
-// (`ferry run`) and one worker per shard (the operator) take the same
-// path:
-//
-//	CatchingUp      each subtask records CaughtUp once its lag is at most
-//	                maxLagSeconds; the step moves on once every shard
-//	                that is not retired has
-//	BlockingWrites  setUserWriteBlockMode through mongos (the whole
-//	                cluster on MongoDB 6.0+)
-//	Draining        every shard's newest oplog position is read, after
-//	                the block, and recorded as its drain position; each
-//	                subtask stops once its saved checkpoint reached it
-//	                with nothing in flight, and records Drained (a
-//	                retired shard counts as drained)
-//	Verifying, Finalizing, Complete as for a replica set (Finish)
-//
-// The worker that moves the task-wide step (Lead) is the copy leader
-// (every process in `ferry run`); it reads the drain positions of all
-// shards at one moment, so a worker that sees Draining late cannot pick
-// a later one. The other workers follow the cut-over's record (Follow,
-// every second while they stream, every half second once drained):
-// once their shard is drained they wait for Complete and end as a
-// completed task; a failure recorded after they started ends them with
-// the failing worker's message and exit code (docs/cutover.md states the
-// bound). Every step is recorded before it acts, so a worker restarted
-// anywhere goes on from the records: a drained subtask is not started
-// again, one that is not drained replays from its checkpoint up to its
-// recorded drain position.
-//
-// Chunk migrations may go on during the cut-over (the balancer is not
-// stopped): their fromMigrate entries are skipped as always. That stays
-// safe: the documents a migration moves are already on the target from
-// the user writes before it, and the drain positions are read after the
-// user writes stopped, so every user write of every shard is at or below
-// its shard's drain position. For the same reason a drained subtask
-// holds nobody back on the shard board (shard.Position.Drained): what its
-// shard logs after the drain position is migrations and no-ops.
+// The cut-over of a sharded source walks the steps of the package comment
+// with one subtask per shard: the task-wide step lives in the task record,
+// each shard's part (checkpoint.ShardCutover: caught up, drain position,
+// drained) in its shard record, so one process running every subtask and
+// one worker per shard take the same path. Lead moves the task-wide step
+// and reads every shard's drain position at one moment; Follow tracks the
+// record from the other workers. The steps shard by shard and why chunk
+// migrations may go on: docs/sharded.md, "Cut-over"; the workers' part and
+// their bound after a failure: docs/cutover.md, "One worker per shard".
 
 // Subtask is one shard's replay as the cut-over drives it.
 type Subtask interface {

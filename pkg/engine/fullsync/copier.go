@@ -1,6 +1,7 @@
 // Package fullsync copies every selected collection once: Copier prepares
 // the target collections, plans _id ranges, runs parallel readers and
-// writers through the byte-bounded pipeline, records each finished range
+// writers through the byte-bounded pipeline (on a sharded target, one
+// command per owning shard through a Router), records each finished range
 // so a restart skips it, and builds indexes; Status reports its progress.
 package fullsync
 

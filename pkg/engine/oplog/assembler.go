@@ -56,52 +56,15 @@ type AssemblerStatus struct {
 	Bytes   int `json:"bytes"`
 }
 
-// Assembler takes entries in oplog order (of one replica set or shard) and
-// emits units the replayer can apply:
-//
-//   - plain entries pass through as units of one;
-//   - an applyOps that is not part of a larger transaction is unwrapped
-//     into its operations, each with the applyOps' ts. Besides a user's
-//     applyOps and a one-entry transaction, that includes MongoDB 8.0's
-//     batched writes of a retryable insertMany (multiOpType: 1, lsid,
-//     txnNumber, and a prevOpTime that points at the previous batch, which
-//     was a complete unit of its own);
-//   - partialTxn: true entries are buffered per transaction (lsid,
-//     txnNumber) until the applyOps without partialTxn that ends the chain
-//     (linked by prevOpTime); then all their operations are emitted as one
-//     unit with the ts of that last entry;
-//   - a batched write too large for one entry (6.0+ batched deletes, 8.0
-//     insert batches without a session, time-series writes) is a
-//     partialTxn chain without lsid and txnNumber: it is buffered by
-//     prevOpTime, each entry continuing the chain whose last entry it
-//     points at, and emitted like a transaction's chain;
-//   - a prepare: true applyOps (with its partialTxn chain, if any) is
-//     buffered until its commitTransaction, which emits it as one unit with
-//     the commit's ts, or its abortTransaction, which drops it.
-//
-// Checkpoints. An open transaction is not applied yet, so a checkpoint
-// taken at or past the first entry of an open transaction would lose it on
-// resume, unless the buffered entries are saved too. Two ways are correct:
-//
-//  1. Keep the checkpoint below OldestBufferedTS (and below the FirstTS of
-//     every emitted unit not yet applied). Resume re-reads the whole
-//     transaction; nothing needs saving.
-//  2. Save Checkpoint() together with the checkpoint ts (in one write),
-//     and on resume call Recover with it before reading from that ts.
-//     Entries read again that are already buffered are recognised by their
-//     ts and ignored, so the state may be newer than the checkpoint ts,
-//     but not older: take it when the checkpoint is written (the reader is
-//     then at or past the checkpoint ts). The checkpoint must still stay
-//     below the FirstTS of emitted units not yet applied (their entries
-//     are no longer buffered).
-//
-// A transaction entry that refers to entries the Assembler never saw (a
-// chain whose start was before the read position, a commit without its
-// prepare) is ErrIncompleteTxn: applying the rest would apply half a
-// transaction.
-//
-// An Assembler is not safe for concurrent use; each shard's reader has its
-// own.
+// Assembler takes one replica set's (or shard's) entries in oplog order
+// and emits units the replayer can apply: plain entries as units of one,
+// applyOps unwrapped, partialTxn chains and prepared transactions buffered
+// until they end and emitted as one unit with the ts of their last entry
+// (a commit's); an entry whose transaction began out of sight is
+// ErrIncompleteTxn. A caller keeps its checkpoint below OldestBufferedTS,
+// or saves Checkpoint() with it and restores it with Recover (cases and
+// rule: docs/architecture.md, "Transactions and checkpoints"). Not safe
+// for concurrent use; each shard's reader has its own.
 type Assembler struct {
 	open map[string]*openTxn
 	// chains are the open partialTxn chains without a session, by the ts

@@ -10,68 +10,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
-// A $v:2 update entry is {$v: 2, diff: D}, where D describes the change
-// of one document (MongoDB's doc_diff format):
-//
-//	document diff   d: {field: false}   delete the fields
-//	                u: {field: value}   set the fields (in place)
-//	                i: {field: value}   insert the fields, at the end
-//	                s<field>: D'        apply the sub-diff D' to the field
-//	array diff      a: true             marks D' as an array diff
-//	                l: n                resize the array to n elements
-//	                u<n>: value         set element n
-//	                s<n>: D'            apply the sub-diff D' to element n
-//
-// translateDiff turns D into update operators on dotted paths:
-//
-//	d            $unset path
-//	u            $set path
-//	i            $unset path, then $set path (see below); on a target
-//	             with pipeline updates, one [{$unset}, {$set: $literal}]
-//	s<field>     recurse with path.field
-//	a, l: n      $push {path: {$each: [], $slice: n}}
-//	u<n>         $set path.n
-//	s<n>         recurse with path.n
-//
-// Inserted fields: MongoDB's applier drops the old value of an inserted
-// field and appends the new one at the end of its document; a diff computed
-// for a pipeline update that reorders fields relies on that. $set would
-// keep an existing field where it is, so an inserted field is first unset,
-// then set, which appends it everywhere. Several new fields set by one
-// update are appended in lexicographic order on MongoDB 5.0+ and on
-// FerretDB (numeric names in numeric order on MongoDB, as strings on
-// FerretDB; older servers may keep the given order), so new fields under
-// one parent share an update only while their names ascend and are not
-// numeric; otherwise a new update starts, which keeps the diff's order on
-// every server.
-//
-// Resizing: MongoDB only writes l when an array shrinks (growth is written
-// as u<n> of the new elements, and setting an index past the end pads with
-// nulls, as $set does too). $push with $each: [] and $slice: n keeps the
-// first n elements, which is exactly that truncation. An l larger than the
-// array with no u<l-1> (which MongoDB does not write) would pad with nulls;
-// $slice does not grow an array, so those trailing nulls would be missing.
-// (FerretDB 1.24 accepts $slice but ignores it: see the package's tests.)
-//
-// Conflicts: one update may not touch a path and its prefix or the same
-// path twice ($push on "a" and $set on "a.1" are refused). The operators
-// are therefore packed, in the diff's order, into as few updates as
-// possible: an operator joins the last update unless it conflicts with it,
-// else it starts a new one. The updates of one entry are applied in order,
-// on one document, by one writer (all its Writes carry the same DocKey, so
-// the partitioner sends them to the same queue), so applying them one after
-// the other is applying the diff. Replay stays idempotent: every operator
-// writes an absolute value (set, unset, truncate to n), so applying an
-// entry's updates again leaves the document as they left it.
-//
-// Two things MongoDB's applier does that updates cannot: a field whose
-// name is empty, contains '.' or starts with '$' cannot be named in a path
-// (ErrUnaddressablePath: refetch the document instead), and when an old
-// entry is applied again after later ones changed a field's type, the
-// applier sets the field to null where an update through it fails on the
-// server ("Cannot create field ..."); the replayer re-reads such a
-// document from the source (replay's stalePath), as later entries rewrite
-// the field anyway.
+// A $v:2 update entry is {$v: 2, diff: D}, where D is MongoDB's doc_diff
+// of one document. translateDiff turns D into $set, $unset and $push/$slice
+// operators on dotted paths, packed in the diff's order into as few updates
+// as do not conflict; the updates of one entry are applied in order on one
+// document, and each writes an absolute value, so replay stays idempotent.
+// The sections, inserted fields, truncation and what updates cannot say:
+// docs/oplog-shapes.md, "How a $v: 2 diff becomes updates".
 
 // opKind is the update operator of one pathOp.
 type opKind uint8

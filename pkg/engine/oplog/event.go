@@ -27,63 +27,15 @@ var (
 )
 
 // EventToEntry converts one change event (as MongoDB 6.0+ writes it with
-// showExpandedEvents) into the oplog entry it stands for, with
-// ts = clusterTime, wall = wallTime, ui = collectionUUID, and the event's
-// lsid and txnNumber:
-//
-//   - insert: {op: "i", ns, o: fullDocument, o2: documentKey};
-//   - update: {op: "u", ns, o: <update>, o2: documentKey}, see below;
-//   - replace: {op: "u", ns, o: fullDocument, o2: documentKey}, a
-//     replacement;
-//   - delete: {op: "d", ns, o: documentKey};
-//   - DDL, as {op: "c", ns: "db.$cmd", o: <command>}: create ->
-//     {create: coll, <operationDescription>} (options, or viewOn and
-//     pipeline for a view); drop -> {drop: coll}; rename ->
-//     {renameCollection: "db.coll", to: "db.coll", dropTarget};
-//     dropDatabase -> {dropDatabase: 1}; createIndexes ->
-//     {commitIndexBuild: coll, indexes}; dropIndexes -> {dropIndexes: coll,
-//     index: <name or names>}; modify -> {collMod: coll,
-//     <operationDescription>}; startIndexBuild and abortIndexBuild keep
-//     their names (Skip skips them);
-//   - sharding events (shardCollection, reshardCollection,
-//     refineCollectionShardKey and the internal ones) and endOfTransaction
-//     change nothing a target keeps: ok is false and there is no entry;
-//   - invalidate: ErrChangeStreamInvalidated; any other operationType:
-//     ErrUnsupportedChangeEvent naming it. A time-series collection's create
-//     is refused too: the event does not carry the collection's time-series
-//     options (create it on the target by hand, or use incremental.method
-//     oplog).
-//
-// Updates. updateDescription is what the server derived from the oplog's
-// $v:2 diff, so it is exact for the event's moment:
-//
-//   - updatedFields and removedFields become {$v: 1, $set: updatedFields,
-//     $unset: {<removed>: true}} (dotted paths, as the server gives them);
-//   - with truncatedArrays (an array shrunk by $pop, $pull, a pipeline),
-//     which $set and $unset cannot express, the whole description becomes
-//     a $v:2 diff instead: each path is split into its fields (taken from
-//     disambiguatedPaths when present, else split at the dots) and nested
-//     into s<field> sub-diffs, updated fields go to u sections, removed
-//     fields to d sections, and each truncated array becomes an array diff
-//     {a: true, l: newSize} holding the updates of its elements as u<n> and
-//     s<n>. Translate turns it into the same $set/$unset plus a
-//     $push {$each: [], $slice: newSize} that truncates.
-//
-// A path naming a field that contains '.' or starts with '$' (shown by
-// disambiguatedPaths, MongoDB 6.1+) cannot be written as an update path.
-// Such an update becomes a replacement by fullDocument when the event has
-// one (open the stream with FullDocument); with updateLookup that document
-// is the one the lookup found, possibly later than the event, which the
-// following events then converge from, as replay does over the copy.
-// Without a full document it is an error wrapping ErrUnaddressablePath.
-// On MongoDB 6.0, which has no disambiguatedPaths, a field named "a.b" and
-// a field b inside a look alike, and the update is written as the latter.
-// Two more things updateDescription does not say: whether a field was
-// new (MongoDB appends new fields at the end, as $set does) or moved to the
-// end by a pipeline update (which $set does not do, so field order may
-// differ after such an update).
-//
-// The function only reads event; the entry does not share its memory.
+// showExpandedEvents) into the oplog entry it stands for, with ts =
+// clusterTime, wall = wallTime, ui = collectionUUID and the event's lsid
+// and txnNumber: CRUD events become i, u and d entries, DDL events the
+// matching command entries, and an update its $set/$unset (or a $v:2 diff
+// with truncatedArrays). Events that change nothing a target keeps return
+// ok false; invalidate is ErrChangeStreamInvalidated, an unknown type
+// ErrUnsupportedChangeEvent. Event by event: docs/oplog-shapes.md, "Events
+// as entries". The function only reads event; the entry does not share
+// its memory.
 func EventToEntry(event bson.Raw) (entry bson.Raw, ok bool, err error) {
 	c, ok, err := ConvertEvent(event)
 	if err != nil || !ok {

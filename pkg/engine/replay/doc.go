@@ -10,7 +10,12 @@
 // One file per role: replayer.go composes the parts (Options, New, Run);
 // dispatch.go reads, orders and partitions entries; worker.go is the
 // writers; gate.go decides when their batches go and combines them into
-// fuller commands; bulk.go builds the commands from a batch; refetch.go re-reads
-// documents from the source (late entries, stale paths); checkpoint.go
-// saves positions; status.go reports.
+// fuller commands; bulk.go and bulkcmd.go build the commands from a
+// batch; ddl.go applies DDL barriers; refetch.go and stale.go re-read
+// documents from the source (late entries, stale paths), recopy.go a
+// whole collection renamed into the task; timeseries.go writes
+// time-series buckets; shardkey.go gives writes to a sharded target their
+// shard key; shard.go, holds.go, migration.go, participants.go and
+// topology.go are a sharded source's subtask; watermark.go and
+// checkpoint.go track and save positions; status.go reports.
 package replay

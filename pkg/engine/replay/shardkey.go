@@ -16,60 +16,13 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 )
 
-// Writes on a sharded target.
-//
-// A mongos routes a single-document write by its filter, and refuses
-// what it cannot route:
-//
-//   - an upsert must hold an equality on every field of the shard key,
-//     up to 7.0 ("Failed to target upsert by query", ShardKeyNotFound);
-//     from 7.1 one without it is run in two phases (find the document on
-//     any shard, then write it there);
-//   - an updateOne, replaceOne or deleteOne that is no upsert must hold
-//     the whole shard key or an equality on _id (then it goes to every
-//     shard) up to 7.0; a replacement routed so is sent where the new
-//     document's key belongs, where the old one may not be;
-//   - a write that changes a document's shard-key value must be a
-//     retryable write or run in a transaction; the shard answers
-//     WouldChangeOwningShard when the new value belongs to another shard,
-//     and mongos then deletes and inserts the document in one
-//     transaction. Up to 7.0 the filter must also hold an equality on the
-//     whole shard key (code 31025); from 7.1 a retryable write needs no
-//     more than _id.
-//
-// The source's entries carry the document key: _id and, on a sharded
-// source, the source's shard-key fields (an update's o2, a delete's o,
-// an insert's o2). The target's key may be another (target.shardKeys),
-// and a replica set's entries carry _id alone. So before a command goes
-// out, every write of a sharded target collection gets the target's
-// whole key in its filter:
-//
-//   - a write that places a whole document (an insert's upsert, the
-//     replacement that follows an insert meeting a duplicate key, a
-//     replacement update, FerretDB's whole-document $set, a document
-//     re-read from the source) is filtered on _id and the key the
-//     document has on the target now, read with one query per command;
-//     where the target has no such document, on the key of the document
-//     written. Filtered on the key the entry carries instead, it would
-//     add a second document with the same _id on another shard whenever
-//     the target holds another version of it (the copy/replay overlap, a
-//     resume, the two halves of a shard-key change applied in either
-//     order);
-//   - an update or delete whose filter holds the whole target key keeps
-//     it (a delete by {sk: old, _id} must not remove the document a
-//     shard-key change inserted); one whose filter lacks a key field
-//     gets the key the document has on the target now, so that mongos
-//     sends it to one shard and a shard-key change it makes is allowed;
-//   - inserts carry their document, which mongos routes by its key.
-//
-// The writes go as retryable writes (the driver's default), so a
-// shard-key change moves the document between shards. Up to 7.0, an
-// update that changes a key field in a way the writer cannot follow (a
-// pipeline, a path above or below the key field) is replaced by a re-read
-// of the document from the source, so the writes after it in the same
-// command still know where the document is; from 7.1 it goes as it is.
-// A collection sharded on _id alone needs none of this: _id is the whole
-// key.
+// Writes on a sharded target: before a command goes out, every write of a
+// sharded target collection gets the target's whole shard key in its
+// filter (the key the document has on the target now, read with one query
+// per command), so that mongos routes it to one shard and a shard-key
+// change it makes is allowed. What mongos accepts by version and the
+// filter each kind of write gets: docs/sharded.md, "Replay on a sharded
+// target".
 
 // ShardKeys tells the writers how a sharded target shards its
 // collections and where its documents are.

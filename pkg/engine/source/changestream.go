@@ -49,50 +49,15 @@ type ChangeStreamOptions struct {
 }
 
 // ChangeStreamReader is the OplogReader of incremental.method:
-// changeStream. It watches the whole source deployment (client.Watch with
-// showExpandedEvents, so DDL is seen too) and turns each change event into
-// the oplog entry the server wrote for it (see oplog.EventToEntry), so the
-// replayer and the oplog package read it as they read local.oplog.rs.
-//
-// Position. The stream starts at startAtOperationTime = from+1 (everything
-// after from), or after a resume token (ChangeStreamOptions.ResumeToken).
-// After an error it closes the stream and the next Next re-opens it after
-// the resume token of the last entry it returned, so entries are neither
-// lost nor repeated. Events that were read but not returned (a transaction
-// still being collected) are dropped with the stream and read again.
-//
-// Transactions and clusterTime. Change events carry no applyOps: the
-// events of one transaction arrive one by one, each with the transaction's
-// lsid and txnNumber and all with the same clusterTime (the commit's). So
-// do the events of one applyOps written without a transaction (batched
-// multi-deletes on MongoDB 6.1+). The reader therefore holds consecutive
-// events that share a clusterTime until it knows none is left: an event
-// with another clusterTime arrives, a batch ends with a
-// postBatchResumeToken past that clusterTime, or a getMore returns no
-// event (the server emits all the events of one oplog entry together).
-// Then it returns them as one applyOps entry with that ts (with the lsid
-// and txnNumber when they all share one). The Assembler unwraps it into one
-// unit and the replayer applies it as one barrier, as it does the source's
-// own applyOps: a transaction is never half applied, and no two entries
-// share a ts, so a checkpoint at a ts means everything of that ts is
-// applied. A held transaction is bounded by the source's transaction size,
-// not by BatchEvents. On a sharded source, events of different shards that
-// happen to share a clusterTime are merged into one applyOps too (they are
-// adjacent in the stream, which mongos sorts by clusterTime); harmless, as
-// the barrier applies them in stream order.
-//
-// Batches and idle sources. One Next reads one batch of the stream (one
-// getMore, waiting at most MaxAwait) and returns what it completes. Every
-// batch ends with a postBatchResumeToken, which advances even when no event
-// matches (on an idle source too: replica sets write a no-op every 10 s).
-// When it is past the last entry returned, the reader returns a no-op
-// entry (op "n") with the ts just below that token's clusterTime: every
-// event before it has been read, so the replayer's watermark, and the
-// checkpoint, move on while the source is idle or only writes what the
-// stream does not show, as they do with the oplog's own no-ops.
-//
-// A ChangeStreamReader is not safe for concurrent use, except Newest,
-// Position and ResumeToken, which may be called from any goroutine.
+// changeStream. It watches the whole source deployment with
+// showExpandedEvents and returns each event as the oplog entry the server
+// wrote for it (oplog.EventToEntry). Events sharing a clusterTime (a
+// transaction, a batched write) come back as one applyOps entry, so no two
+// entries share a ts; an idle stream yields no-op entries so the
+// checkpoint moves on; after an error it resumes after the last entry
+// returned. Why and how: docs/oplog-shapes.md, "The reader: position,
+// transactions, idle sources". It is not safe for concurrent use, except
+// Newest, Position and ResumeToken.
 type ChangeStreamReader struct {
 	client *mongo.Client
 	opts   ChangeStreamOptions
