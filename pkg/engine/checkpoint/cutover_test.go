@@ -9,7 +9,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
-	"github.com/mongoferry/mongoferry/pkg/engine/rangelease"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
@@ -107,12 +106,9 @@ func TestCutoverRecordLegacyAndDrop(t *testing.T) {
 	if rec, err = s.Task(ctx); err != nil || rec.Cutover == nil || rec.Cutover.Step != workerapi.CutoverVerifying {
 		t.Fatalf("after a step: %+v (%v), want Verifying", rec.Cutover, err)
 	}
-	leaser := rangelease.New(client.Database("mongoferry"), rangelease.Options{Task: "cut-legacy", Owner: "w0", TTL: time.Minute})
-	lease, _, err := leaser.Claim(ctx, []string{"app.c/0"})
-	if err != nil || lease == nil {
-		t.Fatalf("claim: %v %v", lease, err)
-	}
-	if err := leaser.Finish(ctx, lease, 1); err != nil {
+	// A range lease's document, as rangelease writes it (its own test
+	// checks that Drop removes those it writes).
+	if _, err := client.Database("mongoferry").Collection(RangeLeasesCollection).InsertOne(ctx, bson.D{{Key: "_id", Value: "cut-legacy/app.c/0/1"}, {Key: "task", Value: "cut-legacy"}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := client.Database("mongoferry").Collection(ShardCopyCollection).InsertOne(ctx, bson.D{{Key: "_id", Value: "cut-legacy/app.c/0"}, {Key: "task", Value: "cut-legacy"}}); err != nil {
@@ -121,7 +117,7 @@ func TestCutoverRecordLegacyAndDrop(t *testing.T) {
 	if err := s.Drop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []string{CutoversCollection, rangelease.Collection, ShardCopyCollection} {
+	for _, c := range []string{CutoversCollection, RangeLeasesCollection, ShardCopyCollection} {
 		n, err := client.Database("mongoferry").Collection(c).CountDocuments(ctx, bson.D{{Key: "task", Value: "cut-legacy"}})
 		if err != nil || n != 0 {
 			t.Errorf("%d %s records after Drop (%v), want 0", n, c, err)

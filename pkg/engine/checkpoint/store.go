@@ -11,7 +11,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
-	"github.com/mongoferry/mongoferry/pkg/engine/rangelease"
 )
 
 // Collections in the checkpoint database.
@@ -19,6 +18,11 @@ const (
 	TasksCollection  = "tasks"
 	PlansCollection  = "copy_plans"
 	RangesCollection = "copy_ranges"
+	// RangeLeasesCollection holds the copy's range leases and done
+	// records (pkg/engine/rangelease). It is named here, not imported, so
+	// that the manager, which links this package for the cleanup, links
+	// no more of the MongoDB client than the cleanup needs.
+	RangeLeasesCollection = "rangeleases"
 	// ShardCopyCollection holds the per-shard copy's passes (their
 	// tables and range plans, pkg/engine/shardcopy).
 	ShardCopyCollection = "shardcopy_passes"
@@ -336,7 +340,7 @@ var ErrNotFound = errors.New("progress record not found")
 // Drop removes everything the task keeps, its range leases and done
 // records (rangelease) and per-shard copy passes included.
 func (s *Store) Drop(ctx context.Context) error {
-	for _, c := range []string{RangesCollection, PlansCollection, ShardsCollection, HeldCollection, LeasesCollection, CutoversCollection, rangelease.Collection, ShardCopyCollection} {
+	for _, c := range []string{RangesCollection, PlansCollection, ShardsCollection, HeldCollection, LeasesCollection, CutoversCollection, RangeLeasesCollection, ShardCopyCollection} {
 		if _, err := s.db.Collection(c).DeleteMany(ctx, bson.D{{Key: "task", Value: s.task}}); err != nil {
 			return fmt.Errorf("checkpoint: drop %s: %w", c, err)
 		}

@@ -12,11 +12,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 )
 
 // Collection holds the range leases and done records, in the task's
 // checkpoint database on the target.
-const Collection = "rangeleases"
+const Collection = checkpoint.RangeLeasesCollection
 
 // ErrLeaseLost means another worker took the range over (this worker
 // stopped renewing for the TTL) or recorded it done first: stop copying
@@ -34,7 +36,7 @@ type Options struct {
 }
 
 // leaseDoc is one attempt's lease of a range, or (Done) the range's
-// done record, whose _id is the range's with "#done".
+// done record (see leaseID and doneID for their _ids).
 type leaseDoc struct {
 	ID      string    `bson:"_id"`
 	Task    string    `bson:"task"`
@@ -77,9 +79,15 @@ func New(db *mongo.Database, o Options) *Leaser {
 	return &Leaser{coll: db.Collection(Collection), o: o, seen: map[string]sighting{}}
 }
 
-func leaseID(rangeID string, attempt int) string { return fmt.Sprintf("%s#%d", rangeID, attempt) }
+// leaseID is the _id of a range's lease for one attempt, and doneID that of
+// its done record: both begin with the task's name, so that two tasks
+// keeping their checkpoints in one database (the same namespace, hence the
+// same range ids) never take each other's ranges.
+func (l *Leaser) leaseID(rangeID string, attempt int) string {
+	return fmt.Sprintf("%s/%s#%d", l.o.Task, rangeID, attempt)
+}
 
-func doneID(rangeID string) string { return rangeID + "#done" }
+func (l *Leaser) doneID(rangeID string) string { return l.o.Task + "/" + rangeID + "#done" }
 
 func token() string {
 	b := make([]byte, 12)
@@ -138,7 +146,7 @@ func (l *Leaser) tryClaim(ctx context.Context, id string) (*Lease, error) {
 		return nil, nil
 	}
 	lease := &Lease{Range: id, Attempt: last.Attempt + 1, TakenOver: last.Attempt > 0, token: token()}
-	doc := leaseDoc{ID: leaseID(id, lease.Attempt), Task: l.o.Task, Range: id, Attempt: lease.Attempt,
+	doc := leaseDoc{ID: l.leaseID(id, lease.Attempt), Task: l.o.Task, Range: id, Attempt: lease.Attempt,
 		Owner: l.o.Owner, Token: lease.token, At: time.Now().UTC()}
 	if _, err := l.coll.InsertOne(ctx, doc); mongo.IsDuplicateKeyError(err) {
 		return nil, nil // another claimant's attempt
@@ -147,7 +155,7 @@ func (l *Leaser) tryClaim(ctx context.Context, id string) (*Lease, error) {
 	}
 	// A holder that finished between our read and our insert: give
 	// the attempt back.
-	if n, err := l.coll.CountDocuments(ctx, bson.D{{Key: "_id", Value: doneID(id)}}); err != nil || n > 0 {
+	if n, err := l.coll.CountDocuments(ctx, bson.D{{Key: "_id", Value: l.doneID(id)}}); err != nil || n > 0 {
 		_, _ = l.coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: doc.ID}, {Key: "token", Value: lease.token}})
 		if err != nil {
 			return nil, fmt.Errorf("rangelease: claim %s: %w", id, err)
@@ -175,7 +183,7 @@ func (l *Leaser) silent(d leaseDoc) bool {
 // another worker took the range.
 func (l *Leaser) Renew(ctx context.Context, lease *Lease) error {
 	lease.beat++
-	if _, err := l.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: leaseID(lease.Range, lease.Attempt)}, {Key: "token", Value: lease.token}},
+	if _, err := l.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: l.leaseID(lease.Range, lease.Attempt)}, {Key: "token", Value: lease.token}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "beat", Value: lease.beat}, {Key: "at", Value: time.Now().UTC()}}}}); err != nil {
 		return fmt.Errorf("rangelease: renew %s: %w", lease.Range, err)
 	}
@@ -184,7 +192,7 @@ func (l *Leaser) Renew(ctx context.Context, lease *Lease) error {
 
 // check fails with ErrLeaseLost when a later attempt of the range exists.
 func (l *Leaser) check(ctx context.Context, lease *Lease) error {
-	n, err := l.coll.CountDocuments(ctx, bson.D{{Key: "_id", Value: leaseID(lease.Range, lease.Attempt+1)}})
+	n, err := l.coll.CountDocuments(ctx, bson.D{{Key: "_id", Value: l.leaseID(lease.Range, lease.Attempt+1)}})
 	if err != nil {
 		return fmt.Errorf("rangelease: check %s: %w", lease.Range, err)
 	}
@@ -200,7 +208,7 @@ func (l *Leaser) Finish(ctx context.Context, lease *Lease, docs int64) error {
 	if err := l.check(ctx, lease); err != nil {
 		return err
 	}
-	doc := leaseDoc{ID: doneID(lease.Range), Task: l.o.Task, Range: lease.Range, Attempt: lease.Attempt,
+	doc := leaseDoc{ID: l.doneID(lease.Range), Task: l.o.Task, Range: lease.Range, Attempt: lease.Attempt,
 		Owner: l.o.Owner, Token: lease.token, At: time.Now().UTC(), Done: true, Docs: docs}
 	if _, err := l.coll.InsertOne(ctx, doc); mongo.IsDuplicateKeyError(err) {
 		return fmt.Errorf("%w: %s was recorded done by another attempt", ErrLeaseLost, lease.Range)

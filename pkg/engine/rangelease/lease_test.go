@@ -14,6 +14,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 )
 
 // TestConcurrentClaimants has several workers claim the same range at
@@ -283,5 +284,41 @@ func TestStalledHolder(t *testing.T) {
 	}
 	if l, open, err := a.Claim(ctx, ranges); err != nil || l != nil || open != 0 {
 		t.Fatalf("claim after done: %v, %d open, %v; want nothing left", l, open, err)
+	}
+}
+
+// TestDropClearsLeases: dropping a task's checkpoint (ferry reset,
+// the operator's cleanup) removes the leases and done records its
+// workers wrote, and leaves another task's.
+func TestDropClearsLeases(t *testing.T) {
+	srv := testserver.Start(t)
+	ctx := context.Background()
+	client := srv.MustClient(t)
+	db := client.Database("mongoferry")
+	for _, task := range []string{"dropped", "kept"} {
+		l := New(db, Options{Task: task, Owner: "w0", TTL: time.Minute})
+		for _, id := range []string{"app.c/0", "app.c/1"} {
+			lease, _, err := l.Claim(ctx, []string{id})
+			if err != nil || lease == nil {
+				t.Fatalf("claim %s of %s: %v %v", id, task, lease, err)
+			}
+			if id == "app.c/0" {
+				if err := l.Finish(ctx, lease, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if err := checkpoint.NewStore(client, "mongoferry", "dropped").Drop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for task, want := range map[string]bool{"dropped": false, "kept": true} {
+		n, err := db.Collection(Collection).CountDocuments(ctx, bson.D{{Key: "task", Value: task}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (n > 0) != want {
+			t.Errorf("task %s: %d lease records after dropping task dropped", task, n)
+		}
 	}
 }
