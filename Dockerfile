@@ -22,7 +22,7 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN --mount=type=cache,target=/go/pkg/mod \
     go mod download
-# .dockerignore lets in only the Go sources (api, cmd, controllers,
+# .dockerignore lets in only the Go sources (api, cmd,
 # internal, pkg) besides go.mod and go.sum.
 COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod \

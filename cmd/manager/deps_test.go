@@ -22,7 +22,7 @@ const clientPackage = driverPrefix + "/v2/mongo"
 
 // cleanupPaths are the packages of this module through which the manager
 // may reach the driver's client: the checkpoint cleanup at a task's
-// deletion (controllers/cleanup.go), which connects to the target and
+// deletion (internal/controller/cleanup.go), which connects to the target and
 // drops the task's checkpoint records. Everything else that talks to
 // MongoDB (shard discovery included) runs in the workers.
 var cleanupPaths = []string{

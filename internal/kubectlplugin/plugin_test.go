@@ -22,7 +22,7 @@ import (
 // through a kubeconfig file, as kubectl runs a plugin. No controller runs
 // unless a test says so: where a command waits on what the operator
 // writes, the test writes that status itself, in the shapes the
-// controller writes (controllers/status.go), or calls the real
+// controller writes (internal/controller/status.go), or calls the real
 // reconciler.
 
 var (

@@ -16,7 +16,7 @@ import (
 )
 
 // Variables the operator sets on the workers of a sharded source (see
-// controllers/shards.go): the shard mapping, a JSON list by pod ordinal of
+// internal/controller/shards.go): the shard mapping, a JSON list by pod ordinal of
 // {"name": shard, "retired": true when the shard left the cluster and its
 // oplog is applied to its end}, and the pod's name, whose ordinal picks the
 // worker's shard.
