@@ -109,6 +109,11 @@ func TestOperator(t *testing.T) {
 	})
 	t.Logf("kubectl get synctasks (streaming under load):\n%s", syncTaskTable(t, env.Config, ns, false))
 	t.Logf("kubectl get synctasks -o wide:\n%s", syncTaskTable(t, env.Config, ns, true))
+	// The recorder polls on its own goroutine and can be a few reads
+	// behind get() on a loaded machine: give it time to see Streaming too.
+	waitFor(t, "the phase recorder to see Streaming", 30*time.Second, func() bool {
+		return slices.Contains(phases.seen(), syncv1alpha1.PhaseStreaming)
+	})
 	if p := phases.seen(); !inOrder(p, syncv1alpha1.PhaseFullSync, syncv1alpha1.PhaseStreaming) {
 		t.Errorf("phases seen %v, want FullSync then Streaming", p)
 	}
