@@ -70,6 +70,20 @@ const (
 	SplitNever RangeSplit = "never"
 )
 
+// ShardedCopy says how a sharded source's full copy reads it.
+// +kubebuilder:validation:Enum=perShard;router
+type ShardedCopy string
+
+// Sharded copy modes.
+const (
+	// ShardedCopyPerShard reads each collection sharded on a ranged key
+	// from its shards directly, each shard's worker copying the documents
+	// its shard owns (docs/sharded.md, "Per-shard copy").
+	ShardedCopyPerShard ShardedCopy = "perShard"
+	// ShardedCopyRouter reads everything through mongos in one worker.
+	ShardedCopyRouter ShardedCopy = "router"
+)
+
 // IncrementalMethod is how changes are read from the source.
 // +kubebuilder:validation:Enum=oplog;changeStream
 type IncrementalMethod string
@@ -374,6 +388,17 @@ type FullSync struct {
 	// +kubebuilder:default=auto
 	// +optional
 	Split RangeSplit `json:"split,omitempty"`
+	// ShardedCopy says how a sharded source is copied: perShard reads each
+	// collection sharded on a ranged key from its shards directly, every
+	// shard's worker copying what its shard owns, with chunks moving
+	// (docs/sharded.md, "Per-shard copy"); router reads everything through
+	// mongos in one worker. Unsharded collections and collections sharded
+	// on a hashed key are read through mongos either way, and so is every
+	// collection of a task that does not replay each shard's oplog (mode
+	// full, or incremental.method changeStream).
+	// +kubebuilder:default=perShard
+	// +optional
+	ShardedCopy ShardedCopy `json:"shardedCopy,omitempty"`
 }
 
 // Incremental tunes change replay.

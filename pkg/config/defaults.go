@@ -59,6 +59,9 @@ func (s *Spec) SetDefaults() {
 	if s.FullSync.Split == "" {
 		s.FullSync.Split = SplitAuto
 	}
+	if s.FullSync.ShardedCopy == "" {
+		s.FullSync.ShardedCopy = ShardedCopyPerShard
+	}
 	if s.FullSync.RangeDocuments == 0 {
 		s.FullSync.RangeDocuments = DefaultRangeDocuments
 	}

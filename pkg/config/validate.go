@@ -113,6 +113,7 @@ func (s *Spec) Validate() error {
 		add("fullSync.rangeDocuments", "must be at least 1, got %d", s.FullSync.RangeDocuments)
 	}
 	oneOf(add, "fullSync.split", string(s.FullSync.Split), SplitAuto, SplitAlways, SplitNever)
+	oneOf(add, "fullSync.shardedCopy", string(s.FullSync.ShardedCopy), ShardedCopyPerShard, ShardedCopyRouter)
 	oneOf(add, "incremental.method", string(s.Incremental.Method), MethodOplog, MethodChangeStream)
 	oneOf(add, "incremental.idReuseAcrossShards", string(s.Incremental.IDReuseAcrossShards), IDReuseDetect, IDReuseHold)
 	if s.Incremental.StartAt != "" {

@@ -132,6 +132,9 @@ type Engine struct {
 	// writes after chunk migrations on it): in memory when this process
 	// runs every subtask, in the target's checkpoint database otherwise.
 	board shard.Board
+	// perShard is a sharded source's per-shard copy (pershard.go), nil
+	// when the copy reads through mongos.
+	perShard *perShardCopy
 	// cut is the cut-over's state machine (package cutover), made in
 	// Open once the store is.
 	cut *cutover.Machine
@@ -217,6 +220,13 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	if e.targetSharding != nil {
 		copyOpts.ShardTarget = e.shardTarget(e.targetSharding)
 	}
+	if e.perShard, err = e.newPerShardCopy(); err != nil {
+		e.Close()
+		return nil, err
+	}
+	if e.perShard != nil {
+		copyOpts.PerShard = e.perShard
+	}
 	e.copier, err = fullsync.New(copyOpts)
 	if err != nil {
 		e.Close()
@@ -301,6 +311,9 @@ type Copier interface {
 	Run(ctx context.Context) error
 	// Status is a value snapshot of the copy.
 	Status() fullsync.Status
+	// Copied counts documents this process wrote for a per-shard copy
+	// another worker leads (its shard's part).
+	Copied(ns, target string, docs, bytes int64)
 }
 
 // Replayer is oplog replay as the engine drives it in its Streaming phase

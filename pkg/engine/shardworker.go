@@ -46,9 +46,15 @@ func (e *Engine) runShardWorker(ctx context.Context) error {
 
 // waitForLeader blocks a worker that does not run the copy until the
 // worker that does has recorded this shard's start position and, with a
-// full copy, finished it.
+// full copy, finished it; with a per-shard copy it copies its shard's
+// part of every pass the leader saves meanwhile.
 func (e *Engine) waitForLeader(ctx context.Context) error {
 	for {
+		if e.perShard != nil {
+			if err := e.perShard.follow(ctx); err != nil {
+				return err
+			}
+		}
 		rec, err := e.store.Task(ctx)
 		// The leader records every shard's start before the copy (and
 		// the task's start after them): once the copy is done (or, with

@@ -53,6 +53,8 @@ type fakeCopier struct {
 
 func (c *fakeCopier) Preflight(context.Context) error { return nil }
 
+func (c *fakeCopier) Copied(string, string, int64, int64) {}
+
 func (c *fakeCopier) Run(ctx context.Context) error {
 	c.runs++
 	switch c.act {

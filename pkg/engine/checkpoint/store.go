@@ -100,6 +100,10 @@ type Plan struct {
 	Estimated int64  `bson:"estimated"`
 	// IndexesBuilt is set once the target's indexes exist.
 	IndexesBuilt bool `bson:"indexesBuilt"`
+	// PerShard is set for a collection of a sharded source copied shard
+	// by shard: its one range stands for the whole copy, whose own ranges
+	// are leased per shard and pass (package rangelease).
+	PerShard bool `bson:"perShard,omitempty"`
 }
 
 // Range is one _id range of a namespace and how far its copy got.

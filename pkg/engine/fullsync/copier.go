@@ -57,6 +57,9 @@ type Options struct {
 	// document (nil otherwise): each batch is then written as one command
 	// per owning shard, the commands in parallel.
 	ShardTarget func(ctx context.Context, coll catalog.Collection) (Router, error)
+	// PerShard, when set, copies the collections it takes shard by shard
+	// (a sharded source) instead of in _id ranges through Source.
+	PerShard PerShard
 }
 
 // Router groups a batch's documents by the target shard that owns them.
@@ -123,10 +126,17 @@ func New(o Options) (*Copier, error) {
 	if o.Spec.Mode == config.ModeFull {
 		c.holder = finalize.Passthrough(o.Target)
 	}
-	if o.Spec.RateLimit > 0 {
-		c.limiter = rate.NewLimiter(rate.Limit(o.Spec.RateLimit), int(max(o.Spec.RateLimit, int64(o.Spec.Cache.BatchSize))))
-	}
+	c.limiter = Limiter(o.Spec)
 	return c, nil
+}
+
+// Limiter paces a copy's writes at rateLimit documents per second, nil
+// without a limit.
+func Limiter(spec *config.Spec) *rate.Limiter {
+	if spec.RateLimit <= 0 {
+		return nil
+	}
+	return rate.NewLimiter(rate.Limit(spec.RateLimit), int(max(spec.RateLimit, int64(spec.Cache.BatchSize))))
 }
 
 // Status returns a snapshot of the copy's progress.
@@ -211,9 +221,12 @@ func (c *Copier) Run(ctx context.Context) error {
 	for _, coll := range colls {
 		byNS[coll.Source.String()] = coll
 	}
-	todo := c.rangesToCopy(plans, ranges, byNS)
-	c.log.Info("full copy", "namespaces", len(plans), "ranges", len(ranges), "rangesToCopy", len(todo))
+	todo, perShard := splitPerShard(c.rangesToCopy(plans, ranges, byNS), plans)
+	c.log.Info("full copy", "namespaces", len(plans), "ranges", len(ranges), "rangesToCopy", len(todo), "copiedShardByShard", len(perShard))
 	if err := c.copyRanges(ctx, todo, byNS); err != nil {
+		return err
+	}
+	if err := c.copyPerShard(ctx, perShard, byNS); err != nil {
 		return err
 	}
 	if spec.FullSync.CopyIndexesEnabled() && spec.FullSync.IndexBuild == config.IndexesAfter {
@@ -352,6 +365,9 @@ func (c *Copier) prepare(ctx context.Context, coll catalog.Collection) error {
 			return err
 		}
 		plan.IndexesBuilt = true
+	}
+	if perShard, err := c.preparePerShard(ctx, coll, plan); perShard || err != nil {
+		return err
 	}
 	var ranges []checkpoint.Range
 	if coll.Copyable() {

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"golang.org/x/time/rate"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
@@ -34,11 +35,11 @@ func RangeID(ns, shard string, pass, i int) string {
 }
 
 // PlanShard splits ns as shard (read through its own client) holds it
-// into ranges of about rangeDocs documents, named for pass. Every worker
-// of the pass must copy the same plan: plan once and hand it out.
-func PlanShard(ctx context.Context, shard *mongo.Client, name, ns string, pass int, rangeDocs int64) ([]Range, error) {
+// into ranges as split says, named for pass. Every worker of the pass
+// must copy the same plan: plan once and hand it out (SavePass).
+func PlanShard(ctx context.Context, shard *mongo.Client, name, ns string, pass int, split source.Splitter) ([]Range, error) {
 	n := catalog.ParseNamespace(ns)
-	rs, _, err := source.Splitter{RangeDocuments: rangeDocs}.Split(ctx, shard.Database(n.DB).Collection(n.Coll))
+	rs, _, err := split.Split(ctx, shard.Database(n.DB).Collection(n.Coll))
 	if err != nil {
 		return nil, fmt.Errorf("plan %s on %s: %w", ns, name, err)
 	}
@@ -78,9 +79,19 @@ type Copier struct {
 	// RenewEvery renews the lease while the copier reads orphans and
 	// writes nothing (1s when zero); keep it well under the lease's TTL.
 	RenewEvery time.Duration
+	// Conflict is how a document already on the target is written:
+	// overwritten (config.ConflictOverwrite, when empty) or left as it is
+	// (config.ConflictSkip, fullSync.onConflict skip). A pass always
+	// meets documents an earlier attempt or pass wrote.
+	Conflict config.ConflictPolicy
+	// Limiter, when set, paces the documents written (rateLimit): shared
+	// by every copier of the process.
+	Limiter *rate.Limiter
 	// Hook, when set, is called after each batch is written; an error
 	// stops the copy with it (tests kill a copier mid-range).
 	Hook func(r Range, docs int) error
+	// Written, when set, is told each batch written (progress).
+	Written func(docs, bytes int64)
 	// Finished, when set, is told each range this copier recorded done.
 	Finished func(r Range, docs int64)
 
@@ -241,10 +252,23 @@ func (b *batcher) flush(ctx context.Context) error {
 	if len(b.docs) == 0 {
 		return nil
 	}
-	if _, err := b.c.Writer.Insert(ctx, b.c.Target, b.docs, config.ConflictOverwrite, true); err != nil {
+	n := len(b.docs)
+	if b.c.Limiter != nil {
+		if err := b.c.Limiter.WaitN(ctx, min(n, b.c.Limiter.Burst())); err != nil {
+			return err
+		}
+	}
+	// own: an earlier attempt or pass may have written these documents.
+	conflict, own := config.ConflictOverwrite, true
+	if b.c.Conflict == config.ConflictSkip {
+		conflict, own = config.ConflictSkip, false
+	}
+	if _, err := b.c.Writer.Insert(ctx, b.c.Target, b.docs, conflict, own); err != nil {
 		return err
 	}
-	n := len(b.docs)
+	if b.c.Written != nil {
+		b.c.Written(int64(n), b.bytes)
+	}
 	b.kept += int64(n)
 	b.c.stats.kept.Add(int64(n))
 	b.docs, b.bytes = b.docs[:0], 0

@@ -90,11 +90,25 @@ type Passes struct {
 	// as many Copiers as the shard has workers.
 	Plan func(ctx context.Context, shard string, pass int) ([]Range, error)
 	Copy func(ctx context.Context, shard string, pass int, table *Table, ranges []Range) error
-	// Save, when set, saves a pass's table and plans before any copy
-	// begins and returns the ones to copy with (SavePass: the saved ones,
-	// which every worker of the pass loads with LoadPass).
-	Save func(ctx context.Context, pass int, table *Table, ranges map[string][]Range) (*Table, map[string][]Range, error)
+	// Save, when set, saves a pass before any copy begins and returns the
+	// one to copy with (SavePass: the one saved first, which every worker
+	// of the pass loads with LoadPass). A leader that restarts plans its
+	// passes again: the saved ones win, table, read time and positions
+	// included, so that the settling passes compare with the table pass 0
+	// really filtered by.
+	Save func(ctx context.Context, pass Pass) (Pass, error)
 	Log  *slog.Logger
+}
+
+// Pass is one pass of a collection: the table its copiers filter by,
+// when it was read and the shards' positions just before, and each
+// shard's ranges.
+type Pass struct {
+	N         int
+	Table     *Table
+	ReadAt    time.Time
+	Positions map[string]bson.Timestamp
+	Ranges    map[string][]Range
 }
 
 // Result says what the passes did.
@@ -111,86 +125,94 @@ func (p *Passes) Run(ctx context.Context) (Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	since, pos, table, err := p.read(ctx)
+	cur, err := p.read(ctx)
 	if err != nil {
 		return Result{}, err
 	}
 	shards := slices.Clone(p.Shards)
 	var res Result
-	for pass := 0; ; pass++ {
-		log.Info("per-shard copy pass", "ns", p.NS, "pass", pass, "shards", shards)
-		if err := p.pass(ctx, pass, table, shards); err != nil {
+	for n := 0; ; n++ {
+		cur.N = n
+		if cur, shards, err = p.pass(ctx, cur, shards, log); err != nil {
 			return res, err
 		}
-		res.Passes, res.Shards = pass+1, append(res.Shards, shards)
-		readAt, nextPos, next, err := p.read(ctx)
+		res.Passes, res.Shards = n+1, append(res.Shards, shards)
+		next, err := p.read(ctx)
 		if err != nil {
-			return res, fmt.Errorf("after pass %d: %w", pass, err)
+			return res, fmt.Errorf("after pass %d: %w", n, err)
 		}
-		changed := Changed(table, next)
+		changed := Changed(cur.Table, next.Table)
 		if len(changed) == 0 {
 			return res, nil
 		}
-		if shards, err = p.again(ctx, changed, since, pos); err != nil {
+		if shards, err = p.again(ctx, changed, cur.ReadAt, cur.Positions); err != nil {
 			return res, err
 		}
-		table, since, pos = next, readAt, nextPos
+		cur = next
 	}
 }
 
-// read reads the shards' positions, then the table, and returns the
-// time before both, the positions and the table.
-func (p *Passes) read(ctx context.Context) (time.Time, map[string]bson.Timestamp, *Table, error) {
-	at := time.Now()
-	var pos map[string]bson.Timestamp
+// read reads the shards' positions, then the table: a pass as it starts.
+func (p *Passes) read(ctx context.Context) (Pass, error) {
+	out := Pass{ReadAt: time.Now()}
 	if p.Positions != nil {
 		var err error
-		if pos, err = p.Positions(ctx); err != nil {
-			return at, nil, nil, fmt.Errorf("read the shards' oplog positions: %w", err)
+		if out.Positions, err = p.Positions(ctx); err != nil {
+			return out, fmt.Errorf("read the shards' oplog positions: %w", err)
 		}
 	}
 	t, err := p.Read(ctx)
 	if err != nil {
-		return at, nil, nil, fmt.Errorf("read the ownership of %s: %w", p.NS, err)
+		return out, fmt.Errorf("read the ownership of %s: %w", p.NS, err)
 	}
-	return at, pos, t, nil
+	out.Table = t
+	return out, nil
 }
 
-// pass plans the pass on every shard in parallel, saves the plans with
-// the table (Save), then copies them on every shard in parallel.
-func (p *Passes) pass(ctx context.Context, pass int, table *Table, shards []string) error {
+// pass plans pass cur on every shard of shards in parallel, saves it
+// (Save), then copies it on every shard in parallel. It returns the pass
+// as saved and the shards it copied: those asked for and those a saved
+// pass planned too.
+func (p *Passes) pass(ctx context.Context, cur Pass, shards []string, log *slog.Logger) (Pass, []string, error) {
 	plans := make([][]Range, len(shards))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, s := range shards {
 		g.Go(func() error {
 			var err error
-			plans[i], err = p.Plan(gctx, s, pass)
+			plans[i], err = p.Plan(gctx, s, cur.N)
 			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return err
+		return cur, shards, err
 	}
-	byShard := make(map[string][]Range, len(shards))
+	cur.Ranges = make(map[string][]Range, len(shards))
 	for i, s := range shards {
-		byShard[s] = plans[i]
+		cur.Ranges[s] = plans[i]
 	}
 	if p.Save != nil {
 		var err error
-		if table, byShard, err = p.Save(ctx, pass, table, byShard); err != nil {
-			return err
+		if cur, err = p.Save(ctx, cur); err != nil {
+			return cur, shards, err
 		}
+		for s := range cur.Ranges {
+			if !slices.Contains(shards, s) {
+				shards = append(shards, s)
+			}
+		}
+		sort.Strings(shards)
 	}
+	log.Info("per-shard copy pass", "ns", p.NS, "pass", cur.N, "shards", shards)
 	g, gctx = errgroup.WithContext(ctx)
 	for _, s := range shards {
 		g.Go(func() error {
-			if err := p.Copy(gctx, s, pass, table, byShard[s]); err != nil {
-				return fmt.Errorf("pass %d of %s on %s: %w", pass, p.NS, s, err)
+			if err := p.Copy(gctx, s, cur.N, cur.Table, cur.Ranges[s]); err != nil {
+				return fmt.Errorf("pass %d of %s on %s: %w", cur.N, p.NS, s, err)
 			}
 			return nil
 		})
 	}
-	return g.Wait()
+	return cur, shards, g.Wait()
 }
 
 // again returns the shards the next pass reads: the owners of the changed

@@ -109,7 +109,7 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 			return shardcopy.Migrated(ctx, c.ShardClient(index(c, shard)), shard, ns, from)
 		},
 		Plan: func(ctx context.Context, shard string, pass int) ([]shardcopy.Range, error) {
-			rs, err := shardcopy.PlanShard(ctx, c.ShardClient(index(c, shard)), shard, ns, pass, 60)
+			rs, err := shardcopy.PlanShard(ctx, c.ShardClient(index(c, shard)), shard, ns, pass, source.Splitter{RangeDocuments: 60})
 			mu.Lock()
 			for _, r := range rs {
 				copies[r.ID] = &atomic.Int32{}
@@ -117,16 +117,16 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 			mu.Unlock()
 			return rs, err
 		},
-		Save: func(ctx context.Context, pass int, table *shardcopy.Table, ranges map[string][]shardcopy.Range) (*shardcopy.Table, map[string][]shardcopy.Range, error) {
-			return shardcopy.SavePass(ctx, meta, "t", ns, pass, table, ranges)
+		Save: func(ctx context.Context, p shardcopy.Pass) (shardcopy.Pass, error) {
+			return shardcopy.SavePass(ctx, meta, "t", ns, p)
 		},
 		Copy: func(ctx context.Context, shard string, pass int, _ *shardcopy.Table, _ []shardcopy.Range) error {
 			// Every worker loads the pass the leader saved.
-			table, plans, err := shardcopy.LoadPass(ctx, meta, "t", ns, pass)
+			saved, err := shardcopy.LoadPass(ctx, meta, "t", ns, pass)
 			if err != nil {
 				return err
 			}
-			ranges := plans[shard]
+			table, ranges := saved.Table, saved.Ranges[shard]
 			i := index(c, shard)
 			w := copier(shard, i, shard+"-a")
 			w.Hook = func(r shardcopy.Range, _ int) error {
@@ -303,7 +303,7 @@ func TestCopierBatchBytes(t *testing.T) {
 		BatchBytes: 4 << 10, Writer: &sink.Writer{MaxRetries: 3},
 		Leaser: rangelease.New(dst.Database("mongoferry"), rangelease.Options{Task: "b", Owner: "w", TTL: time.Minute}),
 		Hook:   func(_ shardcopy.Range, n int) error { largest = max(largest, n); return nil }}
-	ranges, err := shardcopy.PlanShard(ctx, src, "s0", "app.c", 0, 1000)
+	ranges, err := shardcopy.PlanShard(ctx, src, "s0", "app.c", 0, source.Splitter{RangeDocuments: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,19 +333,30 @@ func TestSavePass(t *testing.T) {
 	}
 	filter, _ := bson.Marshal(bson.D{{Key: "_id", Value: bson.D{{Key: "$gte", Value: 5}}}})
 	first := map[string][]shardcopy.Range{"s0": {{ID: shardcopy.RangeID("app.c", "s0", 3, 0), Filter: filter}}, "s1": nil}
-	for _, plans := range []map[string][]shardcopy.Range{first, {"s0": nil}} {
-		got, ranges, err := shardcopy.SavePass(ctx, db, "t", "app.c", 3, table, plans)
+	readAt := time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC)
+	for i, plans := range []map[string][]shardcopy.Range{first, {"s0": nil}} {
+		got, err := shardcopy.SavePass(ctx, db, "t", "app.c", shardcopy.Pass{N: 3, Table: table, Ranges: plans,
+			ReadAt: readAt.Add(time.Duration(i) * time.Hour), Positions: map[string]bson.Timestamp{"s0": {T: uint32(100 + i)}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n := len(shardcopy.Changed(table, got)); n != 0 || len(got.Chunks()) != 2 {
-			t.Fatalf("saved table: %d chunks changed, %d chunks", n, len(got.Chunks()))
+		if n := len(shardcopy.Changed(table, got.Table)); n != 0 || len(got.Table.Chunks()) != 2 {
+			t.Fatalf("saved table: %d chunks changed, %d chunks", n, len(got.Table.Chunks()))
 		}
-		if r := ranges["s0"]; len(r) != 1 || r[0].ID != "app.c/s0/p3/000000" || !bytes.Equal(r[0].Filter, filter) {
+		if r := got.Ranges["s0"]; len(r) != 1 || r[0].ID != "app.c/s0/p3/000000" || !bytes.Equal(r[0].Filter, filter) {
 			t.Fatalf("saved ranges of s0: %v, want the first plan's", r)
 		}
+		if _, ok := got.Ranges["s1"]; !ok {
+			t.Fatal("saved ranges lost shard s1, planned with no range")
+		}
+		if !got.ReadAt.Equal(readAt) || got.Positions["s0"] != (bson.Timestamp{T: 100}) {
+			t.Fatalf("saved read time %v and positions %v, want the first save's", got.ReadAt, got.Positions)
+		}
 	}
-	if _, _, err := shardcopy.LoadPass(ctx, db, "t", "app.c", 4); !errors.Is(err, shardcopy.ErrNoPass) {
+	if list, err := shardcopy.ListPasses(ctx, db, "t"); err != nil || len(list) != 1 || list[0] != (shardcopy.SavedPass{NS: "app.c", N: 3}) {
+		t.Fatalf("ListPasses: %v, %v; want app.c pass 3", list, err)
+	}
+	if _, err := shardcopy.LoadPass(ctx, db, "t", "app.c", 4); !errors.Is(err, shardcopy.ErrNoPass) {
 		t.Fatalf("a pass never saved: %v, want ErrNoPass", err)
 	}
 }

@@ -28,10 +28,10 @@ type Chunk struct {
 	Version bson.Timestamp
 }
 
-// same reports whether c and o are the same chunk at the same version on
-// the same shard.
-func (c Chunk) same(o Chunk) bool {
-	return c.Shard == o.Shard && c.Version == o.Version && string(c.Min) == string(o.Min) && string(c.Max) == string(o.Max)
+// identity is the chunk's bounds, shard and version as one key: two
+// reads of a chunk that no commit changed give the same bytes.
+func (c Chunk) identity() string {
+	return fmt.Sprintf("%x|%x|%s|%d|%d", []byte(c.Min), []byte(c.Max), c.Shard, c.Version.T, c.Version.I)
 }
 
 // String names the chunk for messages.
@@ -43,13 +43,17 @@ func (c Chunk) String() string {
 type Table struct {
 	fields []string
 	chunks []Chunk
-	mins   [][]bson.RawValue
+	// inner are the Min values of every chunk but the first, in order.
+	inner [][]bson.RawValue
 }
 
 // NewTable checks chunks against the shard key pattern key (the key
 // document of config.collections) and returns their table: the chunks,
-// in any order, must cover the key space from MinKey to MaxKey with no
-// gap and no overlap.
+// in any order, must chain with no gap and no overlap, each starting
+// where another ends but one, the first. The outer bounds (the first
+// chunk's Min, the last's Max) are the ends of the key space and are not
+// compared: MongoDB writes MinKey and MaxKey there, the cluster stand-in
+// of the tests a placeholder its FerretDB can store.
 func NewTable(key bson.Raw, chunks []Chunk) (*Table, error) {
 	elems, err := key.Elements()
 	if err != nil || len(elems) == 0 {
@@ -62,8 +66,10 @@ func NewTable(key bson.Raw, chunks []Chunk) (*Table, error) {
 		}
 		t.fields = append(t.fields, e.Key())
 	}
-	t.chunks = append([]Chunk(nil), chunks...)
-	for i, c := range t.chunks {
+	if len(chunks) == 0 {
+		return nil, errors.New("no chunks: the collection's chunk table is empty")
+	}
+	for i, c := range chunks {
 		if _, err := t.bound(c.Min); err != nil {
 			return nil, fmt.Errorf("chunk %d min: %w", i, err)
 		}
@@ -71,34 +77,51 @@ func NewTable(key bson.Raw, chunks []Chunk) (*Table, error) {
 			return nil, fmt.Errorf("chunk %d max: %w", i, err)
 		}
 	}
-	sort.Slice(t.chunks, func(i, j int) bool { return t.cmpBounds(t.chunks[i].Min, t.chunks[j].Min) < 0 })
-	if err := t.checkCover(); err != nil {
+	if t.chunks, err = t.chain(chunks); err != nil {
 		return nil, err
 	}
-	for _, c := range t.chunks {
+	for _, c := range t.chunks[1:] {
 		v, _ := t.bound(c.Min)
-		t.mins = append(t.mins, v)
+		t.inner = append(t.inner, v)
 	}
 	return t, nil
 }
 
-// checkCover checks that the sorted chunks run from MinKey to MaxKey,
-// each starting where the one before ends.
-func (t *Table) checkCover() error {
-	if len(t.chunks) == 0 {
-		return errors.New("no chunks: the collection's chunk table is empty")
+// chain returns chunks in key order: the one chunk whose Min is no
+// chunk's Max first, the others sorted by Min, each starting where the
+// one before ends.
+func (t *Table) chain(chunks []Chunk) ([]Chunk, error) {
+	maxes := make([][]bson.RawValue, len(chunks))
+	for i, c := range chunks {
+		maxes[i], _ = t.bound(c.Max)
 	}
-	first, _ := t.bound(t.chunks[0].Min)
-	last, _ := t.bound(t.chunks[len(t.chunks)-1].Max)
-	if first[0].Type != bson.TypeMinKey || last[0].Type != bson.TypeMaxKey {
-		return fmt.Errorf("chunks run from %s to %s: they must cover MinKey to MaxKey", t.chunks[0].Min, t.chunks[len(t.chunks)-1].Max)
+	sort.Slice(maxes, func(i, j int) bool { return compareKeys(maxes[i], maxes[j]) < 0 })
+	first := -1
+	for i, c := range chunks {
+		v, _ := t.bound(c.Min)
+		j := sort.Search(len(maxes), func(j int) bool { return compareKeys(maxes[j], v) >= 0 })
+		if j < len(maxes) && compareKeys(maxes[j], v) == 0 {
+			continue
+		}
+		if first >= 0 {
+			return nil, fmt.Errorf("chunks %s and %s both start where no chunk ends: a gap or an overlap in the chunk table", chunks[first], c)
+		}
+		first = i
 	}
-	for i := 1; i < len(t.chunks); i++ {
-		if t.cmpBounds(t.chunks[i-1].Max, t.chunks[i].Min) != 0 {
-			return fmt.Errorf("chunk %s does not start where %s ends: a gap or an overlap", t.chunks[i], t.chunks[i-1])
+	if first < 0 {
+		return nil, errors.New("every chunk starts where another ends: the chunk table has no first chunk")
+	}
+	rest := make([]Chunk, 0, len(chunks)-1)
+	rest = append(rest, chunks[:first]...)
+	rest = append(rest, chunks[first+1:]...)
+	sort.Slice(rest, func(i, j int) bool { return t.cmpBounds(rest[i].Min, rest[j].Min) < 0 })
+	out := append([]Chunk{chunks[first]}, rest...)
+	for i := 1; i < len(out); i++ {
+		if t.cmpBounds(out[i-1].Max, out[i].Min) != 0 {
+			return nil, fmt.Errorf("chunk %s does not start where %s ends: a gap or an overlap", out[i], out[i-1])
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // bound returns a key document's values in the key's field order.
@@ -148,8 +171,8 @@ func (t *Table) KeyOf(doc bson.Raw) []bson.RawValue {
 // Chunk returns the chunk holding doc's shard key.
 func (t *Table) Chunk(doc bson.Raw) Chunk {
 	key := t.KeyOf(doc)
-	i := sort.Search(len(t.mins), func(i int) bool { return compareKeys(t.mins[i], key) > 0 })
-	return t.chunks[i-1] // mins[0] is MinKey: i >= 1
+	i := sort.Search(len(t.inner), func(i int) bool { return compareKeys(t.inner[i], key) > 0 })
+	return t.chunks[i] // the first chunk holds every key below inner[0]
 }
 
 // Owner returns the shard that owned doc at the table's point.
@@ -167,13 +190,15 @@ func (t *Table) Chunks() []Chunk { return append([]Chunk(nil), t.chunks...) }
 // committed into, or that was split or merged, between the two reads.
 // The copy reads each of them again from its shard in after.
 func Changed(before, after *Table) []Chunk {
+	had := make(map[string]bool, len(before.chunks))
+	for _, c := range before.chunks {
+		had[c.identity()] = true
+	}
 	var out []Chunk
 	for _, c := range after.chunks {
-		i := sort.Search(len(before.chunks), func(i int) bool { return before.cmpBounds(before.chunks[i].Min, c.Min) >= 0 })
-		if i < len(before.chunks) && before.chunks[i].same(c) {
-			continue
+		if !had[c.identity()] {
+			out = append(out, c)
 		}
-		out = append(out, c)
 	}
 	return out
 }

@@ -84,6 +84,24 @@ func TestOwnerCompoundDotted(t *testing.T) {
 	}
 }
 
+// TestOuterBoundsNotCompared: the first chunk holds every key below the
+// next chunk's Min and the last every key from its own Min, whatever
+// their outer bounds hold (the cluster stand-in's placeholders here).
+func TestOuterBoundsNotCompared(t *testing.T) {
+	key := raw(t, bson.D{{Key: "sk", Value: 1}})
+	cs := chunks(t, "sk", []any{"stand-in MinKey", int64(10), int64(20), "stand-in MaxKey"}, "s0", "s1", "s2")
+	cs[0], cs[2] = cs[2], cs[0] // any order
+	tab, err := NewTable(key, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v, want := range map[any]string{int64(-1 << 40): "s0", int64(9): "s0", int64(10): "s1", int64(25): "s2", "a string": "s2"} {
+		if got := tab.Owner(raw(t, bson.D{{Key: "sk", Value: v}})); got != want {
+			t.Errorf("owner of %v is %s, want %s", v, got, want)
+		}
+	}
+}
+
 func TestNewTableRefuses(t *testing.T) {
 	key := raw(t, bson.D{{Key: "sk", Value: 1}})
 	gap := chunks(t, "sk", []any{bson.MinKey{}, int64(10), bson.MaxKey{}}, "s0")
@@ -97,7 +115,7 @@ func TestNewTableRefuses(t *testing.T) {
 		{"hashed key", raw(t, bson.D{{Key: "sk", Value: "hashed"}}), chunks(t, "sk", []any{bson.MinKey{}, bson.MaxKey{}}, "s0"), "hashed"},
 		{"no chunks", key, nil, "empty"},
 		{"a gap", key, gap, "gap"},
-		{"not from MinKey", key, chunks(t, "sk", []any{int64(0), bson.MaxKey{}}, "s0"), "MinKey to MaxKey"},
+		{"two overlapping chunks", key, append(chunks(t, "sk", []any{bson.MinKey{}, int64(10), bson.MaxKey{}}, "s0"), chunks(t, "sk", []any{int64(5), int64(20)}, "s1")...), "overlap"},
 		{"a bound without the key field", key, []Chunk{{Min: raw(t, bson.D{{Key: "x", Value: bson.MinKey{}}}), Max: raw(t, bson.D{{Key: "sk", Value: bson.MaxKey{}}})}}, `lacks shard key field "sk"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,267 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
+	"github.com/mongoferry/mongoferry/pkg/engine/rangelease"
+	"github.com/mongoferry/mongoferry/pkg/engine/shardcopy"
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
+)
+
+// A sharded source's per-shard copy (docs/sharded.md, "Per-shard copy";
+// fullSync.shardedCopy perShard). The process that leads the copy
+// (copyLeader) prepares each collection on the target, reads its chunk
+// table and runs the passes (shardcopy.Passes), saving each pass's table
+// and ranges on the target; every process copies the passes' ranges of
+// its own shards, leased per range (rangelease) so that a killed worker's
+// range is taken over by its successor. A worker that does not lead finds
+// the saved passes (follow) and copies its shard's part of each.
+
+// rangeLeaseTTL is how long a copier may go silent before its range is
+// taken over: it renews after every batch and every second while it
+// skips orphans.
+const rangeLeaseTTL = 20 * time.Second
+
+// perShardCopy is the engine's fullsync.PerShard.
+type perShardCopy struct {
+	e       *Engine
+	leaser  *rangelease.Leaser
+	writer  *sink.Writer
+	limiter *rate.Limiter
+	// copiers run per shard this process copies; batchBytes bounds each
+	// one's batch, so that every copier's batch fits cache.maxBytes.
+	copiers    int
+	batchBytes int64
+
+	mu       sync.Mutex
+	followed map[shardcopy.SavedPass]bool // passes this worker copied its part of
+}
+
+// newPerShardCopy returns the per-shard copy of a sharded source read
+// shard by shard, or nil when the task copies through mongos.
+func (e *Engine) newPerShardCopy() (*perShardCopy, error) {
+	spec := &e.task.Spec
+	if !e.sharded || spec.Mode == config.ModeIncremental || spec.FullSync.ShardedCopy != config.ShardedCopyPerShard {
+		return nil, nil
+	}
+	maxBytes, err := spec.Cache.MaxBytes.Bytes()
+	if err != nil {
+		return nil, fmt.Errorf("cache.maxBytes: %w", err)
+	}
+	owner := os.Getenv(workerapi.EnvPodName)
+	if owner == "" {
+		owner, _ = os.Hostname()
+	}
+	shards := 1
+	if e.opts.Shard == "" {
+		shards = len(e.subtaskList())
+	}
+	copiers := max(1, spec.Threads.Readers)
+	p := &perShardCopy{
+		e:          e,
+		leaser:     rangelease.New(e.target.Database(spec.Checkpoint.Database), rangelease.Options{Task: e.task.Name, Owner: fmt.Sprintf("%s/%d", owner, os.Getpid()), TTL: rangeLeaseTTL}),
+		writer:     &sink.Writer{MaxRetries: 8, Log: e.baseLog(), SerialUpdates: e.dstProfile.SerialUpdates},
+		limiter:    fullsync.Limiter(spec),
+		copiers:    copiers,
+		batchBytes: min(max(maxBytes/int64(2*copiers*shards), 256<<10), 16<<20),
+		followed:   map[shardcopy.SavedPass]bool{},
+	}
+	return p, nil
+}
+
+// Takes reports whether coll is sharded on a ranged key: its chunk table
+// reads through mongos. Anything else (unsharded, hashed, a table that
+// does not read) is copied through mongos, which is always exact.
+func (p *perShardCopy) Takes(ctx context.Context, coll catalog.Collection) (bool, int64, error) {
+	ns := coll.Source.String()
+	_, ok, err := shardcopy.ReadTable(ctx, p.e.source, ns)
+	switch {
+	case ctx.Err() != nil:
+		return false, 0, ctx.Err()
+	case errors.Is(err, shardcopy.ErrHashedKey):
+		p.e.log.Info("copied through mongos: its shard key is hashed", "ns", ns)
+		return false, 0, nil
+	case err != nil:
+		p.e.log.Warn("copied through mongos: its chunk table does not read", "ns", ns, "err", err)
+		return false, 0, nil
+	case !ok:
+		return false, 0, nil
+	}
+	n, err := p.e.source.Database(coll.Source.DB).Collection(coll.Source.Coll).EstimatedDocumentCount(ctx)
+	if err != nil {
+		return false, 0, fmt.Errorf("estimate %s: %w", ns, err)
+	}
+	return true, n, nil
+}
+
+// Copy runs the passes of coll (the leader's part): each shard this
+// process runs is copied here, the others' parts are awaited.
+func (p *perShardCopy) Copy(ctx context.Context, coll catalog.Collection, written func(docs, bytes int64)) error {
+	e, ns := p.e, coll.Source.String()
+	db := e.target.Database(e.task.Checkpoint.Database)
+	var names []string
+	for _, st := range e.subtaskList() {
+		names = append(names, st.shard.Name)
+	}
+	passes := &shardcopy.Passes{
+		NS: ns, Shards: names, Log: e.log,
+		Read: func(ctx context.Context) (*shardcopy.Table, error) {
+			t, ok, err := shardcopy.ReadTable(ctx, e.source, ns)
+			if err == nil && !ok {
+				err = fmt.Errorf("%s is no longer sharded: run the task again", ns)
+			}
+			return t, err
+		},
+		Recipients: func(ctx context.Context, since time.Time) ([]string, error) {
+			return shardcopy.Recipients(ctx, e.source, ns, since)
+		},
+		Positions: e.shardPositions,
+		Migrated: func(ctx context.Context, shard string, from bson.Timestamp) (bool, error) {
+			return shardcopy.Migrated(ctx, p.client(shard), shard, ns, from)
+		},
+		Plan: func(ctx context.Context, shard string, pass int) ([]shardcopy.Range, error) {
+			return shardcopy.PlanShard(ctx, p.client(shard), shard, ns, pass, p.splitter())
+		},
+		Save: func(ctx context.Context, pass shardcopy.Pass) (shardcopy.Pass, error) {
+			return shardcopy.SavePass(ctx, db, e.task.Name, ns, pass)
+		},
+		Copy: func(ctx context.Context, shard string, _ int, table *shardcopy.Table, ranges []shardcopy.Range) error {
+			if e.mine(shard) {
+				return p.copyShard(ctx, shard, coll, table, ranges, written)
+			}
+			return p.await(ctx, shard, ranges)
+		},
+	}
+	res, err := passes.Run(ctx)
+	if err != nil {
+		return err
+	}
+	e.log.Info("copied shard by shard", "ns", ns, "passes", res.Passes, "shardsPerPass", fmt.Sprint(res.Shards))
+	return nil
+}
+
+// client is shard's connection.
+func (p *perShardCopy) client(shard string) *mongo.Client {
+	p.e.subMu.Lock()
+	defer p.e.subMu.Unlock()
+	return p.e.subtasks[shard].client
+}
+
+// splitter plans a shard's ranges as the copy through mongos plans a
+// collection's (fullSync.rangeDocuments and split).
+func (p *perShardCopy) splitter() source.Splitter {
+	fs := p.e.task.FullSync
+	whole := fs.Split == config.SplitNever || (fs.Split == config.SplitAuto && !p.e.srcProfile.IndexedRangeReads)
+	return source.Splitter{RangeDocuments: fs.RangeDocuments, Whole: whole}
+}
+
+// copyShard copies shard's ranges of a pass with this process's copiers
+// until every range is recorded done.
+func (p *perShardCopy) copyShard(ctx context.Context, shard string, coll catalog.Collection, table *shardcopy.Table, ranges []shardcopy.Range, written func(docs, bytes int64)) error {
+	if len(ranges) == 0 {
+		return nil
+	}
+	spec := &p.e.task.Spec
+	c := &shardcopy.Copier{
+		Shard: shard, Source: p.client(shard), NS: coll.Source.String(),
+		Target: p.e.target.Database(coll.Target.DB).Collection(coll.Target.Coll),
+		Leaser: p.leaser, Writer: p.writer, BatchDocs: spec.Cache.BatchSize, BatchBytes: p.batchBytes,
+		Conflict: spec.FullSync.OnConflict, Limiter: p.limiter, Written: written,
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for range p.copiers {
+		g.Go(func() error { return c.Copy(gctx, table, ranges) })
+	}
+	err := g.Wait()
+	st := c.Stats()
+	p.e.log.Info("copied a shard's part of a pass", "ns", c.NS, "shard", shard, "ranges", st.Ranges, "documents", st.Kept, "orphansLeftOut", st.Orphans, "rangesTakenOver", st.Lost)
+	return err
+}
+
+// await waits until another worker has recorded every range of shard's
+// part of a pass done.
+func (p *perShardCopy) await(ctx context.Context, shard string, ranges []shardcopy.Range) error {
+	last := time.Time{}
+	for {
+		done, err := p.leaser.Done(ctx)
+		if err != nil {
+			return err
+		}
+		left := 0
+		for _, r := range ranges {
+			if _, ok := done[r.ID]; !ok {
+				left++
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Since(last) > 30*time.Second {
+			p.e.log.Info("waiting for the worker of a shard to copy its part", "shard", shard, "rangesLeft", left, "ranges", len(ranges))
+			last = time.Now()
+		}
+		if err := sleepCtx(ctx, time.Second); err != nil {
+			return err
+		}
+	}
+}
+
+// follow copies this worker's shard's part of every saved pass it has not
+// copied yet: the part of the copy a worker that does not lead runs.
+func (p *perShardCopy) follow(ctx context.Context) error {
+	e := p.e
+	db := e.target.Database(e.task.Checkpoint.Database)
+	saved, err := shardcopy.ListPasses(ctx, db, e.task.Name)
+	if err != nil {
+		return err
+	}
+	for _, sp := range saved {
+		p.mu.Lock()
+		seen := p.followed[sp]
+		p.mu.Unlock()
+		if seen {
+			continue
+		}
+		pass, err := shardcopy.LoadPass(ctx, db, e.task.Name, sp.NS, sp.N)
+		if err != nil {
+			return err
+		}
+		if ranges := pass.Ranges[e.opts.Shard]; len(ranges) > 0 {
+			e.setPhase(PhaseFullSync)
+			src := catalog.ParseNamespace(sp.NS)
+			coll := catalog.Collection{Source: src, Target: e.mapper.Target(src), Type: "collection"}
+			written := func(docs, bytes int64) { e.copier.Copied(sp.NS, coll.Target.String(), docs, bytes) }
+			if err := p.copyShard(ctx, e.opts.Shard, coll, pass.Table, ranges, written); err != nil {
+				return err
+			}
+		}
+		p.mu.Lock()
+		p.followed[sp] = true
+		p.mu.Unlock()
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
