@@ -80,7 +80,8 @@ type Options struct {
 	// Shard, for a sharded source, runs only this shard's replay subtask
 	// (a worker of the operator; MONGOFERRY_SHARD or --shard in the CLI).
 	// The worker of the shard whose name sorts first also records the
-	// start positions and runs the full copy; the others wait for it.
+	// start positions and leads the full copy; the others copy their
+	// shard's part of it (pershard.go), then wait for it to end.
 	// Empty runs every shard's subtask in this process.
 	Shard string
 	// TopologyInterval is how often config.shards is re-read while a

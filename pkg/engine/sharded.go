@@ -20,7 +20,8 @@ import (
 )
 
 // A sharded source (docs/sharded.md; docs/architecture.md, "Sharded
-// sources"): the full copy reads through mongos; replay runs one subtask per shard, each
+// sources"): the full copy reads each shard directly (pershard.go) or
+// through mongos; replay runs one subtask per shard, each
 // tailing its shard's oplog from its own checkpoint and skipping chunk
 // migrations (fromMigrate). In `ferry run` every subtask runs in one
 // process; a worker started with Options.Shard runs one of them.

@@ -10,8 +10,9 @@ import (
 
 // A worker of the operator runs one shard's subtask (Options.Shard). The
 // worker of the shard whose name sorts first (copyLeader) runs the task
-// as `ferry run` does; the others run runShardWorker: they wait for it,
-// then stream their shard, and follow a cut-over it moves
+// as `ferry run` does; the others run runShardWorker: they copy their
+// shard's part of a per-shard copy and wait for the copy's end, then
+// stream their shard, and follow a cut-over it moves
 // (cutover_sharded.go).
 
 // runShardWorker runs one shard's subtask in a worker that does not run

@@ -88,13 +88,16 @@ runs until interrupted; --until-caught-up ends it once the target has
 everything the source wrote, then verifies: the cut-over step.
 
 A sharded source (source.kind sharded, or auto and a mongos at source.uri)
-is copied through mongos and replayed by one subtask per shard, each
+is copied shard by shard (fullSync.shardedCopy perShard: each collection
+sharded on a ranged key read from its shards directly, orphans left out;
+router: through mongos) and replayed by one subtask per shard, each
 tailing its shard's oplog from its own checkpoint; source.shards[] gives
 shard addresses when config.shards' are not reachable from here.
 --shard NAME (or MONGOFERRY_SHARD) runs one shard's subtask only, as one
 worker per shard does (an operator's worker finds its shard by its pod
 ordinal in MONGOFERRY_SHARD_MAP): the worker of the shard whose name sorts first
-records the start positions and runs the full copy, the others wait for it,
+records the start positions and leads the full copy, every worker copies
+its own shard's part of it, the others then wait for the copy to end,
 and verification is left to 'ferry verify' once every worker caught up.
 
 --discover-interval makes the run discover the source (hello, then
