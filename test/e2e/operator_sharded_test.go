@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -31,7 +32,9 @@ import (
 // target.
 //
 // What a user sees: one worker pod per shard and one status.shards entry
-// each, with the pod's ordinal; "3/3 streaming". Under a live load through
+// each, with the pod's ordinal; "3/3 streaming". The full copy ran shard
+// by shard, each worker copying its own shard's ranges (their done
+// records name the worker's pod). Under a live load through
 // the router, with a chunk migration, one worker is killed (SIGKILL) and
 // restarts from its shard's checkpoint; a fourth shard joins the cluster
 // and gets a fourth pod, which replays the chunk moved to it. The target
@@ -121,6 +124,7 @@ func TestOperatorShardedSource(t *testing.T) {
 		t.Errorf("%d worker pods, want 3", len(p))
 	}
 	t.Logf("kubectl get synctasks (3 shards streaming under load):\n%s", syncTaskTable(t, env.Config, ns, false))
+	assertCopiedByOwnWorker(t, dst.MustClient(t).Database("mongoferry"), get())
 
 	// The balancer moves a chunk; then worker 1 is killed and restarts.
 	move := func(lo, hi int64, to int) {
@@ -229,6 +233,41 @@ func TestOperatorShardedSource(t *testing.T) {
 	}
 	ins, upd, del := load.Counts()
 	t.Logf("live load: %d inserts, %d updates, %d deletes", ins, upd, del)
+}
+
+// assertCopiedByOwnWorker checks that the full copy ran shard by shard
+// in every worker: each shard's ranges, in every pass the copy saved, are
+// recorded done by that shard's own worker pod (a done record's owner is
+// "<pod name>/<pid>"), and the worker of every shard in status.shards
+// copied documents. It logs what each worker copied.
+func assertCopiedByOwnWorker(t *testing.T, meta *mongo.Database, st *syncv1alpha1.SyncTask) {
+	t.Helper()
+	pod := map[string]string{}
+	for _, s := range st.Status.Shards {
+		pod[s.Name] = fmt.Sprintf("%s-worker-%d", st.Name, s.Ordinal)
+	}
+	cc := countCopy(context.Background(), t, meta, st.Name)
+	byShard := map[string]*ownerCount{}
+	for id, r := range cc.doneBy {
+		shard := cc.shardOf[id]
+		if owner, _, _ := strings.Cut(r.Owner, "/"); owner != pod[shard] {
+			t.Errorf("range %s of %s recorded done by %s, want its worker pod %s", id, shard, r.Owner, pod[shard])
+		}
+		if byShard[shard] == nil {
+			byShard[shard] = &ownerCount{}
+		}
+		byShard[shard].ranges++
+		byShard[shard].docs += r.Docs
+	}
+	t.Logf("the copy ran shard by shard: %d passes, %d ranges", cc.passes, cc.done)
+	for _, s := range st.Status.Shards {
+		n := byShard[s.Name]
+		if n == nil || n.docs == 0 {
+			t.Errorf("the worker of %s (pod %s) copied nothing", s.Name, pod[s.Name])
+			continue
+		}
+		t.Logf("  %s copied %d documents of %s in %d ranges", pod[s.Name], n.docs, s.Name, n.ranges)
+	}
 }
 
 // killWorker sends SIGKILL to the `ferry run` process of a worker pod run
