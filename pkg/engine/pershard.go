@@ -189,7 +189,7 @@ func (p *perShardCopy) copyShard(ctx context.Context, shard string, coll catalog
 	}
 	err := g.Wait()
 	st := c.Stats()
-	p.e.log.Info("copied a shard's part of a pass", "ns", c.NS, "shard", shard, "ranges", st.Ranges, "documents", st.Kept, "orphansLeftOut", st.Orphans, "rangesTakenOver", st.Lost)
+	p.e.log.Info("copied a shard's part of a pass", "ns", c.NS, "shard", shard, "ranges", st.Ranges, "documents", st.Kept, "orphansLeftOut", st.Orphans, "rangesTakenOver", st.TakenOver, "rangesLost", st.Lost)
 	return err
 }
 

@@ -100,7 +100,7 @@ type Copier struct {
 
 // copierStats are a copier's counts, read while it runs.
 type copierStats struct {
-	kept, orphans, ranges, lost atomic.Int64
+	kept, orphans, ranges, lost, takenOver atomic.Int64
 }
 
 // Stats are a copier's counts.
@@ -108,13 +108,14 @@ type Stats struct {
 	// Kept documents were written; Orphans read and left out.
 	Kept, Orphans int64
 	// Ranges were copied to their end and recorded done by this copier;
-	// Lost were given up on ErrLeaseLost.
-	Ranges, Lost int64
+	// Lost were given up on ErrLeaseLost; TakenOver were claimed from a
+	// holder silent for the lease's TTL (a killed worker's).
+	Ranges, Lost, TakenOver int64
 }
 
 // Stats returns the copier's counts so far.
 func (c *Copier) Stats() Stats {
-	return Stats{Kept: c.stats.kept.Load(), Orphans: c.stats.orphans.Load(), Ranges: c.stats.ranges.Load(), Lost: c.stats.lost.Load()}
+	return Stats{Kept: c.stats.kept.Load(), Orphans: c.stats.orphans.Load(), Ranges: c.stats.ranges.Load(), Lost: c.stats.lost.Load(), TakenOver: c.stats.takenOver.Load()}
 }
 
 // Copy copies ranges, filtered by table, until every one of them is
@@ -140,6 +141,9 @@ func (c *Copier) Copy(ctx context.Context, table *Table, ranges []Range) error {
 			continue
 		}
 		r := byID[lease.Range]
+		if lease.TakenOver {
+			c.stats.takenOver.Add(1)
+		}
 		docs, err := c.copyRange(ctx, table, r, lease)
 		if err == nil {
 			err = c.Leaser.Finish(ctx, lease, docs)

@@ -221,6 +221,10 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 	var sum shardcopy.Stats
 	for _, s := range stats {
 		sum.Kept, sum.Orphans, sum.Ranges, sum.Lost = sum.Kept+s.Kept, sum.Orphans+s.Orphans, sum.Ranges+s.Ranges, sum.Lost+s.Lost
+		sum.TakenOver += s.TakenOver
+	}
+	if sum.TakenOver != 1 {
+		t.Errorf("the copiers' stats count %d ranges taken over, want 1", sum.TakenOver)
 	}
 	if sum.Orphans < 2 {
 		t.Errorf("%d documents left out as orphans, want at least the 2 planted", sum.Orphans)
