@@ -101,13 +101,13 @@ func formatCommands(m map[string]int64) string {
 // and their ratio: the side-by-side verdict, and how it grows from 1 to
 // N shards.
 func printGrowth(out io.Writer, counts []int, runs []copyRun) {
-	fmt.Fprintln(out, "\nSide by side (medians over the rounds)")
+	fmt.Fprintln(out, "\nSide by side (medians over the rounds; copying s: copy s less planning)")
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "shards\tperShard s\tperShard docs/s\trouter s\trouter docs/s\trouter s / perShard s\tferry µs/doc perShard\tferry µs/doc router\tservers µs/doc perShard\tservers µs/doc router\t")
+	fmt.Fprintln(tw, "shards\tperShard s\tperShard docs/s\trouter s\trouter docs/s\trouter s / perShard s\tcopying s perShard\tcopying s router\tferry µs/doc perShard\tferry µs/doc router\tservers µs/doc perShard\tservers µs/doc router\t")
 	for _, n := range counts {
 		ps, rt := medians(runs, n, config.ShardedCopyPerShard), medians(runs, n, config.ShardedCopyRouter)
-		fmt.Fprintf(tw, "%d\t%.2f\t%.0f\t%.2f\t%.0f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", n, ps.seconds, ps.rate, rt.seconds, rt.rate,
-			measure.Div(rt.seconds, ps.seconds), ps.ferry, rt.ferry, ps.servers, rt.servers)
+		fmt.Fprintf(tw, "%d\t%.2f\t%.0f\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", n, ps.seconds, ps.rate, rt.seconds, rt.rate,
+			measure.Div(rt.seconds, ps.seconds), ps.copying, rt.copying, ps.ferry, rt.ferry, ps.servers, rt.servers)
 	}
 	_ = tw.Flush()
 	for _, n := range counts {
@@ -121,19 +121,19 @@ func printGrowth(out io.Writer, counts []int, runs []copyRun) {
 }
 
 // median is one mode's medians at one shard count.
-type median struct{ seconds, rate, ferry, servers float64 }
+type median struct{ seconds, copying, rate, ferry, servers float64 }
 
 func medians(runs []copyRun, n int, mode config.ShardedCopy) median {
-	var secs, rates, ferry, servers []float64
+	var secs, copying, rates, ferry, servers []float64
 	for _, r := range runs {
 		if r.shards != n || r.mode != mode {
 			continue
 		}
-		secs, rates = append(secs, r.seconds), append(rates, r.rate())
+		secs, copying, rates = append(secs, r.seconds), append(copying, r.seconds-r.planning), append(rates, r.rate())
 		ferry, servers = append(ferry, r.perDoc(r.cpu.ferry)), append(servers, r.perDoc(r.cpu.ours()-r.cpu.ferry))
 	}
 	if len(secs) == 0 {
 		return median{}
 	}
-	return median{seconds: measure.Median(secs), rate: measure.Median(rates), ferry: measure.Median(ferry), servers: measure.Median(servers)}
+	return median{seconds: measure.Median(secs), copying: measure.Median(copying), rate: measure.Median(rates), ferry: measure.Median(ferry), servers: measure.Median(servers)}
 }
