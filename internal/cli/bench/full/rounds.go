@@ -10,7 +10,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -252,7 +251,7 @@ func (env *benchEnv) copyRound(ctx context.Context, f benchFullFlags, round int,
 		return res, fmt.Errorf("round %d copy: %w", round, err)
 	}
 	defer e.Close()
-	watch := watchCopyStages(e)
+	watch := measure.WatchCopy(e)
 	runErr := e.Run(ctx)
 	res.wall = time.Since(start).Seconds()
 	stages := watch()
@@ -267,11 +266,11 @@ func (env *benchEnv) copyRound(ctx context.Context, f benchFullFlags, round int,
 	// after Run must say what the snapshot taken when the stage turned
 	// "done" said.
 	res.seconds = st.Copy.ElapsedSeconds
-	if stages.done != nil {
-		res.elapsedDrift = res.seconds - stages.done.Copy.ElapsedSeconds
+	if stages.Done != nil {
+		res.elapsedDrift = res.seconds - stages.Done.Copy.ElapsedSeconds
 	}
-	if !stages.copyingAt.IsZero() {
-		res.planning = stages.copyingAt.Sub(st.Copy.StartedAt).Seconds()
+	if !stages.CopyingAt.IsZero() {
+		res.planning = stages.CopyingAt.Sub(st.Copy.StartedAt).Seconds()
 		res.copying = res.seconds - res.planning
 	}
 	res.peakBuffered = st.Copy.PeakBufferedBytes
@@ -308,49 +307,4 @@ func (env *benchEnv) checkAndDrop(ctx context.Context, db string, want int64) er
 		return fmt.Errorf("drop %s: %w", db, err)
 	}
 	return nil
-}
-
-// copyStages is when a copy entered its copying stage, and its status
-// when it was first seen done.
-type copyStages struct {
-	copyingAt time.Time
-	done      *engine.Status
-}
-
-// watchCopyStages polls e's status every 20ms; the returned func stops
-// polling and returns what it saw.
-func watchCopyStages(e *engine.Engine) func() copyStages {
-	var (
-		mu   sync.Mutex
-		seen copyStages
-	)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-			s := e.Status()
-			mu.Lock()
-			if s.Copy.Stage == "copying" && seen.copyingAt.IsZero() {
-				seen.copyingAt = time.Now()
-			}
-			if s.Copy.Stage == "done" && seen.done == nil {
-				seen.done = &s
-			}
-			mu.Unlock()
-		}
-	}()
-	return func() copyStages {
-		close(stop)
-		wg.Wait()
-		return seen
-	}
 }

@@ -4,13 +4,11 @@
 package live
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -243,7 +241,7 @@ type liveRun struct {
 // replayLive writes to the source while the task streams, then waits
 // until the target has every write, and prints the replay's figures.
 func replayLive(ctx context.Context, out io.Writer, r liveRun, o workload.Options, f benchLiveFlags, phases []livePhase) ([]livePhase, error) {
-	finds0 := serverCommands(r.debugAddr)
+	finds0 := measure.ServerCommands(r.debugAddr)
 	src0 := r.eng.Status().Source
 	cpuReplay := r.cpu.Sample()
 	first := time.Now()
@@ -259,7 +257,7 @@ func replayLive(ctx context.Context, out io.Writer, r liveRun, o workload.Option
 		caughtUp = time.Now()
 	}
 	phases = append(phases, livePhase{name: "live writes and replay", cpu: r.cpu.Sample().Sub(cpuReplay), seconds: caughtUp.Sub(first).Seconds()})
-	printSourceCommands(out, serverCommands(r.debugAddr), finds0, r.eng.Status().Source, src0, caughtUp.Sub(first))
+	printSourceCommands(out, measure.ServerCommands(r.debugAddr), finds0, r.eng.Status().Source, src0, caughtUp.Sub(first))
 	if waitErr != nil {
 		st := r.eng.Status()
 		if rs := st.Replay; rs != nil {
@@ -475,39 +473,6 @@ func liveWrites(ctx context.Context, coll *mongo.Collection, o workload.Options,
 	}
 	err := g.Wait()
 	return done, err
-}
-
-// serverCommands reads a FerretDB server's request counters by command
-// from its debug handler (nil when it cannot).
-func serverCommands(debugAddr string) map[string]int64 {
-	out := map[string]int64{}
-	resp, err := http.Get("http://" + debugAddr + "/debug/metrics")
-	if err != nil {
-		return out
-	}
-	defer func() { _ = resp.Body.Close() }()
-	s := bufio.NewScanner(resp.Body)
-	s.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for s.Scan() {
-		line := s.Text()
-		if !strings.HasPrefix(line, "ferretdb_client_requests_total{") {
-			continue
-		}
-		_, rest, ok := strings.Cut(line, `command="`)
-		if !ok {
-			continue
-		}
-		cmd, rest, _ := strings.Cut(rest, `"`)
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err == nil {
-			out[cmd] += int64(v)
-		}
-	}
-	return out
 }
 
 // livePhase is one phase's CPU seconds.

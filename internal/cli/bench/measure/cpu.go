@@ -31,7 +31,7 @@ type Sampler struct{ SourcePID, TargetPID int }
 // was not found).
 func (s Sampler) Sample() CPU {
 	var ru syscall.Rusage
-	c := CPU{Source: processCPU(s.SourcePID), Target: processCPU(s.TargetPID)}
+	c := CPU{Source: ProcessCPU(s.SourcePID), Target: ProcessCPU(s.TargetPID)}
 	c.Machine, _ = procstat.MachineBusySeconds()
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
 		c.Ferry = time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
@@ -39,8 +39,8 @@ func (s Sampler) Sample() CPU {
 	return c
 }
 
-// processCPU is the CPU seconds of process pid, 0 for none or when unknown.
-func processCPU(pid int) float64 {
+// ProcessCPU is the CPU seconds of process pid, 0 for none or when unknown.
+func ProcessCPU(pid int) float64 {
 	if pid == 0 {
 		return 0
 	}
