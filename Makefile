@@ -210,7 +210,7 @@ container-tools: ## Install podman, runc, ca-certificates and tzdata from Debian
 # endpoints, logs, the manager from the chart's Deployment).
 CONTAINER_E2E ?= ^(TestOperator|TestOperatorShardedSource|TestOperatorTLSSecrets|TestOperatorWorkerTLS|TestOperatorCutover|TestSecretsNeverLeakOperator|TestContainer.*)$$
 .PHONY: test-containers
-test-containers: ferretdb envtest-assets container-tools image ## Run the image's tests and the operator's end-to-end tests with workers as real containers of IMG under the pod spec's security context (podman; not part of make test; docs/containers.md).
+test-containers: ferretdb envtest-assets container-tools image $(BIN)/helm ## Run the image's tests and the operator's end-to-end tests with workers as real containers of IMG under the pod spec's security context (podman; not part of make test; docs/containers.md).
 	cd $(TEST_MOD) && MONGOFERRY_POD_RUNTIME=podman MONGOFERRY_POD_IMAGE=$(IMG) $(GO) test -count=1 -timeout 40m -v ./containers | grep --line-buffered -v '^{"level"'
 	cd $(TEST_MOD) && MONGOFERRY_POD_RUNTIME=podman MONGOFERRY_POD_IMAGE=$(IMG) $(GO) test -count=1 -timeout 60m -run '$(CONTAINER_E2E)' -v ./e2e | grep --line-buffered -v '^{"level"'
 

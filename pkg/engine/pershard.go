@@ -78,7 +78,7 @@ func (e *Engine) newPerShardCopy() (*perShardCopy, error) {
 		writer:     &sink.Writer{MaxRetries: 8, Log: e.baseLog(), SerialUpdates: e.dstProfile.SerialUpdates},
 		limiter:    fullsync.Limiter(spec),
 		copiers:    copiers,
-		batchBytes: min(max(maxBytes/int64(2*copiers*shards), 256<<10), 16<<20),
+		batchBytes: min(max(maxBytes/int64(3*copiers*shards), 256<<10), 16<<20),
 		followed:   map[shardcopy.SavedPass]bool{},
 	}
 	return p, nil
@@ -102,9 +102,9 @@ func (p *perShardCopy) Takes(ctx context.Context, coll catalog.Collection) (bool
 	case !ok:
 		return false, 0, nil
 	}
-	n, err := p.e.source.Database(coll.Source.DB).Collection(coll.Source.Coll).EstimatedDocumentCount(ctx)
+	n, err := source.Estimate(ctx, p.e.source.Database(coll.Source.DB).Collection(coll.Source.Coll))
 	if err != nil {
-		return false, 0, fmt.Errorf("estimate %s: %w", ns, err)
+		return false, 0, err
 	}
 	return true, n, nil
 }
@@ -184,7 +184,7 @@ func (p *perShardCopy) copyShard(ctx context.Context, shard string, coll catalog
 		Conflict: spec.FullSync.OnConflict, Limiter: p.limiter, Written: written,
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	for range p.copiers {
+	for range min(p.copiers, len(ranges)) {
 		g.Go(func() error { return c.Copy(gctx, table, ranges) })
 	}
 	err := g.Wait()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
@@ -58,8 +60,8 @@ var ErrStopped = errors.New("copier stopped")
 // directly (read concern majority), keeps the documents the pass's table
 // gives to the shard (orphans left out), writes them to the target
 // (existing ones overwritten: a later pass's version, or an earlier
-// attempt's), renews its lease after every batch and records each range
-// done once.
+// attempt's), reading the next batch while it writes one, renews its
+// lease every RenewEvery and records each range done once.
 type Copier struct {
 	// Shard is the shard's name in config.shards; Source its client.
 	Shard  string
@@ -70,14 +72,15 @@ type Copier struct {
 	Leaser *rangelease.Leaser
 	Writer *sink.Writer
 	// BatchDocs and BatchBytes bound a write batch (100 documents and
-	// 8 MiB when zero): a copier holds one batch at a time.
+	// 8 MiB when zero): a copier holds at most three batches at a time.
 	BatchDocs  int
 	BatchBytes int64
 	// Poll is how long to wait for a range another worker holds (1s
 	// when zero): its holder finishes or goes silent for the TTL.
 	Poll time.Duration
-	// RenewEvery renews the lease while the copier reads orphans and
-	// writes nothing (1s when zero); keep it well under the lease's TTL.
+	// RenewEvery is how often the lease is renewed, after a batch or
+	// while orphans are skipped (1s when zero); keep it well under the
+	// lease's TTL.
 	RenewEvery time.Duration
 	// Conflict is how a document already on the target is written:
 	// overwritten (config.ConflictOverwrite, when empty) or left as it is
@@ -179,46 +182,93 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // copyRange copies one leased range and returns how many documents it
-// kept.
+// kept. One goroutine reads and filters the next batch while another
+// writes the one before: a copier holds at most three batches (the one
+// read, one waiting, the one written).
 func (c *Copier) copyRange(ctx context.Context, table *Table, r Range, lease *rangelease.Lease) (int64, error) {
+	b := c.newBatcher(r, lease)
+	batches := make(chan []bson.Raw, 1)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(batches)
+		return c.readRange(gctx, table, r, b, batches)
+	})
+	g.Go(func() error {
+		for docs := range batches {
+			if err := b.write(gctx, docs); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	err := g.Wait()
+	return b.kept.Load(), err
+}
+
+// readRange reads r from the shard, leaves orphans out and sends the kept
+// documents on in batches bounded by count and bytes.
+func (c *Copier) readRange(ctx context.Context, table *Table, r Range, b *batcher, out chan<- []bson.Raw) error {
 	n := catalog.ParseNamespace(c.NS)
 	src := c.Source.Database(n.DB).Collection(n.Coll, options.Collection().SetReadConcern(readconcern.Majority()))
-	b := c.newBatcher(r, lease)
 	cur, err := src.Find(ctx, r.Filter, options.Find().SetBatchSize(int32(b.maxDocs)))
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer func() { _ = cur.Close(context.WithoutCancel(ctx)) }()
+	var docs []bson.Raw
+	var bytes int64
+	send := func() error {
+		if len(docs) == 0 {
+			return nil
+		}
+		select {
+		case out <- docs:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		docs, bytes = nil, 0
+		return nil
+	}
 	for cur.Next(ctx) {
 		if !table.Owns(c.Shard, cur.Current) {
 			c.stats.orphans.Add(1)
-			if err := b.idle(ctx); err != nil {
-				return b.kept, err
+			if err := b.renewDue(ctx); err != nil {
+				return err
 			}
 			continue
 		}
-		if err := b.add(ctx, cur.Current); err != nil {
-			return b.kept, err
+		if bytes+int64(len(cur.Current)) > b.maxBytes {
+			if err := send(); err != nil {
+				return err
+			}
+		}
+		docs = append(docs, slices.Clone(cur.Current))
+		bytes += int64(len(cur.Current))
+		if len(docs) >= b.maxDocs {
+			if err := send(); err != nil {
+				return err
+			}
 		}
 	}
 	if err := cur.Err(); err != nil {
-		return b.kept, err
+		return err
 	}
-	return b.kept, b.flush(ctx)
+	return send()
 }
 
-// batcher gathers one range's kept documents into write batches and
-// renews the range's lease after each, or while orphans are skipped.
+// batcher writes one range's batches and renews the range's lease at
+// least every RenewEvery, from the writer or from the reader while it
+// skips orphans.
 type batcher struct {
-	c               *Copier
-	r               Range
-	lease           *rangelease.Lease
-	maxDocs         int
-	maxBytes, bytes int64
-	kept            int64
-	docs            []bson.Raw
-	renewEvery      time.Duration
-	renewed         time.Time
+	c          *Copier
+	r          Range
+	maxDocs    int
+	maxBytes   int64
+	kept       atomic.Int64
+	renewEvery time.Duration
+	mu         sync.Mutex // guards lease and renewed
+	lease      *rangelease.Lease
+	renewed    time.Time
 }
 
 func (c *Copier) newBatcher(r Range, lease *rangelease.Lease) *batcher {
@@ -235,28 +285,10 @@ func (c *Copier) newBatcher(r Range, lease *rangelease.Lease) *batcher {
 	return b
 }
 
-// add appends doc, writing the batch first when doc would pass its
-// bytes, and after when it is full.
-func (b *batcher) add(ctx context.Context, doc bson.Raw) error {
-	if b.bytes+int64(len(doc)) > b.maxBytes {
-		if err := b.flush(ctx); err != nil {
-			return err
-		}
-	}
-	b.docs = append(b.docs, slices.Clone(doc))
-	b.bytes += int64(len(doc))
-	if len(b.docs) >= b.maxDocs {
-		return b.flush(ctx)
-	}
-	return nil
-}
-
-// flush writes the batch (existing documents overwritten) and renews.
-func (b *batcher) flush(ctx context.Context) error {
-	if len(b.docs) == 0 {
-		return nil
-	}
-	n := len(b.docs)
+// write writes a batch (existing documents overwritten unless Conflict
+// is skip), paced by the Limiter, and renews the lease when due.
+func (b *batcher) write(ctx context.Context, docs []bson.Raw) error {
+	n := len(docs)
 	if b.c.Limiter != nil {
 		if err := b.c.Limiter.WaitN(ctx, min(n, b.c.Limiter.Burst())); err != nil {
 			return err
@@ -267,32 +299,33 @@ func (b *batcher) flush(ctx context.Context) error {
 	if b.c.Conflict == config.ConflictSkip {
 		conflict, own = config.ConflictSkip, false
 	}
-	if _, err := b.c.Writer.Insert(ctx, b.c.Target, b.docs, conflict, own); err != nil {
+	if _, err := b.c.Writer.Insert(ctx, b.c.Target, docs, conflict, own); err != nil {
 		return err
 	}
-	if b.c.Written != nil {
-		b.c.Written(int64(n), b.bytes)
+	var bytes int64
+	for _, d := range docs {
+		bytes += int64(len(d))
 	}
-	b.kept += int64(n)
+	if b.c.Written != nil {
+		b.c.Written(int64(n), bytes)
+	}
+	b.kept.Add(int64(n))
 	b.c.stats.kept.Add(int64(n))
-	b.docs, b.bytes = b.docs[:0], 0
 	if b.c.Hook != nil {
 		if err := b.c.Hook(b.r, n); err != nil {
 			return err
 		}
 	}
-	return b.renew(ctx)
+	return b.renewDue(ctx)
 }
 
-// idle renews the lease when the last renewal is RenewEvery old.
-func (b *batcher) idle(ctx context.Context) error {
+// renewDue renews the lease when the last renewal is RenewEvery old.
+func (b *batcher) renewDue(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if time.Since(b.renewed) < b.renewEvery {
 		return nil
 	}
-	return b.renew(ctx)
-}
-
-func (b *batcher) renew(ctx context.Context) error {
 	b.renewed = time.Now()
 	return b.c.Leaser.Renew(ctx, b.lease)
 }

@@ -43,11 +43,9 @@ type Splitter struct {
 // brackets in between by $type alone, and {$type, $lt: hi} on the upper,
 // since comparison operators only match values of their operand's bracket.
 func (s Splitter) Split(ctx context.Context, coll *mongo.Collection) ([]Range, int64, error) {
-	var estimated int64
-	if st, err := catalog.CollStats(ctx, coll); err == nil {
-		estimated = st.Count
-	} else if estimated, err = coll.EstimatedDocumentCount(ctx); err != nil {
-		return nil, 0, fmt.Errorf("count %s: %w", nsOf(coll), err)
+	estimated, err := Estimate(ctx, coll)
+	if err != nil {
+		return nil, 0, err
 	}
 	per := max(s.RangeDocuments, 1)
 	if s.Whole || estimated <= per {
@@ -64,6 +62,21 @@ func (s Splitter) Split(ctx context.Context, coll *mongo.Collection) ([]Range, i
 	}
 	bounds := Boundaries(sample, k)
 	return RangesFromBoundaries(bounds), estimated, nil
+}
+
+// Estimate returns about how many documents coll holds: collStats' count,
+// or estimatedDocumentCount where collStats is refused. (FerretDB answers
+// the count command, which estimatedDocumentCount sends, by reading
+// every document; collStats it answers from its metadata.)
+func Estimate(ctx context.Context, coll *mongo.Collection) (int64, error) {
+	if st, err := catalog.CollStats(ctx, coll); err == nil {
+		return st.Count, nil
+	}
+	n, err := coll.EstimatedDocumentCount(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("count %s: %w", nsOf(coll), err)
+	}
+	return n, nil
 }
 
 func whole() Range {
