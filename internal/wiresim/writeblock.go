@@ -37,6 +37,12 @@ var userWrites = map[string]bool{
 //     delete as MongoDB refuses them, with a write error per statement
 //     tried; the others as a command error.
 //
+// As on MongoDB, where setUserWriteBlockMode takes the global lock in
+// exclusive mode, blocking answers only once the user writes already
+// forwarded to the server have been answered: a write the server has not
+// logged yet when the block is acknowledged would land after a drain
+// position read next.
+//
 // What it leaves out: the bypassWriteBlockingMode privilege (every client
 // is a user without it), the oplog entry MongoDB writes when the mode
 // changes, and the cluster-wide coordination of a sharded cluster (one
@@ -46,6 +52,12 @@ type WriteBlockProxy struct {
 	upstream string
 	blocked  atomic.Bool
 	refused  atomic.Int64
+	// gate orders the block against the writes let through: inflight
+	// counts user writes forwarded and not yet answered; idle is
+	// signalled when it drops to zero.
+	gate     sync.Mutex
+	idle     *sync.Cond
+	inflight int
 	wg       sync.WaitGroup
 	mu       sync.Mutex
 	conns    map[net.Conn]bool
@@ -59,6 +71,7 @@ func StartWriteBlockProxy(upstream string) (*WriteBlockProxy, error) {
 		return nil, err
 	}
 	p := &WriteBlockProxy{ln: ln, upstream: upstream, conns: map[net.Conn]bool{}}
+	p.idle = sync.NewCond(&p.gate)
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -114,9 +127,18 @@ func (p *WriteBlockProxy) accept() {
 func (p *WriteBlockProxy) serve(c, up net.Conn) {
 	defer p.wg.Done()
 	var wmu sync.Mutex // writes to c
+	// pending counts this connection's forwarded user writes not yet
+	// answered: a driver sends one request at a time on a connection, so
+	// the next reply is the write's.
+	var pending atomic.Int32
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer func() {
+			for pending.Add(-1) >= 0 {
+				p.writeAnswered()
+			}
+		}()
 		r := bufio.NewReaderSize(up, 64<<10)
 		var buf []byte
 		for {
@@ -127,6 +149,10 @@ func (p *WriteBlockProxy) serve(c, up net.Conn) {
 			wmu.Lock()
 			_, err = c.Write(buf)
 			wmu.Unlock()
+			if pending.Load() > 0 {
+				pending.Add(-1)
+				p.writeAnswered()
+			}
 			if err != nil {
 				break
 			}
@@ -145,7 +171,11 @@ func (p *WriteBlockProxy) serve(c, up net.Conn) {
 			break
 		}
 		if parseRequest(buf, &req) == nil {
-			if reply = p.answer(&req, reply[:0]); reply != nil {
+			var counted bool
+			if reply, counted = p.answer(&req, reply[:0]); counted {
+				pending.Add(1)
+			}
+			if reply != nil {
 				if req.noReply {
 					continue
 				}
@@ -171,27 +201,59 @@ func (p *WriteBlockProxy) serve(c, up net.Conn) {
 }
 
 // answer appends the proxy's own reply to req to dst, or returns nil when
-// the server answers it.
-func (p *WriteBlockProxy) answer(req *request, dst []byte) []byte {
+// the server answers it; counted says a user write goes to the server and
+// its reply is awaited before writes can be blocked.
+func (p *WriteBlockProxy) answer(req *request, dst []byte) ([]byte, bool) {
 	name := req.name()
 	switch {
 	case name == "setUserWriteBlockMode":
 		dst = appendReplyStart(dst, req)
 		global, ok := req.body.Lookup("global").BooleanOK()
 		if !ok {
-			return finishReply(appendError(dst, &cmdError{code: codeBadValue, codeName: "BadValue", msg: "setUserWriteBlockMode: global must be a boolean"}))
+			return finishReply(appendError(dst, &cmdError{code: codeBadValue, codeName: "BadValue", msg: "setUserWriteBlockMode: global must be a boolean"})), false
 		}
-		p.blocked.Store(global)
-		return finishReply(appendOK(dst))
-	case p.blocked.Load() && userWrites[name] && writesUserData(req, name):
+		p.setBlocked(global)
+		return finishReply(appendOK(dst)), false
+	case userWrites[name] && writesUserData(req, name):
+		p.gate.Lock()
+		if !p.blocked.Load() {
+			counted := !req.noReply
+			if counted {
+				p.inflight++
+			}
+			p.gate.Unlock()
+			return nil, counted
+		}
+		p.gate.Unlock()
 		p.refused.Add(1)
 		dst = appendReplyStart(dst, req)
 		if key, ok := statementsKey[name]; ok {
-			return finishReply(appendBlockedStatements(dst, req, key))
+			return finishReply(appendBlockedStatements(dst, req, key)), false
 		}
-		return finishReply(appendError(dst, &cmdError{code: codeUserWritesBlocked, codeName: "UserWritesBlocked", msg: userWritesBlockedMsg}))
+		return finishReply(appendError(dst, &cmdError{code: codeUserWritesBlocked, codeName: "UserWritesBlocked", msg: userWritesBlockedMsg})), false
 	}
-	return nil
+	return nil, false
+}
+
+// setBlocked blocks or unblocks user writes; blocking returns once every
+// user write already forwarded has been answered.
+func (p *WriteBlockProxy) setBlocked(block bool) {
+	p.gate.Lock()
+	defer p.gate.Unlock()
+	p.blocked.Store(block)
+	for block && p.inflight > 0 {
+		p.idle.Wait()
+	}
+}
+
+// writeAnswered counts a forwarded user write as answered.
+func (p *WriteBlockProxy) writeAnswered() {
+	p.gate.Lock()
+	defer p.gate.Unlock()
+	p.inflight--
+	if p.inflight <= 0 {
+		p.idle.Broadcast()
+	}
 }
 
 // userWritesBlockedMsg is MongoDB's message for a blocked write.
