@@ -37,6 +37,16 @@ import (
 // skips orphans.
 const rangeLeaseTTL = 20 * time.Second
 
+// leaseOwner names this process in the range leases: its pod (or host)
+// and process id.
+func leaseOwner() string {
+	owner := os.Getenv(workerapi.EnvPodName)
+	if owner == "" {
+		owner, _ = os.Hostname()
+	}
+	return fmt.Sprintf("%s/%d", owner, os.Getpid())
+}
+
 // perShardCopy is the engine's fullsync.PerShard.
 type perShardCopy struct {
 	e       *Engine
@@ -63,10 +73,6 @@ func (e *Engine) newPerShardCopy() (*perShardCopy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache.maxBytes: %w", err)
 	}
-	owner := os.Getenv(workerapi.EnvPodName)
-	if owner == "" {
-		owner, _ = os.Hostname()
-	}
 	shards := 1
 	if e.opts.Shard == "" {
 		shards = len(e.subtaskList())
@@ -74,7 +80,7 @@ func (e *Engine) newPerShardCopy() (*perShardCopy, error) {
 	copiers := max(1, spec.Threads.Readers)
 	p := &perShardCopy{
 		e:          e,
-		leaser:     rangelease.New(e.target.Database(spec.Checkpoint.Database), rangelease.Options{Task: e.task.Name, Owner: fmt.Sprintf("%s/%d", owner, os.Getpid()), TTL: rangeLeaseTTL}),
+		leaser:     rangelease.New(e.target.Database(spec.Checkpoint.Database), rangelease.Options{Task: e.task.Name, Owner: leaseOwner(), TTL: rangeLeaseTTL}),
 		writer:     &sink.Writer{MaxRetries: 8, Log: e.baseLog(), SerialUpdates: e.dstProfile.SerialUpdates},
 		limiter:    fullsync.Limiter(spec),
 		copiers:    copiers,
@@ -215,8 +221,10 @@ func (p *perShardCopy) await(ctx context.Context, shard string, ranges []shardco
 			p.e.log.Info("waiting for the worker of a shard to copy its part", "shard", shard, "rangesLeft", left, "ranges", len(ranges))
 			last = time.Now()
 		}
-		if err := sleepCtx(ctx, time.Second); err != nil {
-			return err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
 		}
 	}
 }
@@ -255,13 +263,4 @@ func (p *perShardCopy) follow(ctx context.Context) error {
 		p.mu.Unlock()
 	}
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(d):
-		return nil
-	}
 }

@@ -58,12 +58,14 @@ var ErrStopped = errors.New("copier stopped")
 
 // Copier copies one shard's ranges of one collection: it reads the shard
 // directly (read concern majority), keeps the documents the pass's table
-// gives to the shard (orphans left out), writes them to the target
+// gives to the shard (orphans left out; with no table, a replica set's
+// ranges shared by copy-only workers, every document), writes them to the target
 // (existing ones overwritten: a later pass's version, or an earlier
 // attempt's), reading the next batch while it writes one, renews its
 // lease every RenewEvery and records each range done once.
 type Copier struct {
-	// Shard is the shard's name in config.shards; Source its client.
+	// Shard is the shard's name in config.shards (empty for a source
+	// that is not sharded); Source its client.
 	Shard  string
 	Source *mongo.Client
 	// NS is the source namespace; Target the target collection.
@@ -95,8 +97,12 @@ type Copier struct {
 	Hook func(r Range, docs int) error
 	// Written, when set, is told each batch written (progress).
 	Written func(docs, bytes int64)
-	// Finished, when set, is told each range this copier recorded done.
-	Finished func(r Range, docs int64)
+	// ObserveWrite, when set, is told how long each batch's write took
+	// (the write latency metric).
+	ObserveWrite func(time.Duration)
+	// Finished, when set, is told each range this copier recorded done,
+	// with the documents and bytes it wrote.
+	Finished func(r Range, docs, bytes int64)
 
 	stats copierStats
 }
@@ -124,6 +130,22 @@ func (c *Copier) Stats() Stats {
 // Copy copies ranges, filtered by table, until every one of them is
 // recorded done (by this copier or another).
 func (c *Copier) Copy(ctx context.Context, table *Table, ranges []Range) error {
+	for {
+		open, err := c.CopyClaimable(ctx, table, ranges)
+		if err != nil || open == 0 {
+			return err
+		}
+		if err := sleep(ctx, c.poll()); err != nil {
+			return err
+		}
+	}
+}
+
+// CopyClaimable copies ranges, filtered by table (nil keeps every
+// document: a source that is not sharded), for as long as one can be
+// claimed, and returns how many are still not done: held by other
+// workers, which finish them or go silent for the lease's TTL.
+func (c *Copier) CopyClaimable(ctx context.Context, table *Table, ranges []Range) (int, error) {
 	ids := make([]string, len(ranges))
 	byID := make(map[string]Range, len(ranges))
 	for i, r := range ranges {
@@ -131,23 +153,14 @@ func (c *Copier) Copy(ctx context.Context, table *Table, ranges []Range) error {
 	}
 	for {
 		lease, open, err := c.Leaser.Claim(ctx, ids)
-		if err != nil {
-			return err
-		}
-		if lease == nil {
-			if open == 0 {
-				return nil
-			}
-			if err := sleep(ctx, c.poll()); err != nil {
-				return err
-			}
-			continue
+		if err != nil || lease == nil {
+			return open, err
 		}
 		r := byID[lease.Range]
 		if lease.TakenOver {
 			c.stats.takenOver.Add(1)
 		}
-		docs, err := c.copyRange(ctx, table, r, lease)
+		docs, bytes, err := c.copyRange(ctx, table, r, lease)
 		if err == nil {
 			err = c.Leaser.Finish(ctx, lease, docs)
 		}
@@ -155,14 +168,22 @@ func (c *Copier) Copy(ctx context.Context, table *Table, ranges []Range) error {
 		case errors.Is(err, rangelease.ErrLeaseLost):
 			c.stats.lost.Add(1)
 		case err != nil:
-			return fmt.Errorf("copy %s on %s, range %s: %w", c.NS, c.Shard, lease.Range, err)
+			return open, fmt.Errorf("copy %s%s, range %s: %w", c.NS, c.onShard(), lease.Range, err)
 		default:
 			c.stats.ranges.Add(1)
 			if c.Finished != nil {
-				c.Finished(r, docs)
+				c.Finished(r, docs, bytes)
 			}
 		}
 	}
+}
+
+// onShard names the copier's shard for messages.
+func (c *Copier) onShard() string {
+	if c.Shard == "" {
+		return ""
+	}
+	return " on " + c.Shard
 }
 
 func (c *Copier) poll() time.Duration {
@@ -181,11 +202,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// copyRange copies one leased range and returns how many documents it
-// kept. One goroutine reads and filters the next batch while another
+// copyRange copies one leased range and returns how many documents (and
+// bytes) it kept. One goroutine reads and filters the next batch while another
 // writes the one before: a copier holds at most three batches (the one
 // read, one waiting, the one written).
-func (c *Copier) copyRange(ctx context.Context, table *Table, r Range, lease *rangelease.Lease) (int64, error) {
+func (c *Copier) copyRange(ctx context.Context, table *Table, r Range, lease *rangelease.Lease) (int64, int64, error) {
 	b := c.newBatcher(r, lease)
 	batches := make(chan []bson.Raw, 1)
 	g, gctx := errgroup.WithContext(ctx)
@@ -202,7 +223,7 @@ func (c *Copier) copyRange(ctx context.Context, table *Table, r Range, lease *ra
 		return nil
 	})
 	err := g.Wait()
-	return b.kept.Load(), err
+	return b.kept.Load(), b.keptBytes.Load(), err
 }
 
 // readRange reads r from the shard, leaves orphans out and sends the kept
@@ -230,7 +251,7 @@ func (c *Copier) readRange(ctx context.Context, table *Table, r Range, b *batche
 		return nil
 	}
 	for cur.Next(ctx) {
-		if !table.Owns(c.Shard, cur.Current) {
+		if table != nil && !table.Owns(c.Shard, cur.Current) {
 			c.stats.orphans.Add(1)
 			if err := b.renewDue(ctx); err != nil {
 				return err
@@ -265,6 +286,7 @@ type batcher struct {
 	maxDocs    int
 	maxBytes   int64
 	kept       atomic.Int64
+	keptBytes  atomic.Int64
 	renewEvery time.Duration
 	mu         sync.Mutex // guards lease and renewed
 	lease      *rangelease.Lease
@@ -299,7 +321,12 @@ func (b *batcher) write(ctx context.Context, docs []bson.Raw) error {
 	if b.c.Conflict == config.ConflictSkip {
 		conflict, own = config.ConflictSkip, false
 	}
-	if _, err := b.c.Writer.Insert(ctx, b.c.Target, docs, conflict, own); err != nil {
+	started := time.Now()
+	_, err := b.c.Writer.Insert(ctx, b.c.Target, docs, conflict, own)
+	if b.c.ObserveWrite != nil {
+		b.c.ObserveWrite(time.Since(started))
+	}
+	if err != nil {
 		return err
 	}
 	var bytes int64
@@ -310,6 +337,7 @@ func (b *batcher) write(ctx context.Context, docs []bson.Raw) error {
 		b.c.Written(int64(n), bytes)
 	}
 	b.kept.Add(int64(n))
+	b.keptBytes.Add(bytes)
 	b.c.stats.kept.Add(int64(n))
 	if b.c.Hook != nil {
 		if err := b.c.Hook(b.r, n); err != nil {

@@ -96,7 +96,7 @@ func TestPassesWithMovesAndKill(t *testing.T) {
 	copier := func(shard string, i int, owner string) *shardcopy.Copier {
 		return &shardcopy.Copier{Shard: shard, Source: c.ShardClient(i), NS: ns, Target: target, BatchDocs: 20, Poll: 200 * time.Millisecond,
 			Writer:   &sink.Writer{MaxRetries: 3},
-			Finished: func(r shardcopy.Range, _ int64) { mu.Lock(); copies[r.ID].Add(1); mu.Unlock() },
+			Finished: func(r shardcopy.Range, _, _ int64) { mu.Lock(); copies[r.ID].Add(1); mu.Unlock() },
 			Leaser:   rangelease.New(meta, rangelease.Options{Task: "t", Owner: owner, TTL: time.Second})}
 	}
 	p := &shardcopy.Passes{
