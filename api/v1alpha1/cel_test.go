@@ -407,7 +407,7 @@ func TestDefaultsStored(t *testing.T) {
 		"target":       map[string]any{"uri": "mongodb://dst.mongo:27017/"},
 		"threads":      map[string]any{"readers": int64(4), "writers": int64(4)},
 		"cache":        map[string]any{"bucketNum": int64(4), "bucketSize": int64(4), "batchSize": int64(1000), "maxBytes": "256MiB"},
-		"fullSync":     map[string]any{"onConflict": "fail", "copyIndexes": true, "indexBuild": "after", "rangeDocuments": int64(50000), "split": "auto", "shardedCopy": "perShard"},
+		"fullSync":     map[string]any{"onConflict": "fail", "copyIndexes": true, "indexBuild": "after", "rangeDocuments": int64(50000), "split": "auto", "shardedCopy": "perShard", "workers": int64(1)},
 		"incremental":  map[string]any{"method": "oplog", "idReuseAcrossShards": "detect"},
 		"ddl":          true,
 		"verify":       map[string]any{"mode": "hash", "sampleSize": int64(1000), "intervalSeconds": int64(300), "rechecks": int64(3), "maxPendingBytes": "16MiB"},

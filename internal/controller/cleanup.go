@@ -58,23 +58,28 @@ func (r *SyncTaskReconciler) finalize(ctx context.Context, task *syncv1alpha1.Sy
 		return ctrl.Result{}, nil
 	}
 	if task.Spec.DeletePolicy == syncv1alpha1.DeleteDelete {
-		var sts appsv1.StatefulSet
-		err := r.Client.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: WorkerName(task.Name)}, &sts)
-		switch {
-		case err == nil && (sts.Spec.Replicas == nil || *sts.Spec.Replicas != 0):
-			patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`))
-			if err := r.Client.Patch(ctx, &sts, patch, FieldOwner); err != nil {
-				return ctrl.Result{}, fmt.Errorf("stop the workers: %w", err)
+		// The task's workers and its copy-only workers.
+		for _, name := range []string{WorkerName(task.Name), CopyWorkerName(task.Name)} {
+			var sts appsv1.StatefulSet
+			err := r.Client.Get(ctx, types.NamespacedName{Namespace: task.Namespace, Name: name}, &sts)
+			switch {
+			case err == nil && (sts.Spec.Replicas == nil || *sts.Spec.Replicas != 0):
+				patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":0}}`))
+				if err := r.Client.Patch(ctx, &sts, patch, FieldOwner); err != nil {
+					return ctrl.Result{}, fmt.Errorf("stop the workers of %s: %w", name, err)
+				}
+			case err != nil && !apierrors.IsNotFound(err):
+				return ctrl.Result{}, err
 			}
-		case err != nil && !apierrors.IsNotFound(err):
-			return ctrl.Result{}, err
 		}
-		var pods corev1.PodList
-		if err := r.Client.List(ctx, &pods, client.InNamespace(task.Namespace), client.MatchingLabels(selectorLabels(task))); err != nil {
-			return ctrl.Result{}, err
-		}
-		if len(pods.Items) > 0 {
-			return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+		for _, sel := range []map[string]string{selectorLabels(task), copySelectorLabels(task)} {
+			var pods corev1.PodList
+			if err := r.Client.List(ctx, &pods, client.InNamespace(task.Namespace), client.MatchingLabels(sel)); err != nil {
+				return ctrl.Result{}, err
+			}
+			if len(pods.Items) > 0 {
+				return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+			}
 		}
 		if err := r.dropCheckpoint(ctx, task); err != nil {
 			r.event(task, corev1.EventTypeWarning, "CheckpointCleanupFailed", "Delete",

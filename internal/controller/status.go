@@ -38,6 +38,9 @@ type observed struct {
 	// blocked stops the task before any worker starts (a missing Secret,
 	// a spec the engine refuses).
 	blocked *blockedError
+	// topology is what the workers reported of the source (one worker
+	// whatever the source when the task does not read shards).
+	topology discovery
 	// shardNames are the names of the shard entries the task has (old
 	// entries of other names are dropped); nil keeps every old entry.
 	shardNames []string

@@ -135,7 +135,8 @@ func (r *SyncTaskReconciler) Reconcile(ctx context.Context, req ctrl.Request) (c
 	replicas := int32(1)
 	if o.blocked == nil {
 		// Which worker replays which shard (one worker for a replica set).
-		o.plan = planShards(&task, orig.Status.Shards, r.shardTopology(&task, o.workers))
+		o.topology = r.shardTopology(&task, o.workers)
+		o.plan = planShards(&task, orig.Status.Shards, o.topology)
 		nameWorkers(o.workers, o.plan)
 		replicas = o.plan.replicas(orig.Status.Shards)
 		o.shardNames = []string{WorkerName(task.Name) + "-0"}
@@ -209,6 +210,9 @@ func (r *SyncTaskReconciler) ensureWorkers(ctx context.Context, task, orig *sync
 	}
 	before, err := r.ensureStatefulSet(ctx, task, rnd, image, replicas, r.workerShards(task, o.plan))
 	if err != nil {
+		return err
+	}
+	if err := r.ensureCopyWorkers(ctx, task, rnd, image, copyReplicas(task, orig.Status.Phase, replicas, o.topology)); err != nil {
 		return err
 	}
 	r.workerEvents(task, before, rnd.hash, replicas, completed, o)

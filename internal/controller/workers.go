@@ -194,7 +194,32 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 			secretEnv(ShardMapEnv, name, ShardMapKey))
 		annotations[ShardedAnnotation] = "true"
 	}
-	container := workerContainer(task, image, args, env, port, rnd.workerTLS)
+	return workerSet(task, rnd, image, workerSetParts{
+		name: name, selector: selectorLabels(task), replicas: replicas,
+		args: args, env: env, annotations: annotations,
+	})
+}
+
+// workerSetParts are what the task's worker StatefulSet and its copy-only
+// workers' (copyworkers.go) differ in.
+type workerSetParts struct {
+	name        string
+	selector    map[string]string
+	replicas    int32
+	args        []string
+	env         []*corev1ac.EnvVarApplyConfiguration
+	annotations map[string]string
+}
+
+// workerSet is a StatefulSet of ferry workers: the container, its
+// restricted security context, TLS files and spec.workerTemplate.
+func workerSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string, p workerSetParts) *appsv1ac.StatefulSetApplyConfiguration {
+	name, replicas, annotations := p.name, p.replicas, p.annotations
+	labels := workerLabels(task)
+	for k, v := range p.selector {
+		labels[k] = v
+	}
+	container := workerContainer(task, image, p.args, p.env, metricsPort(task), rnd.workerTLS)
 	security := corev1ac.PodSecurityContext().
 		WithRunAsNonRoot(true).
 		WithRunAsUser(workerUID).
@@ -210,10 +235,10 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 	if rnd.workerTLS {
 		applyWorkerTLS(task, pod, container, security)
 	}
-	podLabels, annotations := applyWorkerTemplate(task.Spec.WorkerTemplate, rnd.volumes, workerLabels(task), annotations, pod, container)
+	podLabels, annotations := applyWorkerTemplate(task.Spec.WorkerTemplate, rnd.volumes, labels, annotations, pod, container)
 	pod.WithContainers(container)
 	return appsv1ac.StatefulSet(name, task.Namespace).
-		WithLabels(workerLabels(task)).
+		WithLabels(labels).
 		WithOwnerReferences(ownerRef(task)).
 		WithSpec(appsv1ac.StatefulSetSpec().
 			WithReplicas(replicas).
@@ -221,7 +246,7 @@ func workerStatefulSet(task *syncv1alpha1.SyncTask, rnd *rendered, image string,
 			// Shards start and stop together; ordinals do not wait on
 			// each other.
 			WithPodManagementPolicy(appsv1.ParallelPodManagement).
-			WithSelector(metav1ac.LabelSelector().WithMatchLabels(selectorLabels(task))).
+			WithSelector(metav1ac.LabelSelector().WithMatchLabels(p.selector)).
 			WithTemplate(corev1ac.PodTemplateSpec().
 				WithLabels(podLabels).
 				WithAnnotations(annotations).

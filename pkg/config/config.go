@@ -399,6 +399,21 @@ type FullSync struct {
 	// +kubebuilder:default=perShard
 	// +optional
 	ShardedCopy ShardedCopy `json:"shardedCopy,omitempty"`
+	// Workers is how many processes copy a replica-set source: above 1,
+	// the task's run and workers-1 copy-only workers (the operator's
+	// <name>-copy pods, or ferry run --copy-only) share the collections'
+	// _id ranges through leases on the target, a killed worker's range
+	// taken over by another. A collection copied as one range (see
+	// split) is copied by one of them. A sharded source replayed shard
+	// by shard is copied by its shards' workers instead (shardedCopy), so
+	// it takes 1 only; one read through mongos (mode full, or
+	// incremental.method changeStream) shares its ranges like a replica
+	// set's.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=64
+	// +kubebuilder:default=1
+	// +optional
+	Workers int `json:"workers,omitempty"`
 }
 
 // Incremental tunes change replay.

@@ -62,6 +62,9 @@ func (s *Spec) SetDefaults() {
 	if s.FullSync.ShardedCopy == "" {
 		s.FullSync.ShardedCopy = ShardedCopyPerShard
 	}
+	if s.FullSync.Workers == 0 {
+		s.FullSync.Workers = 1
+	}
 	if s.FullSync.RangeDocuments == 0 {
 		s.FullSync.RangeDocuments = DefaultRangeDocuments
 	}

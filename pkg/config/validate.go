@@ -114,6 +114,7 @@ func (s *Spec) Validate() error {
 	}
 	oneOf(add, "fullSync.split", string(s.FullSync.Split), SplitAuto, SplitAlways, SplitNever)
 	oneOf(add, "fullSync.shardedCopy", string(s.FullSync.ShardedCopy), ShardedCopyPerShard, ShardedCopyRouter)
+	s.validateCopyWorkers(add)
 	oneOf(add, "incremental.method", string(s.Incremental.Method), MethodOplog, MethodChangeStream)
 	oneOf(add, "incremental.idReuseAcrossShards", string(s.Incremental.IDReuseAcrossShards), IDReuseDetect, IDReuseHold)
 	if s.Incremental.StartAt != "" {
@@ -266,6 +267,21 @@ func oneOf[T ~string](add func(string, string, ...any), field, got string, allow
 		names[i] = string(a)
 	}
 	add(field, "must be one of %s, got %q", strings.Join(names, ", "), got)
+}
+
+// validateCopyWorkers checks fullSync.workers: copy-only workers share a
+// copy that one process reads.
+func (s *Spec) validateCopyWorkers(add func(string, string, ...any)) {
+	intRange(add, "fullSync.workers", s.FullSync.Workers, 1, 64)
+	if s.FullSync.Workers <= 1 {
+		return
+	}
+	switch {
+	case s.Mode == ModeIncremental:
+		add("fullSync.workers", "mode incremental copies nothing, so it has no copy workers: remove fullSync.workers or set it to 1")
+	case s.Source.Kind == KindSharded && s.Mode != ModeFull && s.Incremental.Method != MethodChangeStream:
+		add("fullSync.workers", "a sharded source replayed shard by shard is copied by one worker per shard (fullSync.shardedCopy), not by copy-only workers: remove fullSync.workers or set it to 1")
+	}
 }
 
 func intRange(add func(string, string, ...any), field string, v, lo, hi int) {

@@ -89,6 +89,12 @@ type Options struct {
 	TopologyInterval time.Duration
 	// ShardReader, when set, replaces each shard's oplog tailer (tests).
 	ShardReader func(shard string, from bson.Timestamp) source.OplogReader
+	// CopyOnly runs a copy-only worker of a replica-set source's full
+	// copy (fullSync.workers above 1; ferry run --copy-only, the
+	// operator's <name>-copy pods): it copies ranges of the task's plan
+	// claimed through leases until the task's run records the copy done,
+	// and writes nothing else (copyonly.go).
+	CopyOnly bool
 	// OnCutoverStep, when set, is told each cut-over step once it is
 	// recorded (tests stop their writes at Draining, as an application
 	// does).
@@ -228,6 +234,10 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	if e.perShard != nil {
 		copyOpts.PerShard = e.perShard
 	}
+	if copyOpts.Leaser, err = e.copyLeaser(); err != nil {
+		e.Close()
+		return nil, err
+	}
 	e.copier, err = fullsync.New(copyOpts)
 	if err != nil {
 		e.Close()
@@ -262,12 +272,13 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.mu.Lock()
 	e.started = time.Now()
 	e.mu.Unlock()
-	err := e.checkCutover()
-	if err == nil {
-		err = e.checkGivenStart(ctx)
-	}
-	if err == nil {
-		err = e.runLeased(ctx)
+	var err error
+	if e.opts.CopyOnly {
+		err = e.runCopyOnly(ctx)
+	} else if err = e.checkCutover(); err == nil {
+		if err = e.checkGivenStart(ctx); err == nil {
+			err = e.runLeased(ctx)
+		}
 	}
 	err = explainBlockedWrites(err)
 	e.mu.Lock()
@@ -315,6 +326,9 @@ type Copier interface {
 	// Copied counts documents this process wrote for a per-shard copy
 	// another worker leads (its shard's part).
 	Copied(ns, target string, docs, bytes int64)
+	// HelpCopy copies, in a copy-only worker, the ranges of the task's
+	// plan it can claim, and returns how many are not done yet.
+	HelpCopy(ctx context.Context) (int, error)
 }
 
 // Replayer is oplog replay as the engine drives it in its Streaming phase

@@ -83,7 +83,7 @@ const (
 )
 
 // Flags of `ferry run` the controller sets on a worker whose source may
-// be sharded.
+// be sharded, and on copy-only workers.
 const (
 	// FlagDiscoverInterval makes the worker discover the source's
 	// topology at start and then at this interval, and report it in
@@ -92,6 +92,10 @@ const (
 	// FlagAwaitShardMap makes a worker without a shard mapping wait for
 	// one when the source is sharded, instead of running every shard.
 	FlagAwaitShardMap = "--await-shard-map"
+	// FlagCopyOnly makes a worker a copy-only worker of a replica-set
+	// source's full copy (fullSync.workers above 1): it copies ranges of
+	// the task's plan until the task's worker records the copy done.
+	FlagCopyOnly = "--copy-only"
 )
 
 // Status is the /status document of a worker.

@@ -250,11 +250,13 @@ verify: {mode: none}
 	}
 }
 
-// shardWorker is one `ferry run --shard NAME` process, as a worker pod of
-// the operator runs it: its pod name (MONGOFERRY_POD_NAME) names it in
-// the range leases, as "<pod>/<pid>".
+// shardWorker is one `ferry run --shard NAME` process (or, with no shard,
+// `ferry run` with args), as a worker pod of the operator runs it: its
+// pod name (MONGOFERRY_POD_NAME) names it in the range leases, as
+// "<pod>/<pid>".
 type shardWorker struct {
 	shard, pod, addr, logDir string
+	args                     []string
 	cmd                      *exec.Cmd
 	runs                     int
 }
@@ -264,11 +266,15 @@ type shardWorker struct {
 func (w *shardWorker) start(t *testing.T, bin, yaml string) {
 	t.Helper()
 	w.runs++
-	log, err := os.Create(filepath.Join(w.logDir, fmt.Sprintf("%s.%d.log", w.shard, w.runs)))
+	log, err := os.Create(filepath.Join(w.logDir, fmt.Sprintf("%s.%d.log", w.pod, w.runs)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "run", "-f", yaml, "--shard", w.shard, "--progress", "none", "--listen", w.addr)
+	args := []string{"run", "-f", yaml, "--progress", "none", "--listen", w.addr}
+	if w.shard != "" {
+		args = append(args, "--shard", w.shard)
+	}
+	cmd := exec.Command(bin, append(args, w.args...)...)
 	cmd.Env = append(os.Environ(), workerapi.EnvPodName+"="+w.pod)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -286,7 +292,7 @@ func (w *shardWorker) start(t *testing.T, bin, yaml string) {
 func (w *shardWorker) kill(t *testing.T) {
 	t.Helper()
 	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatalf("kill the worker of %s: %v", w.shard, err)
+		t.Fatalf("kill %s: %v", w.pod, err)
 	}
 	_ = w.cmd.Wait()
 }
@@ -297,12 +303,12 @@ func (w *shardWorker) status() (engine.Status, error) { return getStatus(w.addr)
 func (w *shardWorker) logTail(t *testing.T, lines int) {
 	t.Helper()
 	for run := 1; run <= w.runs; run++ {
-		b, err := os.ReadFile(filepath.Join(w.logDir, fmt.Sprintf("%s.%d.log", w.shard, run)))
+		b, err := os.ReadFile(filepath.Join(w.logDir, fmt.Sprintf("%s.%d.log", w.pod, run)))
 		if err != nil {
 			continue
 		}
 		all := strings.Split(strings.TrimSpace(string(b)), "\n")
-		t.Logf("worker of %s, run %d, last lines:\n%s", w.shard, run, strings.Join(all[max(0, len(all)-lines):], "\n"))
+		t.Logf("%s, run %d, last lines:\n%s", w.pod, run, strings.Join(all[max(0, len(all)-lines):], "\n"))
 	}
 }
 

@@ -54,6 +54,7 @@ type Flags struct {
 	statusClient     string
 	discoverEvery    time.Duration
 	awaitShardMap    bool
+	copyOnly         bool
 	// Edit, when set, changes the task once it is loaded (ferry cutover
 	// requests the cut-over with it).
 	Edit func(*config.Task) error
@@ -61,13 +62,8 @@ type Flags struct {
 	changed func(name string) bool
 }
 
-// NewCommand returns `ferry run`.
-func NewCommand() *cobra.Command {
-	var f Flags
-	cmd := &cobra.Command{
-		Use:   "run (-f task.yaml | --task-env VAR)",
-		Short: "Run a sync task: copy, then replay the source's changes until Ctrl-C (mode full: copy, then verify)",
-		Long: `run executes the task in a task file until it completes or fails.
+// runHelp is `ferry run --help`.
+const runHelp = `run executes the task in a task file until it completes or fails.
 
 Progress is kept in the target's checkpoint database (mongoferry by default):
 run the same command again after a crash or Ctrl-C and it continues where it
@@ -100,6 +96,13 @@ records the start positions and leads the full copy, every worker copies
 its own shard's part of it, the others then wait for the copy to end,
 and verification is left to 'ferry verify' once every worker caught up.
 
+With fullSync.workers above 1 (a replica-set source), the task's run
+shares its full copy: it plans every collection's _id ranges and claims
+each range through a lease on the target before copying it, and 'ferry
+run --copy-only' on the same task file, on this host or others, claims
+and copies ranges too until the task's run records the copy done. A
+killed worker's range is taken over by another after 20 seconds.
+
 --discover-interval makes the run discover the source (hello, then
 config.shards) at start and at that interval and report it in /status: the
 operator learns a source's shards from its workers. --await-shard-map (the
@@ -110,7 +113,15 @@ restarted with one; on a replica set it runs the task as usual.
 With cutover.requested: true in the task file, run does what 'ferry
 cutover' does (see its help). One run of a task at a time: a second one,
 here or elsewhere, stops at the start while the first holds the task's
-lease in the checkpoint database.`,
+lease in the checkpoint database.`
+
+// NewCommand returns `ferry run`.
+func NewCommand() *cobra.Command {
+	var f Flags
+	cmd := &cobra.Command{
+		Use:   "run (-f task.yaml | --task-env VAR)",
+		Short: "Run a sync task: copy, then replay the source's changes until Ctrl-C (mode full: copy, then verify)",
+		Long:  runHelp,
 		Example: `  # copy everything from one deployment to another, then verify
   ferry run -f task.yaml
 
@@ -123,6 +134,9 @@ lease in the checkpoint database.`,
   # one worker of a sharded source, replaying shard rs1 only
   ferry run -f task.yaml --shard rs1
 
+  # with fullSync.workers: 3, two more processes share the copy
+  ferry run -f task.yaml --copy-only
+
   # a minimal task.yaml
   name: orders-move
   mode: full
@@ -133,11 +147,22 @@ lease in the checkpoint database.`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return Run(cmd.Context(), f) },
 	}
 	AddFlags(cmd, &f)
+	addRunFlags(cmd, &f)
+	return cmd
+}
+
+// addRunFlags adds the flags of `ferry run` that `ferry cutover` does not
+// share: what part of the task this process runs.
+func addRunFlags(cmd *cobra.Command, f *Flags) {
+	copyOnly := strings.TrimPrefix(workerapi.FlagCopyOnly, "--")
 	cmd.Flags().BoolVar(&f.untilCaughtUp, "until-caught-up", false, "with replay: stop once everything the source wrote is applied, then verify (for a cut-over); without it replay runs until interrupted")
 	cmd.Flags().StringVar(&f.shard, "shard", os.Getenv(workerapi.EnvShard), "sharded source: run only this shard's replay subtask (its name in config.shards); default $MONGOFERRY_SHARD, empty runs every shard")
+	cmd.Flags().BoolVar(&f.copyOnly, copyOnly, false,
+		"with fullSync.workers above 1: only help the task's run with its full copy (copy ranges of its plan claimed through leases), then exit once it records the copy done")
+	cmd.MarkFlagsMutuallyExclusive(copyOnly, "shard")
+	cmd.MarkFlagsMutuallyExclusive(copyOnly, "until-caught-up")
 	cmd.MarkFlagsOneRequired("file", "task-env")
 	cmd.MarkFlagsMutuallyExclusive("file", "task-env")
-	return cmd
 }
 
 // AddFlags adds the flags `ferry run` shares with `ferry cutover`: the
@@ -232,7 +257,7 @@ func Run(ctx context.Context, f Flags) error {
 	f.shard = slot.Name
 	latency := metrics.WriteLatency(task.Name)
 	insertLatency := latency.WithLabelValues("insert")
-	eng, err := engine.Open(ctx, task, engine.Options{Log: log, UntilCaughtUp: f.untilCaughtUp, Shard: f.shard,
+	eng, err := engine.Open(ctx, task, engine.Options{Log: log, UntilCaughtUp: f.untilCaughtUp, Shard: f.shard, CopyOnly: f.copyOnly,
 		ObserveWrite:  func(d time.Duration) { insertLatency.Observe(d.Seconds()) },
 		ObserveReplay: func(op string, d time.Duration) { latency.WithLabelValues(op).Observe(d.Seconds()) }})
 	if err != nil {
@@ -272,7 +297,18 @@ func Run(ctx context.Context, f Flags) error {
 	}
 	log.Info("done", "task", task.Name, "phase", s.Phase, "documents", s.Copy.Documents, "bytes", s.Copy.Bytes,
 		"seconds", fmt.Sprintf("%.1f", s.ElapsedSeconds), "peakBufferedBytes", s.Copy.PeakBufferedBytes, "peakRSSBytes", procstat.SelfPeakRSS())
+	idleCopyWorker(ctx, f, log)
 	return nil
+}
+
+// idleCopyWorker keeps an operator's copy-only worker whose copy is done
+// running until it is stopped: exiting would restart its pod until the
+// manager scales the copy workers to zero.
+func idleCopyWorker(ctx context.Context, f Flags, log *slog.Logger) {
+	if f.copyOnly && f.taskEnv != "" {
+		log.Info("copy-only worker: idle until the operator removes it")
+		<-ctx.Done()
+	}
 }
 
 // loadTask reads the task from the environment variable --task-env names

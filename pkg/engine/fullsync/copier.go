@@ -27,6 +27,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/finalize"
 	"github.com/mongoferry/mongoferry/pkg/engine/pipeline"
+	"github.com/mongoferry/mongoferry/pkg/engine/rangelease"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
@@ -60,6 +61,10 @@ type Options struct {
 	// PerShard, when set, copies the collections it takes shard by shard
 	// (a sharded source) instead of in _id ranges through Source.
 	PerShard PerShard
+	// Leaser, when set, shares the ranges read through Source with
+	// copy-only workers (fullSync.workers above 1): each range is claimed
+	// through a lease on the target before it is read (shared.go).
+	Leaser *rangelease.Leaser
 }
 
 // Router groups a batch's documents by the target shard that owns them.
@@ -223,7 +228,11 @@ func (c *Copier) Run(ctx context.Context) error {
 	}
 	todo, perShard := splitPerShard(c.rangesToCopy(plans, ranges, byNS), plans)
 	c.log.Info("full copy", "namespaces", len(plans), "ranges", len(ranges), "rangesToCopy", len(todo), "copiedShardByShard", len(perShard))
-	if err := c.copyRanges(ctx, todo, byNS); err != nil {
+	copyRanges := c.copyRanges
+	if c.opts.Leaser != nil {
+		copyRanges = c.copyShared
+	}
+	if err := copyRanges(ctx, todo, byNS); err != nil {
 		return err
 	}
 	if err := c.copyPerShard(ctx, perShard, byNS); err != nil {

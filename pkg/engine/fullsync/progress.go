@@ -111,6 +111,24 @@ func (p *progress) setStage(s string) {
 	}
 }
 
+// startOnce starts the clock unless it runs.
+func (p *progress) startOnce() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started.IsZero() {
+		p.started = time.Now()
+	}
+}
+
+// ensureNamespace adds ns unless it is counted already.
+func (p *progress) ensureNamespace(ns, target string, estimated int64, ranges int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ns[ns] == nil {
+		p.ns[ns] = &nsProgress{target: target, estimated: estimated, ranges: ranges}
+	}
+}
+
 func (p *progress) addNamespace(ns, target string, estimated int64, ranges int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

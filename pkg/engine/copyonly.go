@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/rangelease"
+)
+
+// Copy-only workers share a replica-set source's full copy with the
+// task's run (fullSync.workers above 1; docs/architecture.md, "The full
+// copy"). The task's run plans and prepares every collection, copies
+// ranges it claims and records the copy done; a copy-only worker only
+// claims and copies ranges of collections already planned. Both claim
+// each range through a lease on the target (rangelease), so that a range
+// is read by one worker at a time, recorded done once, and taken over
+// from a killed worker.
+
+// copyOnlyPoll is how often a copy-only worker with nothing to claim
+// looks again for new plans, ranges taken over, or the copy's end.
+const copyOnlyPoll = 2 * time.Second
+
+// ErrCopyOnly is returned when a copy-only worker cannot run the task.
+var ErrCopyOnly = errors.New("copy-only worker")
+
+// copyLeaser returns the range leases the copy shares with copy-only
+// workers, nil when the task has none (fullSync.workers 1).
+func (e *Engine) copyLeaser() (*rangelease.Leaser, error) {
+	spec := &e.task.Spec
+	if spec.FullSync.Workers <= 1 || spec.Mode == config.ModeIncremental {
+		if e.opts.CopyOnly {
+			return nil, fmt.Errorf("%w: task %s has fullSync.workers %d and mode %s, so its run copies without range leases and shares nothing: set fullSync.workers to 2 or more (restart the task's run too), or stop this worker",
+				ErrCopyOnly, e.task.Name, spec.FullSync.Workers, spec.Mode)
+		}
+		return nil, nil
+	}
+	if e.sharded {
+		return nil, fmt.Errorf("%w: the source is sharded and replayed shard by shard, so it is copied by one worker per shard (fullSync.shardedCopy), not by copy-only workers: set fullSync.workers to 1", ErrCopyOnly)
+	}
+	return rangelease.New(e.target.Database(spec.Checkpoint.Database),
+		rangelease.Options{Task: e.task.Name, Owner: leaseOwner(), TTL: rangeLeaseTTL}), nil
+}
+
+// runCopyOnly is a copy-only worker's run: it copies the ranges it can
+// claim until the task's run records the copy done. It takes no task
+// lease and writes no checkpoint: the task's run records each range done
+// from the leases.
+func (e *Engine) runCopyOnly(ctx context.Context) error {
+	e.log.Info("copy-only worker: copying ranges of the task's plan as the task's run saves them, until it records the copy done")
+	waiting := time.Time{}
+	for {
+		rec, err := e.store.Task(ctx)
+		switch {
+		case err == nil && rec.CopyDone:
+			e.log.Info("copy-only worker: the task's run recorded the full copy done; nothing left for this worker")
+			e.setPhase(PhaseCompleted)
+			return nil
+		case err != nil && !errors.Is(err, mongo.ErrNoDocuments):
+			return err
+		}
+		open, err := e.copier.HelpCopy(ctx)
+		if err != nil {
+			return err
+		}
+		if e.copier.Status().CopiedThisRun > 0 || open > 0 {
+			e.setPhase(PhaseFullSync)
+		}
+		if time.Since(waiting) > 30*time.Second {
+			e.log.Info("copy-only worker: waiting for the task's run", "rangesNotDone", open, "documentsCopied", e.copier.Status().CopiedThisRun)
+			waiting = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(copyOnlyPoll):
+		}
+	}
+}

@@ -1,0 +1,240 @@
+package fullsync
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/rangelease"
+	"github.com/mongoferry/mongoferry/pkg/engine/shardcopy"
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
+)
+
+// A replica-set source's copy shared with copy-only workers
+// (fullSync.workers above 1; docs/architecture.md, "The full copy"). The
+// task's run prepares and plans every collection as before; then it and
+// every copy-only worker claim the planned _id ranges through leases on
+// the target (rangelease), so that each range is read by one worker at a
+// time and recorded done once, and a killed worker's range is taken over
+// once its lease has gone unrenewed for the TTL. The task's run records
+// each range done in its checkpoint as the leases say, and ends the copy
+// once every range is done, by whichever worker.
+
+// sharedPoll is how often a worker with nothing to claim looks again:
+// another worker's range may be taken over, a new plan saved, or the
+// copy recorded done.
+const sharedPoll = time.Second
+
+// recordEvery is how often the task's run records the ranges other
+// workers finished while it copies.
+const recordEvery = 5 * time.Second
+
+// shared copies ranges claimed through leases.
+type shared struct {
+	c      *Copier
+	leaser *rangelease.Leaser
+	// counted are the ranges already counted in the progress; marked,
+	// those recorded done in the checkpoint.
+	mu              sync.Mutex
+	counted, marked map[string]bool
+}
+
+func (c *Copier) newShared() *shared {
+	return &shared{c: c, leaser: c.opts.Leaser, counted: map[string]bool{}, marked: map[string]bool{}}
+}
+
+// copyShared copies the ranges still to copy with the copy-only workers
+// (the task's own run): it returns once every range is recorded done.
+func (c *Copier) copyShared(ctx context.Context, todo []checkpoint.Range, byNS map[string]catalog.Collection) error {
+	if len(todo) == 0 {
+		return nil
+	}
+	c.progress.setStage("copying (ranges shared with copy-only workers)")
+	s := c.newShared()
+	// The ranges other workers finish reach the progress and the
+	// checkpoint as they finish, not only once this process finds nothing
+	// left to claim.
+	rctx, stopRecording := context.WithCancel(ctx)
+	defer stopRecording()
+	go func() {
+		t := time.NewTicker(recordEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-t.C:
+				if _, err := s.record(rctx, todo, true); err != nil && rctx.Err() == nil {
+					c.log.Warn("could not read the ranges other workers finished; retrying", "err", err)
+				}
+			}
+		}
+	}()
+	for {
+		if err := s.sweep(ctx, todo, byNS); err != nil {
+			return err
+		}
+		open, err := s.record(ctx, todo, true)
+		if err != nil || open == 0 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(sharedPoll):
+		}
+	}
+}
+
+// HelpCopy copies, for a copy-only worker, the planned ranges it can
+// claim, until none is left to claim; it returns how many ranges are not
+// done yet. The task's run plans, prepares the target collections and
+// records the copy done; a copy-only worker only reads and writes ranges
+// of collections already planned.
+func (c *Copier) HelpCopy(ctx context.Context) (int, error) {
+	if c.opts.Leaser == nil {
+		return 0, fmt.Errorf("fullsync: a copy-only worker needs fullSync.workers above 1 (no range leases)")
+	}
+	plans, err := c.opts.Store.Plans(ctx)
+	if err != nil {
+		return 0, err
+	}
+	ranges, err := c.opts.Store.Ranges(ctx)
+	if err != nil {
+		return 0, err
+	}
+	byNS := map[string]catalog.Collection{}
+	var todo []checkpoint.Range
+	for _, r := range ranges {
+		p, ok := plans[r.NS]
+		if !ok || p.PerShard || r.State == checkpoint.RangeDone {
+			continue
+		}
+		if _, ok := byNS[r.NS]; !ok {
+			src := catalog.ParseNamespace(r.NS)
+			byNS[r.NS] = catalog.Collection{Source: src, Target: c.mapper.Target(src), Type: "collection"}
+			c.progress.ensureNamespace(r.NS, byNS[r.NS].Target.String(), p.Estimated, p.Ranges)
+		}
+		todo = append(todo, r)
+	}
+	if len(todo) == 0 {
+		return 0, nil
+	}
+	c.progress.startOnce()
+	c.progress.setStage("copying ranges of the task's plan")
+	s := c.newShared()
+	if err := s.sweep(ctx, todo, byNS); err != nil {
+		return 0, err
+	}
+	return s.record(ctx, todo, false)
+}
+
+// sweep runs threads.readers copiers, each claiming and copying ranges of
+// every collection in turn until none can be claimed.
+func (s *shared) sweep(ctx context.Context, todo []checkpoint.Range, byNS map[string]catalog.Collection) error {
+	c := s.c
+	var order []string
+	groups := map[string][]shardcopy.Range{}
+	for _, r := range todo {
+		if _, ok := groups[r.NS]; !ok {
+			order = append(order, r.NS)
+		}
+		groups[r.NS] = append(groups[r.NS], shardcopy.Range{ID: r.ID, Filter: r.Filter})
+	}
+	copiers := make(map[string]*shardcopy.Copier, len(order))
+	for _, ns := range order {
+		copiers[ns] = s.copier(byNS[ns])
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	for i := range max(1, c.opts.Spec.Threads.Readers) {
+		g.Go(func() error {
+			// Copiers start at different collections, so that small
+			// collections do not queue behind one large one.
+			for k := range order {
+				ns := order[(k+i)%len(order)]
+				if _, err := copiers[ns].CopyClaimable(gctx, nil, groups[ns]); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// copier copies coll's ranges claimed through leases, reading the source
+// at majority and overwriting what an earlier attempt wrote.
+func (s *shared) copier(coll catalog.Collection) *shardcopy.Copier {
+	c := s.c
+	ns := coll.Source.String()
+	return &shardcopy.Copier{
+		Source: c.opts.Source, NS: ns,
+		Target: c.opts.Target.Database(coll.Target.DB).Collection(coll.Target.Coll),
+		Leaser: s.leaser, Writer: c.writer,
+		// A copier holds up to three batches: every copier's fit
+		// cache.maxBytes.
+		BatchDocs: c.opts.Spec.Cache.BatchSize, BatchBytes: min(c.batchBytes, max(c.maxBytes/int64(3*max(1, c.opts.Spec.Threads.Readers)), 256<<10)),
+		Conflict: c.opts.Spec.FullSync.OnConflict, Limiter: c.limiter, ObserveWrite: c.opts.ObserveWrite,
+		Written: func(docs, bytes int64) {
+			c.progress.batchWritten(ns, docs, bytes, sink.Result{})
+			if c.opts.Hook != nil {
+				c.opts.Hook(docs)
+			}
+		},
+		Finished: func(r shardcopy.Range, docs, bytes int64) {
+			s.count(ns, r.ID, docs, bytes, false)
+		},
+	}
+}
+
+// record reads the done records of todo's ranges, counts the ranges other
+// workers finished in the progress and, in the task's run (mark), records
+// every done range in the checkpoint; it returns how many are not done.
+func (s *shared) record(ctx context.Context, todo []checkpoint.Range, mark bool) (int, error) {
+	done, err := s.leaser.Done(ctx)
+	if err != nil {
+		return 0, err
+	}
+	open := 0
+	for _, r := range todo {
+		rec, ok := done[r.ID]
+		if !ok {
+			open++
+			continue
+		}
+		s.count(r.NS, r.ID, rec.Docs, 0, true)
+		if !mark || r.State == checkpoint.RangeDone {
+			continue
+		}
+		s.mu.Lock()
+		marked := s.marked[r.ID]
+		s.mu.Unlock()
+		if marked {
+			continue
+		}
+		if err := s.c.opts.Store.MarkDone(ctx, r.ID, rec.Docs, 0); err != nil {
+			return 0, err
+		}
+		s.mu.Lock()
+		s.marked[r.ID] = true
+		s.mu.Unlock()
+	}
+	return open, nil
+}
+
+// count counts a done range in the progress once: as written by this
+// process, or (other) by another worker.
+func (s *shared) count(ns, id string, docs, bytes int64, other bool) {
+	s.mu.Lock()
+	seen := s.counted[id]
+	s.counted[id] = true
+	s.mu.Unlock()
+	if !seen {
+		s.c.progress.rangeDone(ns, docs, bytes, other)
+	}
+}
