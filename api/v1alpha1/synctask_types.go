@@ -87,8 +87,10 @@ type SyncTaskSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Verify config.Verify `json:"verify,omitempty"`
-	// RateLimit is a ceiling on documents read from the source per second;
-	// 0 means no limit.
+	// RateLimit is a ceiling on documents read from the source per second
+	// during the copy; 0 means no limit. It holds for the whole task:
+	// workers that copy at once (fullSync.workers, one worker per shard of
+	// a sharded source) each take an equal share.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	RateLimit int64 `json:"rateLimit,omitempty"`

@@ -164,8 +164,10 @@ type Spec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Verify Verify `json:"verify,omitempty"`
-	// RateLimit is a ceiling on documents read from the source per second;
-	// 0 means no limit.
+	// RateLimit is a ceiling on documents read from the source per second
+	// during the copy; 0 means no limit. It holds for the whole task:
+	// processes that copy at once (fullSync.workers, one worker per shard
+	// of a sharded source) each take an equal share.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	RateLimit int64 `json:"rateLimit,omitempty"`

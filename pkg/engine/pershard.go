@@ -73,16 +73,18 @@ func (e *Engine) newPerShardCopy() (*perShardCopy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache.maxBytes: %w", err)
 	}
-	shards := 1
+	// shards this process copies; processes copying at once (one per
+	// shard under the operator), which share rateLimit.
+	shards, processes := 1, len(e.subtaskList())
 	if e.opts.Shard == "" {
-		shards = len(e.subtaskList())
+		shards, processes = processes, 1
 	}
 	copiers := max(1, spec.Threads.Readers)
 	p := &perShardCopy{
 		e:          e,
 		leaser:     rangelease.New(e.target.Database(spec.Checkpoint.Database), rangelease.Options{Task: e.task.Name, Owner: leaseOwner(), TTL: rangeLeaseTTL}),
 		writer:     &sink.Writer{MaxRetries: 8, Log: e.baseLog(), SerialUpdates: e.dstProfile.SerialUpdates},
-		limiter:    fullsync.Limiter(spec),
+		limiter:    fullsync.Limiter(spec, processes),
 		copiers:    copiers,
 		batchBytes: min(max(maxBytes/int64(3*copiers*shards), 256<<10), 16<<20),
 		followed:   map[shardcopy.SavedPass]bool{},

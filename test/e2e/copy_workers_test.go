@@ -70,8 +70,9 @@ func runCopyWorkersKill(t *testing.T, victim int) {
 	}
 	task := "copy-workers"
 	// Ranges of about 20 documents, two copiers per process and 30
-	// documents a second per process: the copy lasts about 10 seconds,
-	// long enough to kill a process in the middle of a range.
+	// documents a second per process (rateLimit 90, which the three
+	// processes share): the copy lasts about 10 seconds, long enough to
+	// kill a process in the middle of a range.
 	yaml := writeFile(t, fmt.Sprintf(`name: %s
 mode: fullAndIncremental
 source: {uri: %q}
@@ -80,7 +81,7 @@ namespaces: {include: ["app\\..*"]}
 threads: {readers: 2}
 cache: {batchSize: 10}
 fullSync: {rangeDocuments: 20, split: always, workers: 3}
-rateLimit: 30
+rateLimit: 90
 verify: {mode: none}
 `, task, src.URI, dst.URI))
 	bin := ferryBinary(t)

@@ -51,11 +51,11 @@ func TestOperatorCopyWorkers(t *testing.T) {
 			Target:     syncv1alpha1.Target{URI: dst.URI},
 			Namespaces: config.Namespaces{Include: []string{`app\..*`}},
 			Threads:    config.Threads{Readers: 2},
-			// Ranges of about 50 documents and 100 documents a second
-			// per process: the copy lasts several seconds, time for the
-			// copy workers' pods to start and claim ranges.
+			// Ranges of about 50 documents and 150 documents a second,
+			// 50 per process: the copy lasts about 10 seconds, time for
+			// the copy workers' pods to start and claim ranges.
 			FullSync:  config.FullSync{Workers: 3, Split: config.SplitAlways, RangeDocuments: 50},
-			RateLimit: 100,
+			RateLimit: 150,
 			Verify:    config.Verify{Mode: config.VerifyNone},
 		},
 	})

@@ -106,8 +106,9 @@ func runShardedCopyKill(t *testing.T, victim int) {
 		fmt.Fprintf(&shards, "    - {name: %s, uri: %q}\n", o.Name, o.URI)
 	}
 	// Ranges of about 20 documents, two copiers per worker and 40
-	// documents a second per worker: a shard's part of pass 0 lasts about
-	// 5 seconds, long enough to kill a worker in its middle.
+	// documents a second per worker (rateLimit 120, which the three
+	// workers share): a shard's part of pass 0 lasts about 5 seconds,
+	// long enough to kill a worker in its middle.
 	yaml := writeFile(t, fmt.Sprintf(`name: %s
 mode: fullAndIncremental
 source:
@@ -118,7 +119,7 @@ source:
 threads: {readers: 2}
 cache: {batchSize: 20}
 fullSync: {rangeDocuments: 20, split: always}
-rateLimit: 40
+rateLimit: 120
 verify: {mode: none}
 `, task, c.RouterURI(), shards.String(), dst.URI))
 	bin := ferryBinary(t)

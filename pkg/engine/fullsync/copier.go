@@ -131,17 +131,21 @@ func New(o Options) (*Copier, error) {
 	if o.Spec.Mode == config.ModeFull {
 		c.holder = finalize.Passthrough(o.Target)
 	}
-	c.limiter = Limiter(o.Spec)
+	c.limiter = Limiter(o.Spec, 1)
 	return c, nil
 }
 
-// Limiter paces a copy's writes at rateLimit documents per second, nil
-// without a limit.
-func Limiter(spec *config.Spec) *rate.Limiter {
+// Limiter paces the copy of one of processes copying at once (copy-only
+// workers, one worker per shard) at its share of rateLimit documents per
+// second, so that rateLimit stays the task's ceiling; nil without a
+// limit.
+func Limiter(spec *config.Spec, processes int) *rate.Limiter {
 	if spec.RateLimit <= 0 {
 		return nil
 	}
-	return rate.NewLimiter(rate.Limit(spec.RateLimit), int(max(spec.RateLimit, int64(spec.Cache.BatchSize))))
+	n := int64(max(1, processes))
+	share := max(1, (spec.RateLimit+n-1)/n)
+	return rate.NewLimiter(rate.Limit(share), int(max(share, int64(spec.Cache.BatchSize))))
 }
 
 // Status returns a snapshot of the copy's progress.

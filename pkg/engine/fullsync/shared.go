@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/time/rate"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
@@ -42,10 +43,14 @@ type shared struct {
 	// those recorded done in the checkpoint.
 	mu              sync.Mutex
 	counted, marked map[string]bool
+	// limiter is this process's share of rateLimit (fullSync.workers
+	// processes copy at once).
+	limiter *rate.Limiter
 }
 
 func (c *Copier) newShared() *shared {
-	return &shared{c: c, leaser: c.opts.Leaser, counted: map[string]bool{}, marked: map[string]bool{}}
+	return &shared{c: c, leaser: c.opts.Leaser, counted: map[string]bool{}, marked: map[string]bool{},
+		limiter: Limiter(c.opts.Spec, c.opts.Spec.FullSync.Workers)}
 }
 
 // copyShared copies the ranges still to copy with the copy-only workers
@@ -179,7 +184,7 @@ func (s *shared) copier(coll catalog.Collection) *shardcopy.Copier {
 		// A copier holds up to three batches: every copier's fit
 		// cache.maxBytes.
 		BatchDocs: c.opts.Spec.Cache.BatchSize, BatchBytes: min(c.batchBytes, max(c.maxBytes/int64(3*max(1, c.opts.Spec.Threads.Readers)), 256<<10)),
-		Conflict: c.opts.Spec.FullSync.OnConflict, Limiter: c.limiter, ObserveWrite: c.opts.ObserveWrite,
+		Conflict: c.opts.Spec.FullSync.OnConflict, Limiter: s.limiter, ObserveWrite: c.opts.ObserveWrite,
 		Written: func(docs, bytes int64) {
 			c.progress.batchWritten(ns, docs, bytes, sink.Result{})
 			if c.opts.Hook != nil {
