@@ -190,6 +190,12 @@ func (l *Leaser) Renew(ctx context.Context, lease *Lease) error {
 	return l.check(ctx, lease)
 }
 
+// Check fails with ErrLeaseLost when a later attempt of the range exists:
+// a holder checks before each write, so that one frozen past the TTL
+// (its range taken over) does not write its stale documents after the
+// range's next attempt.
+func (l *Leaser) Check(ctx context.Context, lease *Lease) error { return l.check(ctx, lease) }
+
 // check fails with ErrLeaseLost when a later attempt of the range exists.
 func (l *Leaser) check(ctx context.Context, lease *Lease) error {
 	n, err := l.coll.CountDocuments(ctx, bson.D{{Key: "_id", Value: l.leaseID(lease.Range, lease.Attempt+1)}})

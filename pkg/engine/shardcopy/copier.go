@@ -316,6 +316,12 @@ func (b *batcher) write(ctx context.Context, docs []bson.Raw) error {
 			return err
 		}
 	}
+	// The lease before every write: a copier frozen past the TTL whose
+	// range went to another attempt stops here instead of writing what
+	// it read before that attempt did.
+	if err := b.checkLease(ctx); err != nil {
+		return err
+	}
 	// own: an earlier attempt or pass may have written these documents.
 	conflict, own := config.ConflictOverwrite, true
 	if b.c.Conflict == config.ConflictSkip {
@@ -344,7 +350,19 @@ func (b *batcher) write(ctx context.Context, docs []bson.Raw) error {
 			return err
 		}
 	}
-	return b.renewDue(ctx)
+	return nil
+}
+
+// checkLease renews the lease when due, else checks that it is still
+// this copier's.
+func (b *batcher) checkLease(ctx context.Context) error {
+	b.mu.Lock()
+	due := time.Since(b.renewed) >= b.renewEvery
+	b.mu.Unlock()
+	if due {
+		return b.renewDue(ctx)
+	}
+	return b.c.Leaser.Check(ctx, b.lease)
 }
 
 // renewDue renews the lease when the last renewal is RenewEvery old.

@@ -364,3 +364,82 @@ func TestSavePass(t *testing.T) {
 		t.Fatalf("a pass never saved: %v, want ErrNoPass", err)
 	}
 }
+
+// TestFrozenCopierWritesNothingStale freezes a copier after its first
+// batch for longer than its lease's TTL: another worker takes the range
+// over, writes newer versions of its documents (the next attempt, then
+// replay moving on) and records it done. When the frozen copier wakes, it
+// must write none of the older documents it had read ahead: it checks its
+// lease before every write, gives the range up as lost, and the target
+// keeps the newer versions.
+func TestFrozenCopierWritesNothingStale(t *testing.T) {
+	ctx := context.Background()
+	src := testserver.Start(t).MustClient(t)
+	dst := testserver.Start(t).MustClient(t)
+	var docs []any
+	for i := range 60 {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}, {Key: "v", Value: 0}})
+	}
+	if _, err := src.Database("app").Collection("c").InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	meta := dst.Database("mongoferry")
+	const ttl = 300 * time.Millisecond
+	ranges, err := shardcopy.PlanShard(ctx, src, "s0", "app.c", 0, source.Splitter{RangeDocuments: 1000})
+	if err != nil || len(ranges) != 1 {
+		t.Fatalf("plan: %d ranges, %v; want 1", len(ranges), err)
+	}
+	ids := []string{ranges[0].ID}
+	tgt := dst.Database("app").Collection("c")
+	other := rangelease.New(meta, rangelease.Options{Task: "f", Owner: "other", TTL: ttl})
+	frozen := false
+	c := &shardcopy.Copier{Shard: "s0", Source: src, NS: "app.c", Target: tgt, BatchDocs: 10,
+		Writer: &sink.Writer{MaxRetries: 3}, RenewEvery: time.Hour,
+		Leaser: rangelease.New(meta, rangelease.Options{Task: "f", Owner: "frozen", TTL: ttl}),
+		Hook: func(shardcopy.Range, int) error {
+			if frozen {
+				return nil
+			}
+			frozen = true
+			// Frozen past the TTL: the other worker sees the lease
+			// unrenewed, takes the range, writes v=1 everywhere and
+			// records the range done.
+			var lease *rangelease.Lease
+			for lease == nil {
+				var err error
+				if lease, _, err = other.Claim(ctx, ids); err != nil {
+					return err
+				}
+				time.Sleep(ttl / 2)
+			}
+			if _, err := src.Database("app").Collection("c").UpdateMany(ctx, bson.D{}, bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}}); err != nil {
+				return err
+			}
+			if _, err := tgt.DeleteMany(ctx, bson.D{}); err != nil {
+				return err
+			}
+			cur, err := src.Database("app").Collection("c").Find(ctx, bson.D{})
+			if err != nil {
+				return err
+			}
+			var newer []any
+			if err := cur.All(ctx, &newer); err != nil {
+				return err
+			}
+			if _, err := tgt.InsertMany(ctx, newer); err != nil {
+				return err
+			}
+			return other.Finish(ctx, lease, int64(len(newer)))
+		}}
+	if err := c.Copy(ctx, nil, ranges); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.Stats(); st.Lost != 1 || st.Ranges != 0 {
+		t.Errorf("frozen copier: %+v, want the range lost and none recorded", st)
+	}
+	stale, err := tgt.CountDocuments(ctx, bson.D{{Key: "v", Value: 0}})
+	if err != nil || stale != 0 {
+		t.Errorf("%d documents of the older version on the target after the frozen copier woke (%v), want 0", stale, err)
+	}
+	assertSame(ctx, t, src.Database("app").Collection("c"), tgt)
+}
