@@ -28,22 +28,29 @@ const copyOnlyPoll = 2 * time.Second
 // ErrCopyOnly is returned when a copy-only worker cannot run the task.
 var ErrCopyOnly = errors.New("copy-only worker")
 
-// copyLeaser returns the range leases the copy shares with copy-only
-// workers, nil when the task has none (fullSync.workers 1).
-func (e *Engine) copyLeaser() (*rangelease.Leaser, error) {
+// copyLeaser returns the range leases the copy through one client shares
+// between processes, with how many processes copy at once: the task's
+// run and its copy-only workers (fullSync.workers), or the workers of a
+// sharded source's shards, which share what is read through mongos
+// (collections not copied shard by shard). Nil when one process copies.
+func (e *Engine) copyLeaser() (*rangelease.Leaser, int, error) {
 	spec := &e.task.Spec
-	if spec.FullSync.Workers <= 1 || spec.Mode == config.ModeIncremental {
-		if e.opts.CopyOnly {
-			return nil, fmt.Errorf("%w: task %s has fullSync.workers %d and mode %s, so its run copies without range leases and shares nothing: set fullSync.workers to 2 or more (restart the task's run too), or stop this worker",
-				ErrCopyOnly, e.task.Name, spec.FullSync.Workers, spec.Mode)
-		}
-		return nil, nil
-	}
-	if e.sharded {
-		return nil, fmt.Errorf("%w: the source is sharded and replayed shard by shard, so it is copied by one worker per shard (fullSync.shardedCopy), not by copy-only workers: set fullSync.workers to 1", ErrCopyOnly)
+	workers := spec.FullSync.Workers
+	switch {
+	case e.opts.CopyOnly && (workers <= 1 || spec.Mode == config.ModeIncremental):
+		return nil, 0, fmt.Errorf("%w: task %s has fullSync.workers %d and mode %s, so its run copies without range leases and shares nothing: set fullSync.workers to 2 or more (restart the task's run too), or stop this worker",
+			ErrCopyOnly, e.task.Name, workers, spec.Mode)
+	case e.sharded && (workers > 1 || e.opts.CopyOnly):
+		return nil, 0, fmt.Errorf("%w: the source is sharded and replayed shard by shard, so it is copied by one worker per shard (fullSync.shardedCopy), not by copy-only workers: set fullSync.workers to 1", ErrCopyOnly)
+	case spec.Mode == config.ModeIncremental:
+		return nil, 0, nil
+	case e.sharded && e.opts.Shard != "":
+		workers = len(e.subtaskList())
+	case workers <= 1:
+		return nil, 0, nil
 	}
 	return rangelease.New(e.target.Database(spec.Checkpoint.Database),
-		rangelease.Options{Task: e.task.Name, Owner: leaseOwner(), TTL: rangeLeaseTTL}), nil
+		rangelease.Options{Task: e.task.Name, Owner: leaseOwner(), TTL: rangeLeaseTTL}), workers, nil
 }
 
 // runCopyOnly is a copy-only worker's run: it copies the ranges it can

@@ -80,8 +80,9 @@ type Options struct {
 	// Shard, for a sharded source, runs only this shard's replay subtask
 	// (a worker of the operator; MONGOFERRY_SHARD or --shard in the CLI).
 	// The worker of the shard whose name sorts first also records the
-	// start positions and leads the full copy; the others copy their
-	// shard's part of it (pershard.go), then wait for it to end.
+	// start positions and leads the full copy; every worker copies its
+	// shard's part of it and helps with the rest (pershard.go,
+	// copyonly.go), the others then wait for it to end.
 	// Empty runs every shard's subtask in this process.
 	Shard string
 	// TopologyInterval is how often config.shards is re-read while a
@@ -142,6 +143,10 @@ type Engine struct {
 	// perShard is a sharded source's per-shard copy (pershard.go), nil
 	// when the copy reads through mongos.
 	perShard *perShardCopy
+	// sharesCopy says the copy's ranges read through one client are
+	// leased, shared with copy-only workers or the other shard workers
+	// (copyonly.go).
+	sharesCopy bool
 	// cut is the cut-over's state machine (package cutover), made in
 	// Open once the store is.
 	cut *cutover.Machine
@@ -234,10 +239,13 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	if e.perShard != nil {
 		copyOpts.PerShard = e.perShard
 	}
-	if copyOpts.Leaser, err = e.copyLeaser(); err != nil {
+	if copyOpts.Leaser, copyOpts.Processes, err = e.copyLeaser(); err != nil {
 		e.Close()
 		return nil, err
 	}
+	// The operator sums its shard workers' figures: each counts its own.
+	copyOpts.OthersReport = e.sharded && e.opts.Shard != ""
+	e.sharesCopy = copyOpts.Leaser != nil
 	e.copier, err = fullsync.New(copyOpts)
 	if err != nil {
 		e.Close()

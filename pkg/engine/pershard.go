@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -37,6 +39,11 @@ import (
 // skips orphans.
 const rangeLeaseTTL = 20 * time.Second
 
+// helpAfter is how long a shard's part of a pass is left to its own
+// worker before the others help with the ranges no worker holds: the
+// lease's TTL, the time a silent holder keeps a range too.
+const helpAfter = rangeLeaseTTL
+
 // leaseOwner names this process in the range leases: its pod (or host)
 // and process id.
 func leaseOwner() string {
@@ -59,7 +66,11 @@ type perShardCopy struct {
 	batchBytes int64
 
 	mu       sync.Mutex
-	followed map[shardcopy.SavedPass]bool // passes this worker copied its part of
+	followed map[shardcopy.SavedPass]*followState // the saved passes this worker found
+	// slot lets one shard's copiers run at a time in a worker of one
+	// shard, its own shard's or another's it helps (help), so that their
+	// batches fit cache.maxBytes; nil in a process running every shard.
+	slot chan struct{}
 }
 
 // newPerShardCopy returns the per-shard copy of a sharded source read
@@ -87,7 +98,10 @@ func (e *Engine) newPerShardCopy() (*perShardCopy, error) {
 		limiter:    fullsync.Limiter(spec, processes),
 		copiers:    copiers,
 		batchBytes: min(max(maxBytes/int64(3*copiers*shards), 256<<10), 16<<20),
-		followed:   map[shardcopy.SavedPass]bool{},
+		followed:   map[shardcopy.SavedPass]*followState{},
+	}
+	if e.opts.Shard != "" {
+		p.slot = make(chan struct{}, 1)
 	}
 	return p, nil
 }
@@ -152,7 +166,7 @@ func (p *perShardCopy) Copy(ctx context.Context, coll catalog.Collection, writte
 			if e.mine(shard) {
 				return p.copyShard(ctx, shard, coll, table, ranges, written)
 			}
-			return p.await(ctx, shard, ranges)
+			return p.await(ctx, shard, coll, table, ranges, written)
 		},
 	}
 	res, err := passes.Run(ctx)
@@ -184,28 +198,87 @@ func (p *perShardCopy) copyShard(ctx context.Context, shard string, coll catalog
 	if len(ranges) == 0 {
 		return nil
 	}
-	spec := &p.e.task.Spec
-	c := &shardcopy.Copier{
-		Shard: shard, Source: p.client(shard), NS: coll.Source.String(),
-		Target: p.e.target.Database(coll.Target.DB).Collection(coll.Target.Coll),
-		Leaser: p.leaser, Writer: p.writer, BatchDocs: spec.Cache.BatchSize, BatchBytes: p.batchBytes,
-		Conflict: spec.FullSync.OnConflict, Limiter: p.limiter, Written: written,
+	release, err := p.take(ctx)
+	if err != nil {
+		return err
 	}
+	defer release()
+	c := p.newCopier(shard, coll, written)
 	g, gctx := errgroup.WithContext(ctx)
 	for range min(p.copiers, len(ranges)) {
 		g.Go(func() error { return c.Copy(gctx, table, ranges) })
 	}
-	err := g.Wait()
+	err = g.Wait()
 	st := c.Stats()
 	p.e.log.Info("copied a shard's part of a pass", "ns", c.NS, "shard", shard, "ranges", st.Ranges, "documents", st.Kept, "orphansLeftOut", st.Orphans, "rangesTakenOver", st.TakenOver, "rangesLost", st.Lost)
 	return err
 }
 
-// await waits until another worker has recorded every range of shard's
-// part of a pass done.
-func (p *perShardCopy) await(ctx context.Context, shard string, ranges []shardcopy.Range) error {
-	last := time.Time{}
+// newCopier returns a copier of shard's ranges of coll.
+func (p *perShardCopy) newCopier(shard string, coll catalog.Collection, written func(docs, bytes int64)) *shardcopy.Copier {
+	spec := &p.e.task.Spec
+	return &shardcopy.Copier{
+		Shard: shard, Source: p.client(shard), NS: coll.Source.String(),
+		Target: p.e.target.Database(coll.Target.DB).Collection(coll.Target.Coll),
+		Leaser: p.leaser, Writer: p.writer, BatchDocs: spec.Cache.BatchSize, BatchBytes: p.batchBytes,
+		Conflict: spec.FullSync.OnConflict, Limiter: p.limiter, Written: written, ObserveWrite: p.e.opts.ObserveWrite,
+	}
+}
+
+// take waits for the slot of a worker of one shard; release gives it
+// back.
+func (p *perShardCopy) take(ctx context.Context) (release func(), err error) {
+	if p.slot == nil {
+		return func() {}, nil
+	}
+	select {
+	case p.slot <- struct{}{}:
+		return func() { <-p.slot }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// help copies, in a worker of one shard whose own part of the pass is
+// copied, the ranges of another shard's part that no worker holds: a
+// collection that lives on one shard, a worker slower than the others,
+// or a killed one's ranges once their leases went unrenewed for the TTL.
+// It reads that shard directly, as its own worker does, and returns once
+// nothing is left to claim, without waiting for ranges others hold.
+func (p *perShardCopy) help(ctx context.Context, shard string, coll catalog.Collection, table *shardcopy.Table, ranges []shardcopy.Range, written func(docs, bytes int64)) error {
+	if p.slot == nil || len(ranges) == 0 {
+		return nil
+	}
+	release, err := p.take(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	c := p.newCopier(shard, coll, written)
+	g, gctx := errgroup.WithContext(ctx)
+	for range min(p.copiers, len(ranges)) {
+		g.Go(func() error {
+			_, err := c.CopyClaimable(gctx, table, ranges)
+			return err
+		})
+	}
+	err = g.Wait()
+	if st := c.Stats(); st.Ranges > 0 {
+		p.e.log.Info("helped copy another shard's part of a pass", "ns", c.NS, "shard", shard, "ranges", st.Ranges, "documents", st.Kept, "orphansLeftOut", st.Orphans, "rangesTakenOver", st.TakenOver)
+	}
+	return err
+}
+
+// await waits until every range of another shard's part of a pass is
+// recorded done, helping copy it (help) once the part is helpAfter old.
+func (p *perShardCopy) await(ctx context.Context, shard string, coll catalog.Collection, table *shardcopy.Table, ranges []shardcopy.Range, written func(docs, bytes int64)) error {
+	last, start := time.Time{}, time.Now()
 	for {
+		if time.Since(start) >= helpAfter {
+			if err := p.help(ctx, shard, coll, table, ranges, written); err != nil {
+				return err
+			}
+		}
 		done, err := p.leaser.Done(ctx)
 		if err != nil {
 			return err
@@ -242,27 +315,60 @@ func (p *perShardCopy) follow(ctx context.Context) error {
 	}
 	for _, sp := range saved {
 		p.mu.Lock()
-		seen := p.followed[sp]
+		st := p.followed[sp]
+		if st == nil {
+			st = &followState{seen: time.Now()}
+			p.followed[sp] = st
+		}
 		p.mu.Unlock()
-		if seen {
+		if st.helped {
 			continue
 		}
 		pass, err := shardcopy.LoadPass(ctx, db, e.task.Name, sp.NS, sp.N)
 		if err != nil {
 			return err
 		}
-		if ranges := pass.Ranges[e.opts.Shard]; len(ranges) > 0 {
-			e.setPhase(PhaseFullSync)
-			src := catalog.ParseNamespace(sp.NS)
-			coll := catalog.Collection{Source: src, Target: e.mapper.Target(src), Type: "collection"}
-			written := func(docs, bytes int64) { e.copier.Copied(sp.NS, coll.Target.String(), docs, bytes) }
-			if err := p.copyShard(ctx, e.opts.Shard, coll, pass.Table, ranges, written); err != nil {
-				return err
-			}
+		if err := p.followPass(ctx, sp.NS, pass, st); err != nil {
+			return err
 		}
-		p.mu.Lock()
-		p.followed[sp] = true
-		p.mu.Unlock()
 	}
+	return nil
+}
+
+// followState is how far a worker that does not lead is with a saved
+// pass: found when, its own part copied, the others' parts helped with.
+type followState struct {
+	seen           time.Time
+	copied, helped bool
+}
+
+// followPass copies this worker's shard's part of a saved pass, then,
+// once the pass is helpAfter old for this worker, helps with the other
+// shards' parts that no worker holds (all of them when the collection
+// lives on other shards only). follow calls it again until it helped.
+func (p *perShardCopy) followPass(ctx context.Context, ns string, pass shardcopy.Pass, st *followState) error {
+	e := p.e
+	src := catalog.ParseNamespace(ns)
+	coll := catalog.Collection{Source: src, Target: e.mapper.Target(src), Type: "collection"}
+	written := func(docs, bytes int64) { e.copier.Copied(ns, coll.Target.String(), docs, bytes) }
+	if !st.copied {
+		e.setPhase(PhaseFullSync)
+		if err := p.copyShard(ctx, e.opts.Shard, coll, pass.Table, pass.Ranges[e.opts.Shard], written); err != nil {
+			return err
+		}
+		st.copied = true
+	}
+	if time.Since(st.seen) < helpAfter {
+		return nil
+	}
+	for _, shard := range slices.Sorted(maps.Keys(pass.Ranges)) {
+		if shard == e.opts.Shard {
+			continue
+		}
+		if err := p.help(ctx, shard, coll, pass.Table, pass.Ranges[shard], written); err != nil {
+			return err
+		}
+	}
+	st.helped = true
 	return nil
 }

@@ -47,12 +47,20 @@ func (e *Engine) runShardWorker(ctx context.Context) error {
 
 // waitForLeader blocks a worker that does not run the copy until the
 // worker that does has recorded this shard's start position and, with a
-// full copy, finished it; with a per-shard copy it copies its shard's
-// part of every pass the leader saves meanwhile.
+// full copy, finished it; meanwhile it copies its shard's part of every
+// pass of a per-shard copy the leader saves (and helps with the others'),
+// and ranges the leader reads through mongos.
 func (e *Engine) waitForLeader(ctx context.Context) error {
 	for {
 		if e.perShard != nil {
 			if err := e.perShard.follow(ctx); err != nil {
+				return err
+			}
+		}
+		// The ranges the leader reads through mongos (collections not
+		// copied shard by shard), shared by every shard's worker.
+		if e.sharesCopy {
+			if _, err := e.copier.HelpCopy(ctx); err != nil {
 				return err
 			}
 		}

@@ -93,7 +93,9 @@ shard addresses when config.shards' are not reachable from here.
 worker per shard does (an operator's worker finds its shard by its pod
 ordinal in MONGOFERRY_SHARD_MAP): the worker of the shard whose name sorts first
 records the start positions and leads the full copy, every worker copies
-its own shard's part of it, the others then wait for the copy to end,
+its own shard's part of it and helps with the rest (ranges no worker
+holds, and what is read through mongos), the others then wait for the
+copy to end,
 and verification is left to 'ferry verify' once every worker caught up.
 
 With fullSync.workers above 1 (a replica-set source), the task's run

@@ -61,10 +61,18 @@ type Options struct {
 	// PerShard, when set, copies the collections it takes shard by shard
 	// (a sharded source) instead of in _id ranges through Source.
 	PerShard PerShard
-	// Leaser, when set, shares the ranges read through Source with
-	// copy-only workers (fullSync.workers above 1): each range is claimed
-	// through a lease on the target before it is read (shared.go).
-	Leaser *rangelease.Leaser
+	// Leaser, when set, shares the ranges read through Source with other
+	// processes (copy-only workers, or a sharded source's shard workers):
+	// each range is claimed through a lease on the target before it is
+	// read (shared.go). Processes is how many copy at once (they share
+	// rateLimit).
+	Leaser    *rangelease.Leaser
+	Processes int
+	// OthersReport says the other processes' figures are summed by
+	// whoever reads them (the operator, for its shard workers): the
+	// progress then counts only what this process wrote, and ranges
+	// others finished as done without their documents.
+	OthersReport bool
 }
 
 // Router groups a batch's documents by the target shard that owns them.

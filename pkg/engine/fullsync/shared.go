@@ -50,7 +50,7 @@ type shared struct {
 
 func (c *Copier) newShared() *shared {
 	return &shared{c: c, leaser: c.opts.Leaser, counted: map[string]bool{}, marked: map[string]bool{},
-		limiter: Limiter(c.opts.Spec, c.opts.Spec.FullSync.Workers)}
+		limiter: Limiter(c.opts.Spec, c.opts.Processes)}
 }
 
 // copyShared copies the ranges still to copy with the copy-only workers
@@ -96,14 +96,15 @@ func (c *Copier) copyShared(ctx context.Context, todo []checkpoint.Range, byNS m
 	}
 }
 
-// HelpCopy copies, for a copy-only worker, the planned ranges it can
-// claim, until none is left to claim; it returns how many ranges are not
-// done yet. The task's run plans, prepares the target collections and
-// records the copy done; a copy-only worker only reads and writes ranges
-// of collections already planned.
+// HelpCopy copies, for a process that does not lead the copy (a
+// copy-only worker, a worker of a sharded source's shard), the planned
+// ranges it can claim, until none is left to claim; it returns how many
+// ranges are not done yet. The task's run plans, prepares the target
+// collections and records the copy done; a helper only reads and writes
+// ranges of collections already planned.
 func (c *Copier) HelpCopy(ctx context.Context) (int, error) {
 	if c.opts.Leaser == nil {
-		return 0, fmt.Errorf("fullsync: a copy-only worker needs fullSync.workers above 1 (no range leases)")
+		return 0, fmt.Errorf("fullsync: no range leases: the copy is not shared (fullSync.workers 1)")
 	}
 	plans, err := c.opts.Store.Plans(ctx)
 	if err != nil {
@@ -123,7 +124,8 @@ func (c *Copier) HelpCopy(ctx context.Context) (int, error) {
 		if _, ok := byNS[r.NS]; !ok {
 			src := catalog.ParseNamespace(r.NS)
 			byNS[r.NS] = catalog.Collection{Source: src, Target: c.mapper.Target(src), Type: "collection"}
-			c.progress.ensureNamespace(r.NS, byNS[r.NS].Target.String(), p.Estimated, p.Ranges)
+			// The estimate is the task's run's to report.
+			c.progress.ensureNamespace(r.NS, byNS[r.NS].Target.String(), 0, p.Ranges)
 		}
 		todo = append(todo, r)
 	}
@@ -197,9 +199,10 @@ func (s *shared) copier(coll catalog.Collection) *shardcopy.Copier {
 	}
 }
 
-// record reads the done records of todo's ranges, counts the ranges other
-// workers finished in the progress and, in the task's run (mark), records
-// every done range in the checkpoint; it returns how many are not done.
+// record reads the done records of todo's ranges and returns how many are
+// not done. In the task's run (mark) it also counts the ranges other
+// workers finished in its progress and records every done range in the
+// checkpoint; a helper's progress counts only what it wrote.
 func (s *shared) record(ctx context.Context, todo []checkpoint.Range, mark bool) (int, error) {
 	done, err := s.leaser.Done(ctx)
 	if err != nil {
@@ -212,8 +215,15 @@ func (s *shared) record(ctx context.Context, todo []checkpoint.Range, mark bool)
 			open++
 			continue
 		}
-		s.count(r.NS, r.ID, rec.Docs, 0, true)
-		if !mark || r.State == checkpoint.RangeDone {
+		if !mark {
+			continue
+		}
+		docs := rec.Docs
+		if s.c.opts.OthersReport {
+			docs = 0
+		}
+		s.count(r.NS, r.ID, docs, 0, true)
+		if r.State == checkpoint.RangeDone {
 			continue
 		}
 		s.mu.Lock()
