@@ -195,23 +195,39 @@ func (p *perShardCopy) splitter() source.Splitter {
 // copyShard copies shard's ranges of a pass with this process's copiers
 // until every range is recorded done.
 func (p *perShardCopy) copyShard(ctx context.Context, shard string, coll catalog.Collection, table *shardcopy.Table, ranges []shardcopy.Range, written func(docs, bytes int64)) error {
+	st, err := p.runCopiers(ctx, shard, coll, table, ranges, written, true)
+	if st != nil {
+		p.e.log.Info("copied a shard's part of a pass", "ns", coll.Source.String(), "shard", shard, "ranges", st.Ranges, "documents", st.Kept, "orphansLeftOut", st.Orphans, "rangesTakenOver", st.TakenOver, "rangesLost", st.Lost)
+	}
+	return err
+}
+
+// runCopiers runs this process's copiers over shard's ranges, holding the
+// worker's slot: until every range is recorded done (all), or until none
+// is left to claim. Its stats are nil when there was nothing to copy.
+func (p *perShardCopy) runCopiers(ctx context.Context, shard string, coll catalog.Collection, table *shardcopy.Table, ranges []shardcopy.Range, written func(docs, bytes int64), all bool) (*shardcopy.Stats, error) {
 	if len(ranges) == 0 {
-		return nil
+		return nil, nil
 	}
 	release, err := p.take(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer release()
 	c := p.newCopier(shard, coll, written)
 	g, gctx := errgroup.WithContext(ctx)
 	for range min(p.copiers, len(ranges)) {
-		g.Go(func() error { return c.Copy(gctx, table, ranges) })
+		g.Go(func() error {
+			if all {
+				return c.Copy(gctx, table, ranges)
+			}
+			_, err := c.CopyClaimable(gctx, table, ranges)
+			return err
+		})
 	}
 	err = g.Wait()
 	st := c.Stats()
-	p.e.log.Info("copied a shard's part of a pass", "ns", c.NS, "shard", shard, "ranges", st.Ranges, "documents", st.Kept, "orphansLeftOut", st.Orphans, "rangesTakenOver", st.TakenOver, "rangesLost", st.Lost)
-	return err
+	return &st, err
 }
 
 // newCopier returns a copier of shard's ranges of coll.
@@ -246,25 +262,12 @@ func (p *perShardCopy) take(ctx context.Context) (release func(), err error) {
 // It reads that shard directly, as its own worker does, and returns once
 // nothing is left to claim, without waiting for ranges others hold.
 func (p *perShardCopy) help(ctx context.Context, shard string, coll catalog.Collection, table *shardcopy.Table, ranges []shardcopy.Range, written func(docs, bytes int64)) error {
-	if p.slot == nil || len(ranges) == 0 {
+	if p.slot == nil {
 		return nil
 	}
-	release, err := p.take(ctx)
-	if err != nil {
-		return err
-	}
-	defer release()
-	c := p.newCopier(shard, coll, written)
-	g, gctx := errgroup.WithContext(ctx)
-	for range min(p.copiers, len(ranges)) {
-		g.Go(func() error {
-			_, err := c.CopyClaimable(gctx, table, ranges)
-			return err
-		})
-	}
-	err = g.Wait()
-	if st := c.Stats(); st.Ranges > 0 {
-		p.e.log.Info("helped copy another shard's part of a pass", "ns", c.NS, "shard", shard, "ranges", st.Ranges, "documents", st.Kept, "orphansLeftOut", st.Orphans, "rangesTakenOver", st.TakenOver)
+	st, err := p.runCopiers(ctx, shard, coll, table, ranges, written, false)
+	if st != nil && st.Ranges > 0 {
+		p.e.log.Info("helped copy another shard's part of a pass", "ns", coll.Source.String(), "shard", shard, "ranges", st.Ranges, "documents", st.Kept, "orphansLeftOut", st.Orphans, "rangesTakenOver", st.TakenOver)
 	}
 	return err
 }

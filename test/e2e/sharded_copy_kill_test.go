@@ -101,27 +101,11 @@ func runShardedCopyKill(t *testing.T, victim int) {
 		t.Fatal(err)
 	}
 	task := "copy-kill"
-	var shards strings.Builder
-	for _, o := range c.Overrides() {
-		fmt.Fprintf(&shards, "    - {name: %s, uri: %q}\n", o.Name, o.URI)
-	}
 	// Ranges of about 20 documents, two copiers per worker and 40
 	// documents a second per worker (rateLimit 120, which the three
 	// workers share): a shard's part of pass 0 lasts about 5 seconds,
 	// long enough to kill a worker in its middle.
-	yaml := writeFile(t, fmt.Sprintf(`name: %s
-mode: fullAndIncremental
-source:
-  uri: %q
-  kind: sharded
-  shards:
-%starget: {uri: %q}
-threads: {readers: 2}
-cache: {batchSize: 20}
-fullSync: {rangeDocuments: 20, split: always}
-rateLimit: 120
-verify: {mode: none}
-`, task, c.RouterURI(), shards.String(), dst.URI))
+	yaml := shardedTaskFile(t, task, c, dst, "rateLimit: 120")
 	bin := ferryBinary(t)
 	meta := dst.MustClient(t).Database("mongoferry")
 
@@ -132,18 +116,7 @@ verify: {mode: none}
 	loadErr := make(chan error, 1)
 	go func() { loadErr <- load.Run(loadCtx, rand.New(rand.NewPCG(28, uint64(victim)))) }()
 
-	workers := make([]*shardWorker, len(c.Names))
-	for i, name := range c.Names {
-		workers[i] = &shardWorker{shard: name, pod: "worker-" + name, addr: testutil.FreeAddr(t), logDir: t.TempDir()}
-		workers[i].start(t, bin, yaml)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, w := range workers {
-				w.logTail(t, 40)
-			}
-		}
-	})
+	workers := startShardWorkers(t, c, bin, yaml)
 
 	mark("workers started")
 	// Migrations during the copy, once pass 0 is saved: a whole chunk
@@ -249,6 +222,50 @@ verify: {mode: none}
 	if mr.duringCopy && cc.passes < 2 {
 		t.Errorf("%d pass after migrations during the copy, want a settling pass", cc.passes)
 	}
+}
+
+// shardedTaskFile writes the task file of a test's shard workers: the
+// cluster stand-in's router and shards as the source, dst as the target,
+// replay after the copy, ranges of about 20 documents copied by two
+// copiers per worker, no verification, and extra lines.
+func shardedTaskFile(t *testing.T, task string, c *testserver.Cluster, dst *testserver.Server, extra string) string {
+	t.Helper()
+	var shards strings.Builder
+	for _, o := range c.Overrides() {
+		fmt.Fprintf(&shards, "    - {name: %s, uri: %q}\n", o.Name, o.URI)
+	}
+	return writeFile(t, fmt.Sprintf(`name: %s
+mode: fullAndIncremental
+source:
+  uri: %q
+  kind: sharded
+  shards:
+%starget: {uri: %q}
+threads: {readers: 2}
+cache: {batchSize: 20}
+fullSync: {rangeDocuments: 20, split: always}
+verify: {mode: none}
+%s
+`, task, c.RouterURI(), shards.String(), dst.URI, extra))
+}
+
+// startShardWorkers starts one worker per shard of c, as the operator's
+// pods run them, and logs their last lines if the test fails.
+func startShardWorkers(t *testing.T, c *testserver.Cluster, bin, yaml string) []*shardWorker {
+	t.Helper()
+	workers := make([]*shardWorker, len(c.Names))
+	for i, name := range c.Names {
+		workers[i] = &shardWorker{shard: name, pod: "worker-" + name, addr: testutil.FreeAddr(t), logDir: t.TempDir()}
+		workers[i].start(t, bin, yaml)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, w := range workers {
+				w.logTail(t, 40)
+			}
+		}
+	})
+	return workers
 }
 
 // shardWorker is one `ferry run --shard NAME` process (or, with no shard,

@@ -10,7 +10,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
-	"github.com/mongoferry/mongoferry/internal/testutil"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 )
 
@@ -67,39 +66,10 @@ func TestShardedWorkersShareCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	task := "share"
-	var shards strings.Builder
-	for _, o := range c.Overrides() {
-		fmt.Fprintf(&shards, "    - {name: %s, uri: %q}\n", o.Name, o.URI)
-	}
 	// 20 documents a second per worker (rateLimit 60, shared by three):
 	// shard1's 600 documents alone would take 30 s, and the others join
 	// once its part has been its worker's alone for the lease's TTL (20 s).
-	yaml := writeFile(t, fmt.Sprintf(`name: %s
-mode: fullAndIncremental
-source:
-  uri: %q
-  kind: sharded
-  shards:
-%starget: {uri: %q}
-threads: {readers: 2}
-cache: {batchSize: 20}
-fullSync: {rangeDocuments: 20, split: always}
-rateLimit: 60
-verify: {mode: none}
-`, task, c.RouterURI(), shards.String(), dst.URI))
-	bin := ferryBinary(t)
-	workers := make([]*shardWorker, len(c.Names))
-	for i, name := range c.Names {
-		workers[i] = &shardWorker{shard: name, pod: "worker-" + name, addr: testutil.FreeAddr(t), logDir: t.TempDir()}
-		workers[i].start(t, bin, yaml)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, w := range workers {
-				w.logTail(t, 30)
-			}
-		}
-	})
+	workers := startShardWorkers(t, c, ferryBinary(t), shardedTaskFile(t, task, c, dst, "rateLimit: 60"))
 	waitFor(t, "every worker streaming", 4*time.Minute, func() bool {
 		for _, w := range workers {
 			if s, err := w.status(); err != nil || s.Phase != engine.PhaseStreaming {
