@@ -52,38 +52,10 @@ func TestCopyWorkersKilled(t *testing.T) {
 
 func runCopyWorkersKill(t *testing.T, victim int) {
 	ctx := context.Background()
-	src, dst := testserver.Start(t), testserver.Start(t)
+	src, dst := seedCopyWorkers(t)
 	sc, dc := src.MustClient(t), dst.MustClient(t)
-	const seedDocs = 900
-	for _, coll := range []string{"k", "small"} {
-		n := seedDocs
-		if coll == "small" {
-			n = 60
-		}
-		docs := make([]any, n)
-		for i := range docs {
-			docs[i] = bson.D{{Key: "_id", Value: int64(i)}, {Key: "v", Value: 0}, {Key: "pad", Value: strings.Repeat("w", 60)}}
-		}
-		if _, err := sc.Database("app").Collection(coll).InsertMany(ctx, docs); err != nil {
-			t.Fatal(err)
-		}
-	}
 	task := "copy-workers"
-	// Ranges of about 20 documents, two copiers per process and 30
-	// documents a second per process (rateLimit 90, which the three
-	// processes share): the copy lasts about 10 seconds, long enough to
-	// kill a process in the middle of a range.
-	yaml := writeFile(t, fmt.Sprintf(`name: %s
-mode: fullAndIncremental
-source: {uri: %q}
-target: {uri: %q}
-namespaces: {include: ["app\\..*"]}
-threads: {readers: 2}
-cache: {batchSize: 10}
-fullSync: {rangeDocuments: 20, split: always, workers: 3}
-rateLimit: 90
-verify: {mode: none}
-`, task, src.URI, dst.URI))
+	yaml := copyWorkersTaskFile(t, task, src, dst, 3)
 	bin := ferryBinary(t)
 	meta := dc.Database("mongoferry")
 
@@ -91,7 +63,7 @@ verify: {mode: none}
 	defer stopLoad()
 	loadDone := make(chan loadCounts, 1)
 	go func() {
-		loadDone <- runReplicaLoad(loadCtx, sc.Database("app").Collection("k"), seedDocs, uint64(victim))
+		loadDone <- runReplicaLoad(loadCtx, sc.Database("app").Collection("k"), copySeedDocs, uint64(victim))
 	}()
 
 	procs := []*shardWorker{
@@ -151,25 +123,7 @@ verify: {mode: none}
 	if lc.err != nil {
 		t.Fatalf("load: %v", lc.err)
 	}
-	newest := newestTS(t, sc)
-	waitFor(t, "the task's run caught up", 3*time.Minute, func() bool {
-		s, err := procs[0].status()
-		return err == nil && s.Replay != nil && s.Replay.InFlight == 0 && s.Replay.AppliedTS.Compare(newest) >= 0
-	})
-	// FerretDB's oplog may show an entry a little after newer ones
-	// (replay re-reads its documents when it does): a difference seen at
-	// once must be gone within seconds, and nothing is written after.
-	first := docsDiff(t, sc, "app.k", dc, "app.k")
-	if first != "" {
-		deadline := time.Now().Add(15 * time.Second)
-		for docsDiff(t, sc, "app.k", dc, "app.k") != "" && time.Now().Before(deadline) {
-			time.Sleep(500 * time.Millisecond)
-		}
-		t.Logf("right after catching up: %s; then equal: %v", first, docsDiff(t, sc, "app.k", dc, "app.k") == "")
-	}
-	for _, coll := range []string{"app.k", "app.small"} {
-		assertSameDocs(t, sc, coll, dc, coll)
-	}
+	assertCaughtUpSame(t, procs[0], sc, dc, "app.k", "app.small")
 
 	// Every range of the plan is done once, in the leases and in the
 	// checkpoint; the killed process's unfinished ranges were taken over.
@@ -213,6 +167,138 @@ verify: {mode: none}
 	}
 	t.Logf("%d ranges planned, each done once; %d taken over; ranges by process %v; load %d inserts, %d updates, %d deletes",
 		len(ranges), takenOver, owners, lc.inserts, lc.updates, lc.deletes)
+}
+
+// copySeedDocs is how many documents seedCopyWorkers puts in app.k.
+const copySeedDocs = 900
+
+// seedCopyWorkers starts a FerretDB source and target, and seeds the
+// source's app.k (copySeedDocs documents, _id 0..899) and app.small (60).
+func seedCopyWorkers(t *testing.T) (src, dst *testserver.Server) {
+	t.Helper()
+	src, dst = testserver.Start(t), testserver.Start(t)
+	for coll, n := range map[string]int{"k": copySeedDocs, "small": 60} {
+		docs := make([]any, n)
+		for i := range docs {
+			docs[i] = bson.D{{Key: "_id", Value: int64(i)}, {Key: "v", Value: 0}, {Key: "pad", Value: strings.Repeat("w", 60)}}
+		}
+		if _, err := src.MustClient(t).Database("app").Collection(coll).InsertMany(context.Background(), docs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return src, dst
+}
+
+// copyWorkersTaskFile writes the task file of the copy-worker tests:
+// ranges of about 20 documents, two copiers per process and 30 documents
+// a second per process when workers processes share the copy (rateLimit
+// 90): the copy lasts about 10 seconds, long enough to kill a process in
+// the middle of a range.
+func copyWorkersTaskFile(t *testing.T, task string, src, dst *testserver.Server, workers int) string {
+	t.Helper()
+	return writeFile(t, fmt.Sprintf(`name: %s
+mode: fullAndIncremental
+source: {uri: %q}
+target: {uri: %q}
+namespaces: {include: ["app\\..*"]}
+threads: {readers: 2}
+cache: {batchSize: 10}
+fullSync: {rangeDocuments: 20, split: always, workers: %d}
+rateLimit: 90
+verify: {mode: none}
+`, task, src.URI, dst.URI, workers))
+}
+
+// assertCaughtUpSame waits until the task's run w has applied everything
+// the source wrote (the load stopped) with no write in flight, then fails
+// unless the target's collections equal the source's.
+func assertCaughtUpSame(t *testing.T, w *shardWorker, sc, dc *mongo.Client, colls ...string) {
+	t.Helper()
+	newest := newestTS(t, sc)
+	waitFor(t, "the task's run caught up", 3*time.Minute, func() bool {
+		s, err := w.status()
+		return err == nil && s.Replay != nil && s.Replay.InFlight == 0 && s.Replay.AppliedTS.Compare(newest) >= 0
+	})
+	// FerretDB's oplog may show an entry a little after newer ones
+	// (replay re-reads its documents when it does): a difference seen at
+	// once must be gone within seconds, and nothing is written after.
+	if first := docsDiff(t, sc, colls[0], dc, colls[0]); first != "" {
+		deadline := time.Now().Add(15 * time.Second)
+		for docsDiff(t, sc, colls[0], dc, colls[0]) != "" && time.Now().Before(deadline) {
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Logf("right after catching up: %s; then equal: %v", first, docsDiff(t, sc, colls[0], dc, colls[0]) == "")
+	}
+	for _, coll := range colls {
+		assertSameDocs(t, sc, coll, dc, coll)
+	}
+}
+
+// TestCopyWorkersLowered shares a copy between the task's run and a
+// copy-only worker (fullSync.workers: 3) under a live load, kills both
+// in the middle of the copy, and runs the task again alone with
+// fullSync.workers: 1, as a user who gives up on the extra workers does.
+// The run copies without leases now, and meets ranges the killed
+// processes partly wrote: it must clear and copy each again (they are
+// marked started when the shared copy begins) instead of stopping on
+// documents already there (onConflict fail, the default), and the
+// target must end equal to the source with every range done.
+func TestCopyWorkersLowered(t *testing.T) {
+	ctx := context.Background()
+	src, dst := seedCopyWorkers(t)
+	sc, dc := src.MustClient(t), dst.MustClient(t)
+	task := "copy-lowered"
+	bin := ferryBinary(t)
+	meta := dc.Database("mongoferry")
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	defer stopLoad()
+	loadDone := make(chan loadCounts, 1)
+	go func() { loadDone <- runReplicaLoad(loadCtx, sc.Database("app").Collection("k"), copySeedDocs, 7) }()
+
+	shared := copyWorkersTaskFile(t, task, src, dst, 3)
+	run := &shardWorker{pod: "task-run", addr: testutil.FreeAddr(t), logDir: t.TempDir()}
+	helper := &shardWorker{pod: "copy-0", addr: testutil.FreeAddr(t), logDir: t.TempDir(), args: []string{"--copy-only"}}
+	run.start(t, bin, shared)
+	helper.start(t, bin, shared)
+	t.Cleanup(func() {
+		if t.Failed() {
+			run.logTail(t, 30)
+			helper.logTail(t, 30)
+		}
+	})
+	waitFor(t, "the copy-only worker in the middle of a range", 2*time.Minute, func() bool {
+		done, open := leasesOf(ctx, t, meta, task, helper.pod)
+		return done > 0 && len(open) > 0
+	})
+	helper.kill(t)
+	run.kill(t)
+	before := rangeStates(t, dst, task)
+	pending := 0
+	for _, r := range before {
+		if r.State == checkpoint.RangePending {
+			pending++
+		}
+	}
+	if pending > 0 {
+		t.Errorf("%d ranges still pending in the checkpoint after the shared copy began, want every range started or done", pending)
+	}
+
+	run.start(t, bin, copyWorkersTaskFile(t, task, src, dst, 1))
+	waitFor(t, "the task's run streaming alone", 3*time.Minute, func() bool {
+		s, err := run.status()
+		return err == nil && s.Phase == engine.PhaseStreaming
+	})
+	time.Sleep(2 * time.Second)
+	stopLoad()
+	if lc := <-loadDone; lc.err != nil {
+		t.Fatalf("load: %v", lc.err)
+	}
+	assertCaughtUpSame(t, run, sc, dc, "app.k", "app.small")
+	for id, r := range rangeStates(t, dst, task) {
+		if r.State != checkpoint.RangeDone {
+			t.Errorf("range %s is %s, want done", id, r.State)
+		}
+	}
 }
 
 // leasesOf returns how many ranges the process named pod recorded done,

@@ -320,6 +320,23 @@ func (s *Store) MarkStarted(ctx context.Context, id string) error {
 	})
 }
 
+// MarkStartedMany marks every range of ids that is pending as started at
+// once: ranges a shared copy leases out, any of which another process may
+// have partly written, so that a later copy in one process clears what is
+// there before it copies them (fullsync's readRange).
+func (s *Store) MarkStartedMany(ctx context.Context, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	_, err := s.db.Collection(RangesCollection).UpdateMany(ctx,
+		bson.D{{Key: "_id", Value: bson.D{{Key: "$in", Value: ids}}}, {Key: "state", Value: RangePending}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "state", Value: RangeStarted}}}, {Key: "$inc", Value: bson.D{{Key: "attempts", Value: 1}}}})
+	if err != nil {
+		return fmt.Errorf("checkpoint: mark %d ranges started: %w", len(ids), err)
+	}
+	return nil
+}
+
 // MarkDone records that every document of a range is on the target.
 func (s *Store) MarkDone(ctx context.Context, id string, docs, bytes int64) error {
 	return s.updateRange(ctx, id, bson.D{{Key: "$set", Value: bson.D{

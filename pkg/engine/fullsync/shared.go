@@ -59,7 +59,17 @@ func (c *Copier) copyShared(ctx context.Context, todo []checkpoint.Range, byNS m
 	if len(todo) == 0 {
 		return nil
 	}
-	c.progress.setStage("copying (ranges shared with copy-only workers)")
+	c.progress.setStage("copying (ranges shared with other processes)")
+	// Any range may be partly written by another process from here on:
+	// a later run without leases (fullSync.workers lowered to 1) then
+	// clears each before copying it, as a range it started itself.
+	ids := make([]string, len(todo))
+	for i, r := range todo {
+		ids[i] = r.ID
+	}
+	if err := c.opts.Store.MarkStartedMany(ctx, ids); err != nil {
+		return err
+	}
 	s := c.newShared()
 	// The ranges other workers finish reach the progress and the
 	// checkpoint as they finish, not only once this process finds nothing
