@@ -97,7 +97,7 @@ func (e *Engine) newPerShardCopy() (*perShardCopy, error) {
 		writer:     &sink.Writer{MaxRetries: 8, Log: e.baseLog(), SerialUpdates: e.dstProfile.SerialUpdates},
 		limiter:    fullsync.Limiter(spec, processes),
 		copiers:    copiers,
-		batchBytes: min(max(maxBytes/int64(3*copiers*shards), 256<<10), 16<<20),
+		batchBytes: shardcopy.BatchBytes(maxBytes, copiers*shards),
 		followed:   map[shardcopy.SavedPass]*followState{},
 	}
 	if e.opts.Shard != "" {

@@ -193,9 +193,7 @@ func (s *shared) copier(coll catalog.Collection) *shardcopy.Copier {
 		Source: c.opts.Source, NS: ns,
 		Target: c.opts.Target.Database(coll.Target.DB).Collection(coll.Target.Coll),
 		Leaser: s.leaser, Writer: c.writer,
-		// A copier holds up to three batches: every copier's fit
-		// cache.maxBytes.
-		BatchDocs: c.opts.Spec.Cache.BatchSize, BatchBytes: min(c.batchBytes, max(c.maxBytes/int64(3*max(1, c.opts.Spec.Threads.Readers)), 256<<10)),
+		BatchDocs: c.opts.Spec.Cache.BatchSize, BatchBytes: shardcopy.BatchBytes(c.maxBytes, c.opts.Spec.Threads.Readers),
 		Conflict: c.opts.Spec.FullSync.OnConflict, Limiter: s.limiter, ObserveWrite: c.opts.ObserveWrite,
 		Written: func(docs, bytes int64) {
 			c.progress.batchWritten(ns, docs, bytes, sink.Result{})

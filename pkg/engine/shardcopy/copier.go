@@ -52,6 +52,13 @@ func PlanShard(ctx context.Context, shard *mongo.Client, name, ns string, pass i
 	return out, nil
 }
 
+// BatchBytes is the batch size of each of copiers copiers of one process
+// within maxBytes (cache.maxBytes): a copier holds at most three batches,
+// so every copier's fit; between 256 KiB and 16 MiB.
+func BatchBytes(maxBytes int64, copiers int) int64 {
+	return min(max(maxBytes/int64(3*max(1, copiers)), 256<<10), 16<<20)
+}
+
 // ErrStopped is what a Copier's Hook returns to stop it at once, as a
 // killed worker stops: no renewal, no done record.
 var ErrStopped = errors.New("copier stopped")
