@@ -87,6 +87,11 @@ func (h *handler) command(ctx context.Context, req *request, dst []byte) ([]byte
 	case "bulkWrite":
 		return h.bulkWrite(ctx, req, dst)
 	}
+	if h.s.o.Command != nil {
+		if reply := h.s.o.Command(req.db, bson.Raw(req.body)); reply != nil {
+			return append(dst, reply...), nil
+		}
+	}
 	return dst, &cmdError{code: codeCommandNotFound, codeName: "CommandNotFound",
 		msg: fmt.Sprintf("no such command: '%s' (the wire fixture answers only what the engine's benchmarks send)", name)}
 }

@@ -43,6 +43,12 @@ type Options struct {
 	SetName string
 	// Log receives connection errors; discarded when nil.
 	Log *slog.Logger
+	// Command, when set, answers the commands the fixture does not know
+	// itself: it returns the whole reply document for database db and
+	// command body (an error reply is {ok: 0, code, codeName, errmsg}),
+	// or nil to leave the command unknown. Tests script DDL replies with
+	// it.
+	Command func(db string, body bson.Raw) bson.Raw
 }
 
 // Server is a running fixture server on a loopback port.

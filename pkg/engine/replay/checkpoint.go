@@ -108,9 +108,24 @@ func tsOf(raw bson.Raw) bson.Timestamp {
 	return bson.Timestamp{T: t, I: i}
 }
 
+// settledReader is an OplogReader that knows which positions are final:
+// none at or below Settled will ever be handed out (source.Tailer).
+type settledReader interface {
+	Settled() bson.Timestamp
+}
+
 func (r *Replayer) saveCheckpoint(ctx context.Context) error {
 	r.mu.Lock()
 	ts := r.checkpointLocked()
+	if sr, ok := r.o.Reader.(settledReader); ok && r.o.Board == nil {
+		// A resume reads only entries after the saved position: one the
+		// reader may still hand out below it (a late entry of a source
+		// whose oplog shows entries out of order) would be lost with a
+		// crash. A shard's subtask saves its state with its position
+		// and is not capped here (docs/architecture.md, "The
+		// checkpoint's invariant").
+		ts = minTS(ts, sr.Settled())
+	}
 	unchanged := ts.Compare(r.savedTS) <= 0
 	var txns oplog.AssemblerState
 	if !unchanged && r.o.SaveState != nil {

@@ -84,3 +84,48 @@ func TestCheckpointStaysBelowAppliedTransaction(t *testing.T) {
 	cancel()
 	<-done
 }
+
+// TestAbortedTransactionMovesCheckpoint: a prepared transaction aborted
+// changes nothing on the target, and the checkpoint moves past its abort
+// entry, so an idle source shows no lag once it is read.
+func TestAbortedTransactionMovesCheckpoint(t *testing.T) {
+	ts := func(i uint32) bson.Timestamp { return bson.Timestamp{T: 100, I: i} }
+	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: bytes.Repeat([]byte{2}, 16)}}}
+	entries := []bson.Raw{
+		mustRaw(t, bson.D{{Key: "ts", Value: ts(1)}, {Key: "t", Value: int64(1)}, {Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
+			{Key: "o", Value: bson.D{{Key: "applyOps", Value: bson.A{bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "db.c"}, {Key: "o", Value: bson.D{{Key: "_id", Value: 1}}}}}}, {Key: "prepare", Value: true}}},
+			{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: bson.Timestamp{}}, {Key: "t", Value: int64(-1)}}}}),
+		mustRaw(t, bson.D{{Key: "ts", Value: ts(2)}, {Key: "t", Value: int64(1)}, {Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
+			{Key: "o", Value: bson.D{{Key: "abortTransaction", Value: 1}}},
+			{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: ts(1)}, {Key: "t", Value: int64(1)}}}}),
+	}
+	spec := config.Spec{Threads: config.Threads{Writers: 2}}
+	spec.SetDefaults()
+	mapper, err := catalog.NewMapper(spec.Namespaces, spec.Checkpoint.Database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := 0
+	r := New(Options{Task: "t", Spec: &spec, Reader: source.NewScripted(ts(0), entries...), Mapper: mapper, From: ts(0),
+		CheckpointInterval: time.Hour,
+		Apply: func(context.Context, catalog.Namespace, []mongo.WriteModel) error {
+			writes++
+			return nil
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	for deadline := time.Now().Add(5 * time.Second); r.Checkpoint() != ts(2) && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	}
+	got := r.Checkpoint()
+	cancel()
+	if err := <-done; err != nil && err != context.Canceled {
+		t.Fatal(err)
+	}
+	if got != ts(2) {
+		t.Fatalf("checkpoint %v after the abort entry, want %v", got, ts(2))
+	}
+	if writes != 0 {
+		t.Fatalf("%d writes applied from an aborted transaction", writes)
+	}
+}

@@ -22,6 +22,10 @@ const (
 	codeNamespaceExists   = 48
 	codeCommandNotFound   = 59
 	codeNotImplemented    = 238
+	// codeCommandNotSupportedOnView: MongoDB's answer to listIndexes
+	// (and other collection commands) on a view (jstests/core/views/
+	// views_all_commands.js expects it for listIndexes).
+	codeCommandNotSupportedOnView = 166
 )
 
 // applyDDL applies one DDL command to the target, under the task's
@@ -249,10 +253,12 @@ func (r *Replayer) refreshUnique(ctx context.Context, nss ...catalog.Namespace) 
 }
 
 // HasUniqueIndex reports whether a collection has a unique index other
-// than _id.
+// than _id. A namespace that does not exist, or is a view (created or
+// changed by a replayed create or collMod), has none: a view holds no
+// documents of its own.
 func HasUniqueIndex(ctx context.Context, coll *mongo.Collection) (bool, error) {
 	cur, err := coll.Indexes().List(ctx)
-	if hasCode(err, codeNamespaceNotFound) {
+	if hasCode(err, codeNamespaceNotFound, codeCommandNotSupportedOnView) {
 		return false, nil
 	}
 	if err != nil {

@@ -91,6 +91,22 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 	r.mu.Lock()
 	r.readTS = e.TS()
 	r.mu.Unlock()
+	// The entry's position stays open until all of it is queued: the
+	// checkpoint passes it only once every write it makes is applied,
+	// however many operations it holds and whatever drains the writers
+	// between them. An entry that fails stays open, so the checkpoint
+	// saved when the run stops stays below it.
+	r.wm.Open(e.TS())
+	if err := r.dispatchEntry(ctx, wctx, e); err != nil {
+		return err
+	}
+	r.wm.Close(e.TS())
+	return nil
+}
+
+// dispatchEntry queues the writes of entry e, read in order, with its
+// position open (see entry).
+func (r *Replayer) dispatchEntry(ctx, wctx context.Context, e oplog.Entry) error {
 	if err := r.checkTopology(e); err != nil {
 		return err
 	}
@@ -298,7 +314,7 @@ func (r *Replayer) drain(ctx, wctx context.Context) error {
 	if err := r.flush(ctx); err != nil {
 		return err
 	}
-	for r.wm.InFlight() > 0 {
+	for r.wm.Writes() > 0 {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

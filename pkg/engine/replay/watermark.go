@@ -11,17 +11,30 @@ import (
 // dispatched in oplog order; each is done once every write it produced is
 // on the target (or at once when it produced none). Applied returns the
 // highest position at or below which everything is done: the checkpoint.
+//
+// It is the one place that keeps the replay's invariant (docs/architecture.md,
+// "The checkpoint's invariant"): Applied never passes a position until
+// every write of its entry, and of every entry before it, is acknowledged
+// by the target. An entry's writes are not all known at once (an applyOps
+// holds several operations, DDL among them drains the writers between
+// them), so the dispatcher opens the entry's position before it queues
+// anything (Open) and closes it once all of it is queued (Close): an
+// open position is never passed, whatever of its writes are done.
 type Watermark struct {
 	mu sync.Mutex
 	// pending counts unfinished writes per dispatched position, in order.
 	queue   []pendingTS
 	head    int
 	applied bson.Timestamp
+	// writes counts the writes dispatched and not yet done, over every
+	// position (drain waits for it to reach zero).
+	writes int
 }
 
 type pendingTS struct {
 	ts      bson.Timestamp
 	pending int
+	open    bool // its entry is still being dispatched (Open)
 }
 
 // NewWatermark starts at an applied position.
@@ -32,12 +45,41 @@ func NewWatermark(applied bson.Timestamp) *Watermark { return &Watermark{applied
 func (w *Watermark) Dispatch(ts bson.Timestamp, n int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if k := len(w.queue); k > w.head && w.queue[k-1].ts == ts {
-		w.queue[k-1].pending += n
-	} else {
-		w.queue = append(w.queue, pendingTS{ts: ts, pending: n})
+	w.add(ts, n, false)
+	w.advance()
+}
+
+// Open registers position ts as an entry being dispatched: Applied does
+// not pass it, whatever of its writes are done, until Close. ts must not
+// be lower than any earlier position.
+func (w *Watermark) Open(ts bson.Timestamp) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.add(ts, 0, true)
+}
+
+// Close ends what Open began: every write of the entry at ts is
+// dispatched, and the position is done once they are.
+func (w *Watermark) Close(ts bson.Timestamp) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	open := w.queue[w.head:]
+	i := sort.Search(len(open), func(i int) bool { return open[i].ts.Compare(ts) >= 0 })
+	if i < len(open) && open[i].ts == ts {
+		open[i].open = false
 	}
 	w.advance()
+}
+
+// add counts n writes at ts, opening the position when open is set.
+func (w *Watermark) add(ts bson.Timestamp, n int, open bool) {
+	w.writes += n
+	if k := len(w.queue); k > w.head && w.queue[k-1].ts == ts {
+		w.queue[k-1].pending += n
+		w.queue[k-1].open = w.queue[k-1].open || open
+		return
+	}
+	w.queue = append(w.queue, pendingTS{ts: ts, pending: n, open: open})
 }
 
 // Done marks one write of position ts as applied.
@@ -86,6 +128,7 @@ func (w *Watermark) doneFrom(ts bson.Timestamp, at int) int {
 	i := lo + sort.Search(hi-lo, func(i int) bool { return open[lo+i].ts.Compare(ts) >= 0 })
 	if i < len(open) && open[i].ts == ts {
 		open[i].pending--
+		w.writes--
 	}
 	return i
 }
@@ -118,8 +161,15 @@ func (w *Watermark) InFlight() int {
 	return len(w.queue) - w.head
 }
 
+// Writes returns the number of writes dispatched and not yet done.
+func (w *Watermark) Writes() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.writes
+}
+
 func (w *Watermark) advance() {
-	for w.head < len(w.queue) && w.queue[w.head].pending <= 0 {
+	for w.head < len(w.queue) && w.queue[w.head].pending <= 0 && !w.queue[w.head].open {
 		// Entries at or below the start position (read again) never
 		// move the checkpoint back.
 		if w.queue[w.head].ts.Compare(w.applied) > 0 {

@@ -118,3 +118,35 @@ func TestWatermarkDoneAllInAnyOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestWatermarkOpenPositionHoldsBack: an entry's writes are dispatched
+// one after another (an applyOps, DDL between them draining the writers);
+// while its position is open, finishing the writes dispatched so far
+// does not pass it.
+func TestWatermarkOpenPositionHoldsBack(t *testing.T) {
+	w := NewWatermark(ts(1))
+	w.Open(ts(2))
+	w.Dispatch(ts(2), 1)
+	w.Done(ts(2))
+	w.Dispatch(ts(2), 0) // DDL applied
+	if got := w.Applied(); got != ts(1) {
+		t.Fatalf("applied = %v with ts 2 still being dispatched, want %v", got, ts(1))
+	}
+	if w.Writes() != 0 {
+		t.Fatalf("writes = %d, want 0", w.Writes())
+	}
+	w.Dispatch(ts(2), 1) // the insert after the DDL
+	w.Close(ts(2))
+	if got := w.Applied(); got != ts(1) {
+		t.Fatalf("applied = %v with a write of ts 2 in flight, want %v", got, ts(1))
+	}
+	w.Done(ts(2))
+	if got := w.Applied(); got != ts(2) {
+		t.Fatalf("applied = %v, want %v", got, ts(2))
+	}
+	w.Open(ts(3)) // an entry that makes no write (a no-op, an abort)
+	w.Close(ts(3))
+	if got := w.Applied(); got != ts(3) {
+		t.Fatalf("applied = %v, want %v", got, ts(3))
+	}
+}

@@ -96,6 +96,20 @@ type Tailer struct {
 	// stats counts the tailer's queries; read by Stats from any goroutine.
 	stats tailerCounters
 	reads readClock
+	// settled is what Settled reads from any goroutine: the last position
+	// handed out and the look-back window then in force.
+	settled settledState
+}
+
+// settledState is the part of a Tailer's state that Settled reads.
+type settledState struct {
+	last     atomic.Uint64 // bson.Timestamp, T in the high half
+	lookBack atomic.Int64  // time.Duration; 0 without Settle
+}
+
+func (s *settledState) set(last bson.Timestamp, lookBack time.Duration) {
+	s.last.Store(uint64(last.T)<<32 | uint64(last.I))
+	s.lookBack.Store(int64(lookBack))
 }
 
 // TailerStats counts what a tailer asked of the source's oplog.
@@ -127,8 +141,47 @@ func (t *Tailer) lookBack() time.Duration { return max(10*time.Second, 2*t.Settl
 
 // NewTailer returns a tailer that yields entries with ts > from.
 func NewTailer(client *mongo.Client, from bson.Timestamp) *Tailer {
-	return &Tailer{client: client, last: from, start: from, BatchEntries: 1000, QuietReopen: time.Minute,
+	t := &Tailer{client: client, last: from, start: from, BatchEntries: 1000, QuietReopen: time.Minute,
 		Poll: 500 * time.Millisecond, MaxPoll: 5 * time.Second}
+	t.settled.set(from, 0)
+	return t
+}
+
+// Settled returns the highest position at or below which the tailer will
+// hand out no more entries; safe to call from any goroutine. Without
+// Settle that is the last position handed out: the oplog shows its
+// entries in ts order. In Settle mode an entry may become visible after
+// later ones were handed out (a late entry, found while it lies within the
+// look-back window of a re-read), so only positions older than the
+// look-back window on the wall clock are final: a checkpoint saved above
+// them, then a crash, would step over a late entry for good, since a
+// tailer started after a position never hands out anything at or below
+// it.
+func (t *Tailer) Settled() bson.Timestamp {
+	v := t.settled.last.Load()
+	last := bson.Timestamp{T: uint32(v >> 32), I: uint32(v)}
+	lookBack := time.Duration(t.settled.lookBack.Load())
+	if lookBack == 0 {
+		return last
+	}
+	horizon := time.Now().Add(-lookBack).Unix()
+	if horizon <= 0 {
+		return bson.Timestamp{}
+	}
+	if final := (bson.Timestamp{T: uint32(horizon)}); final.Compare(last) < 0 {
+		return final
+	}
+	return last
+}
+
+// publishSettled makes the position and look-back window Settled reads
+// current.
+func (t *Tailer) publishSettled() {
+	lookBack := time.Duration(0)
+	if t.Settle > 0 {
+		lookBack = t.lookBack()
+	}
+	t.settled.set(t.last, lookBack)
 }
 
 func (t *Tailer) oplog() *mongo.Collection { return t.client.Database("local").Collection("oplog.rs") }
@@ -169,6 +222,7 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 		t.lastEntry = time.Now()
 		t.reads.handedOut(t.last)
 	}
+	t.publishSettled()
 	if err := t.endRead(ctx, held, heldTS, len(out) > 0); err != nil {
 		return nil, err
 	}
