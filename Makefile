@@ -105,10 +105,15 @@ test-e2e: ferretdb envtest-assets prometheus $(BIN)/helm ## Run the test/ module
 	cd $(TEST_MOD) && $(GO) test -count=1 -timeout 40m ./...
 
 .PHONY: test-long
-test-long: ## Run the long suites one after another: chaos (CYCLES), sim-long (SIM_SEEDS) and memory-adversarial.
+test-long: ## Run the long suites one after another: replay-invariant (REPLAY_SCHEDULES), chaos (CYCLES), sim-long (SIM_SEEDS) and memory-adversarial.
+	$(MAKE) replay-invariant
 	$(MAKE) chaos
 	$(MAKE) sim-long
 	$(MAKE) memory-adversarial
+
+.PHONY: replay-invariant
+replay-invariant: ## Run the checkpoint invariant's random schedules long: REPLAY_SCHEDULES (default 10000) random oplogs replayed with kills and failing writes, from REPLAY_FIRST (default 1); make test runs 150.
+	REPLAY_INVARIANT_SCHEDULES=$${REPLAY_SCHEDULES:-10000} REPLAY_INVARIANT_FIRST=$${REPLAY_FIRST:-1} $(GO) test -count=1 -timeout 4h -run 'TestCheckpointInvariantUnderKills$$' -v ./pkg/engine/replay
 
 .PHONY: sim-long
 sim-long: ## Run the sharded-cluster simulation long: SIM_SEEDS schedules (default 20000) three times longer than make test's, from SIM_FIRST (default 1001), without and with a per-shard copy.

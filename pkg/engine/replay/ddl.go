@@ -52,6 +52,12 @@ func (r *Replayer) applyMapped(ctx context.Context, src, d oplog.DDL) error {
 	if err := r.track(src); err != nil {
 		return err
 	}
+	if r.o.ApplyDDL != nil {
+		if err := r.o.ApplyDDL(ctx, d); err != nil {
+			return fmt.Errorf("replay %s on %s: %w", d.Class, d.NS, err)
+		}
+		return nil
+	}
 	m, t := r.o.Mapper, r.o.Target
 	var err error
 	switch d.Class {

@@ -333,11 +333,9 @@ func (r *Replayer) applyBarrier(ctx, wctx context.Context, unit oplog.Unit) erro
 	if err := r.drain(ctx, wctx); err != nil {
 		return err
 	}
-	defer func() {
-		r.mu.Lock()
-		r.applying = nil
-		r.mu.Unlock()
-	}()
+	// Cleared only once the unit is applied: a unit cut short by an
+	// error keeps the checkpoint Run saves on stop below its first entry,
+	// so the restart reads the whole unit again.
 	for _, op := range unit.Ops {
 		if err := r.dispatchOp(ctx, wctx, op, unit.TS); err != nil {
 			return err
@@ -348,6 +346,9 @@ func (r *Replayer) applyBarrier(ctx, wctx context.Context, unit oplog.Unit) erro
 			return err
 		}
 	}
+	r.mu.Lock()
+	r.applying = nil
+	r.mu.Unlock()
 	r.count("transaction", false)
 	r.wm.Dispatch(unit.TS, 0)
 	return nil

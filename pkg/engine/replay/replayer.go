@@ -147,6 +147,10 @@ type Options struct {
 	// (ts[i] is that of models[i]); tests that check the order of writes
 	// use it. It takes precedence over Apply.
 	ApplyAt func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel, ts []bson.Timestamp) error
+	// ApplyDDL, when set, receives each selected DDL command, with the
+	// target's names, instead of the target: with Apply it makes a sink
+	// of the whole replay (the tests' model of a target).
+	ApplyDDL func(ctx context.Context, d oplog.DDL) error
 }
 
 // Replayer applies the source's oplog to the target.
