@@ -101,6 +101,15 @@ func (r *Replayer) entry(ctx, wctx context.Context, raw bson.Raw) error {
 		return err
 	}
 	r.wm.Close(e.TS())
+	r.mu.Lock()
+	if a := r.applying; a != nil && a.ts == e.TS() {
+		// The unit this entry completed is applied and the watermark is
+		// at its position: the checkpoint may pass its first entry now,
+		// and never lands between its first entry and its last (a
+		// restart from there would read the commit without the prepare).
+		r.applying = nil
+	}
+	r.mu.Unlock()
 	return nil
 }
 
@@ -333,9 +342,10 @@ func (r *Replayer) applyBarrier(ctx, wctx context.Context, unit oplog.Unit) erro
 	if err := r.drain(ctx, wctx); err != nil {
 		return err
 	}
-	// Cleared only once the unit is applied: a unit cut short by an
-	// error keeps the checkpoint Run saves on stop below its first entry,
-	// so the restart reads the whole unit again.
+	// r.applying stays set until the unit's own position is passed
+	// (entry): a unit cut short by an error keeps the checkpoint Run
+	// saves on stop below its first entry, so the restart reads the whole
+	// unit again.
 	for _, op := range unit.Ops {
 		if err := r.dispatchOp(ctx, wctx, op, unit.TS); err != nil {
 			return err
@@ -346,9 +356,6 @@ func (r *Replayer) applyBarrier(ctx, wctx context.Context, unit oplog.Unit) erro
 			return err
 		}
 	}
-	r.mu.Lock()
-	r.applying = nil
-	r.mu.Unlock()
 	r.count("transaction", false)
 	r.wm.Dispatch(unit.TS, 0)
 	return nil

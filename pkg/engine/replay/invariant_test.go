@@ -196,7 +196,10 @@ func runSchedule(t *testing.T, seed uint64) scheduleStats {
 			st.kills++
 		case runErr != nil && !errors.Is(runErr, context.Canceled):
 			if failAt < 0 {
-				t.Fatalf("seed %d run %d: replay failed: %v", seed, run, runErr)
+				for _, e := range gen.entries {
+					t.Log(e)
+				}
+				t.Fatalf("seed %d run %d (from %v): replay failed: %v", seed, run, saved, runErr)
 			}
 			st.failures++
 		}
