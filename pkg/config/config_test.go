@@ -119,7 +119,7 @@ func TestParseAccepts(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	const (
-		unknown = ": unknown field: check its spelling and indentation against `ferry run --help` or config/samples"
+		unknown = ": unknown field: check its spelling and indentation against `ferry explain task` (every field of a task file, its type, default and meaning) or docs/cli.md"
 		sameAs  = "; a task copies from one deployment to another: point target.uri at the destination"
 	)
 	cases := []struct {
@@ -162,6 +162,16 @@ func TestParseErrors(t *testing.T) {
 			`namespaces.rename[0].to: "mongoferry" is a reserved database: choose another target name`},
 		{"rename to custom checkpoint database", taskYAML("checkpoint: {database: state}\nnamespaces: {rename: [{from: shop, to: state}]}"),
 			`namespaces.rename[0].to: "state" is a reserved database: choose another target name`},
+		{"rename onto a collection name with $", taskYAML("namespaces: {rename: [{from: shop.orders, to: shop.or$ders}]}"),
+			`namespaces.rename[0].to: "shop.or$ders" (the new name of "shop.orders") is not a name MongoDB accepts: collection name "or$ders" contains "$", which MongoDB refuses in collection names; choose another target name`},
+		{"rename onto database names MongoDB refuses", taskYAML("namespaces: {rename: [{from: shop, to: sh$op}, {from: crm, to: a/b}, {from: web.logs, to: a b.logs}]}"),
+			`namespaces.rename[0].to: "sh$op" (the new name of "shop") is not a name MongoDB accepts: database name "sh$op" contains "$", which MongoDB refuses in database names (any of / \ . space " $ * < > : | ? and NUL); choose another target name` + "\n" +
+				`namespaces.rename[1].to: "a/b" (the new name of "crm") is not a name MongoDB accepts: database name "a/b" contains "/", which MongoDB refuses in database names (any of / \ . space " $ * < > : | ? and NUL); choose another target name` + "\n" +
+				`namespaces.rename[2].to: "a b.logs" (the new name of "web.logs") is not a name MongoDB accepts: database name "a b" contains " ", which MongoDB refuses in database names (any of / \ . space " $ * < > : | ? and NUL); choose another target name`},
+		{"rename onto a long database name", taskYAML("namespaces: {rename: [{from: shop, to: " + strings.Repeat("d", 64) + "}]}"),
+			`namespaces.rename[0].to: "` + strings.Repeat("d", 64) + `" (the new name of "shop") is not a name MongoDB accepts: database name "` + strings.Repeat("d", 64) + `" is 64 bytes long; MongoDB allows at most 63; choose another target name`},
+		{"rename onto a system collection", taskYAML("namespaces: {rename: [{from: shop.orders, to: shop.system.orders}]}"),
+			`namespaces.rename[0].to: "shop.system.orders" (the new name of "shop.orders") is not a name MongoDB accepts: collection name "system.orders" starts with "system.", which MongoDB reserves for its own collections; choose another target name`},
 		{"rename without to", taskYAML("namespaces: {rename: [{from: shop}]}"),
 			"namespaces.rename[0]: from and to are both required, for example {from: sales, to: sales_copy} or {from: sales.orders, to: archive.orders}"},
 
@@ -191,6 +201,19 @@ func TestParseErrors(t *testing.T) {
 			`source.kind: must be one of auto, replicaSet, sharded, got "standalone"`},
 		{"threads out of range", taskYAML("threads: {readers: -1, writers: 257}"),
 			"threads.readers: must be between 1 and 256, got -1\nthreads.writers: must be between 1 and 256, got 257"},
+		{"threads 0 and negative, both named", taskYAML("threads: {readers: 0, writers: -2}"),
+			"threads.readers: must be between 1 and 256, got 0 (0 is not a default here: leave the field out for its default)\nthreads.writers: must be between 1 and 256, got -2"},
+		{"workers 0", taskYAML("fullSync: {workers: 0}"),
+			"fullSync.workers: must be between 1 and 64, got 0 (0 is not a default here: leave the field out for its default)"},
+		{"every number written as 0", taskYAML("cache: {bucketNum: 0, bucketSize: 0, batchSize: 0}\nfullSync: {rangeDocuments: 0}\nverify: {sampleSize: 0, intervalSeconds: 0, rechecks: 0}\ncutover: {maxLagSeconds: 0}"),
+			"cache.bucketNum: must be between 1 and 1024, got 0 (0 is not a default here: leave the field out for its default)\n" +
+				"cache.bucketSize: must be between 1 and 1024, got 0 (0 is not a default here: leave the field out for its default)\n" +
+				"cache.batchSize: must be between 1 and 100000, got 0 (0 is not a default here: leave the field out for its default)\n" +
+				"fullSync.rangeDocuments: must be at least 1, got 0 (0 is not a default here: leave the field out for its default)\n" +
+				"cutover.maxLagSeconds: must be between 1 and 3600, got 0 (0 is not a default here: leave the field out for its default)\n" +
+				"verify.sampleSize: must be at least 1, got 0 (0 is not a default here: leave the field out for its default)\n" +
+				"verify.intervalSeconds: must be at least 1, got 0 (0 is not a default here: leave the field out for its default)\n" +
+				"verify.rechecks: must be between 1 and 100, got 0 (0 is not a default here: leave the field out for its default)"},
 		{"batchSize out of range", taskYAML("cache: {batchSize: 100001}"), "cache.batchSize: must be between 1 and 100000, got 100001"},
 		{"rangeDocuments", taskYAML("fullSync: {rangeDocuments: -5}"), "fullSync.rangeDocuments: must be at least 1, got -5"},
 		{"workers out of range", taskYAML("fullSync: {workers: 65}"), "fullSync.workers: must be between 1 and 64, got 65"},

@@ -110,7 +110,7 @@ func (s *Spec) Validate() error {
 	oneOf(add, "fullSync.onConflict", string(s.FullSync.OnConflict), ConflictOverwrite, ConflictSkip, ConflictFail)
 	oneOf(add, "fullSync.indexBuild", string(s.FullSync.IndexBuild), IndexesBefore, IndexesAfter)
 	if s.FullSync.RangeDocuments < 1 {
-		add("fullSync.rangeDocuments", "must be at least 1, got %d", s.FullSync.RangeDocuments)
+		add("fullSync.rangeDocuments", "must be at least 1, got %d%s", s.FullSync.RangeDocuments, zeroHint(s.FullSync.RangeDocuments))
 	}
 	oneOf(add, "fullSync.split", string(s.FullSync.Split), SplitAuto, SplitAlways, SplitNever)
 	oneOf(add, "fullSync.shardedCopy", string(s.FullSync.ShardedCopy), ShardedCopyPerShard, ShardedCopyRouter)
@@ -127,13 +127,13 @@ func (s *Spec) Validate() error {
 	oneOf(add, "verify.mode", string(s.Verify.Mode), VerifyNone, VerifyCount, VerifyHash, VerifySample)
 	oneOf(add, "cutover.verify", string(s.Cutover.Verify), VerifyNone, VerifyCount, VerifyHash, VerifySample)
 	if s.Cutover.MaxLagSeconds < 1 || s.Cutover.MaxLagSeconds > 3600 {
-		add("cutover.maxLagSeconds", "must be between 1 and 3600, got %d", s.Cutover.MaxLagSeconds)
+		add("cutover.maxLagSeconds", "must be between 1 and 3600, got %d%s", s.Cutover.MaxLagSeconds, zeroHint(int64(s.Cutover.MaxLagSeconds)))
 	}
 	if s.Verify.SampleSize < 1 {
-		add("verify.sampleSize", "must be at least 1, got %d", s.Verify.SampleSize)
+		add("verify.sampleSize", "must be at least 1, got %d%s", s.Verify.SampleSize, zeroHint(int64(s.Verify.SampleSize)))
 	}
 	if s.Verify.IntervalSeconds < 1 {
-		add("verify.intervalSeconds", "must be at least 1, got %d", s.Verify.IntervalSeconds)
+		add("verify.intervalSeconds", "must be at least 1, got %d%s", s.Verify.IntervalSeconds, zeroHint(int64(s.Verify.IntervalSeconds)))
 	}
 	intRange(add, "verify.rechecks", s.Verify.Rechecks, 1, 100)
 	if n, err := s.Verify.MaxPendingBytes.Bytes(); err != nil {
@@ -241,8 +241,12 @@ func validateRenames(add func(string, string, ...any), renames []Rename, checkpo
 			add(f, "maps %q to %q: rename a database to a database or db.collection to db.collection", r.From, r.To)
 			continue
 		}
-		db, _, _ := strings.Cut(r.To, ".")
-		if slices.Contains(InternalDatabases, db) || db == checkpointDB {
+		db, coll, _ := strings.Cut(r.To, ".")
+		if err := CheckDatabaseName(db); err != nil {
+			add(f+".to", "%q (the new name of %q) is not a name MongoDB accepts: %v; choose another target name", r.To, r.From, err)
+		} else if err := CheckCollectionName(db, coll); toColl && err != nil {
+			add(f+".to", "%q (the new name of %q) is not a name MongoDB accepts: %v; choose another target name", r.To, r.From, err)
+		} else if slices.Contains(InternalDatabases, db) || db == checkpointDB {
 			add(f+".to", "%q is a reserved database: choose another target name", db)
 		}
 		if seenFrom[r.From] {
@@ -286,8 +290,18 @@ func (s *Spec) validateCopyWorkers(add func(string, string, ...any)) {
 
 func intRange(add func(string, string, ...any), field string, v, lo, hi int) {
 	if v < lo || v > hi {
-		add(field, "must be between %d and %d, got %d", lo, hi, v)
+		add(field, "must be between %d and %d, got %d%s", lo, hi, v, zeroHint(int64(v)))
 	}
+}
+
+// zeroHint is added to the message of a number that may not be 0 when it
+// is: 0 is refused, not read as "the default" (the SyncTask's schema
+// refuses it too).
+func zeroHint(v int64) string {
+	if v != 0 {
+		return ""
+	}
+	return " (0 is not a default here: leave the field out for its default)"
 }
 
 func sameHosts(a, b []string) bool {
