@@ -263,6 +263,25 @@ func TestParseErrors(t *testing.T) {
 		{"shards on the target", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", shards: [{name: rs0, uri: "mongodb://10.0.0.5/"}]`, ""),
 			"target.shards: lists shard addresses, which only a sharded source reads: remove it (a sharded target is written through mongos)"},
 
+		// Authentication mechanisms.
+		{"PLAIN in the URI without a username", endpointsYAML(`uri: "mongodb://10.0.0.1/?authMechanism=PLAIN"`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.uri: names authMechanism=PLAIN, which needs a username and password: set source.username with source.passwordEnv or source.passwordFile, and source.authMechanism: PLAIN instead of the URI option"},
+		{"PLAIN in the URI, username in the task", endpointsYAML(`uri: "mongodb://10.0.0.1/?authMechanism=PLAIN", username: ferry, passwordEnv: SRC_PASSWORD`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.uri: names authMechanism=PLAIN while the credentials are in source.username: set source.authMechanism: PLAIN in the task instead of the URI option"},
+		{"a mechanism in both places", endpointsYAML(`uri: "mongodb://10.0.0.1/?authMechanism=PLAIN", authMechanism: PLAIN, username: ferry, passwordEnv: SRC_PASSWORD`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.uri: names authMechanism=PLAIN and source.authMechanism is set too: keep source.authMechanism and remove the URI option"},
+		{"an unknown mechanism", endpointsYAML(`uri: "mongodb://10.0.0.1/", authMechanism: GSSAPI, username: ferry, passwordEnv: SRC_PASSWORD`, `uri: "mongodb://10.0.0.2/"`, ""),
+			`source.authMechanism: must be one of SCRAM-SHA-1, SCRAM-SHA-256, PLAIN, MONGODB-X509, MONGODB-AWS, got "GSSAPI"`},
+		{"PLAIN without credentials", endpointsYAML(`uri: "mongodb://10.0.0.1/", authMechanism: PLAIN`, `uri: "mongodb://10.0.0.2/", authMechanism: PLAIN, username: ferry`, ""),
+			"source.username: is required with authMechanism PLAIN: set it, with source.passwordEnv or source.passwordFile\n" +
+				"target.passwordEnv: authMechanism PLAIN sends a password: set target.passwordEnv or target.passwordFile"},
+		{"X.509 with a password and no certificate", endpointsYAML(`uri: "mongodb://10.0.0.1/", authMechanism: MONGODB-X509, username: ferry, passwordEnv: SRC_PASSWORD, authSource: admin`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.authMechanism: MONGODB-X509 authenticates with the TLS client certificate, not a password: remove source.passwordEnv and source.passwordFile\n" +
+				"source.tls: authMechanism MONGODB-X509 needs a TLS client certificate: set source.tls.enabled: true and source.tls.certificateKeyFile (or certificateFile with privateKeyFile)\n" +
+				`source.authSource: must be $external with authMechanism MONGODB-X509 (or left out), got "admin"`},
+		{"AWS with a key id and no secret", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", authMechanism: MONGODB-AWS, username: AKIAEXAMPLE`, ""),
+			"target.passwordEnv: MONGODB-AWS with a username (the AWS access key id) needs the secret access key: set target.passwordEnv or target.passwordFile, or remove target.username to take the credentials from the AWS_* environment variables or the pod's AWS role"},
+
 		{"TLS Secrets in a task file", endpointsYAML(`uri: "mongodb://10.0.0.1/", tls: {enabled: true, caSecret: {name: ca, key: ca.crt}}`, `uri: "mongodb://10.0.0.2/"`, ""),
 			"source.tls.caSecret: names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use source.tls.caFile"},
 		{"a TLS client certificate Secret in a task file", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", tls: {enabled: true, certificateKeySecret: {name: c, key: tls.pem}}`, ""),
@@ -328,6 +347,24 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("errors.Is(%v, ErrInvalid) = false", err)
 			}
 		})
+	}
+}
+
+// TestParseAcceptsMechanisms checks the credentials each mechanism takes.
+func TestParseAcceptsMechanisms(t *testing.T) {
+	for _, src := range []string{
+		`uri: "mongodb://10.0.0.1/", authMechanism: PLAIN, username: ferry, passwordEnv: SRC_PASSWORD`,
+		`uri: "mongodb://10.0.0.1/", authMechanism: SCRAM-SHA-256, username: ferry, passwordFile: /run/pw, authSource: users`,
+		`uri: "mongodb://10.0.0.1/", authMechanism: MONGODB-X509, tls: {enabled: true, certificateKeyFile: /tls/client.pem}`,
+		`uri: "mongodb://10.0.0.1/", authMechanism: MONGODB-X509, authSource: $external, tls: {enabled: true, certificateFile: /tls/tls.crt, privateKeyFile: /tls/tls.key}`,
+		`uri: "mongodb://10.0.0.1/", authMechanism: MONGODB-AWS`,
+		`uri: "mongodb://10.0.0.1/", authMechanism: MONGODB-AWS, username: AKIAEXAMPLE, passwordEnv: AWS_SECRET`,
+		`uri: "mongodb://10.0.0.1/?authMechanism=MONGODB-X509&tls=true&tlsCertificateKeyFile=/tls/c.pem"`,
+		`uri: "mongodb://ferry:pw@10.0.0.1/?authMechanism=PLAIN"`,
+	} {
+		if _, err := Parse([]byte(endpointsYAML(src, `uri: "mongodb://10.0.0.2/"`, ""))); err != nil {
+			t.Errorf("source {%s}: %v", src, err)
+		}
 	}
 }
 

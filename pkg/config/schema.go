@@ -7,6 +7,7 @@ import "strings"
 // hack/gen-taskschema in make generate) from this package's types, their
 // doc comments and the kubebuilder markers that also make the SyncTask
 // CRD's schema, so the two agree on every field they share.
+// +kubebuilder:object:generate=false
 type SchemaField struct {
 	// Path is the field's place in the file: fullSync.workers, or
 	// namespaces.rename[].to for a field of a list's items.
