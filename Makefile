@@ -226,8 +226,9 @@ docker-push: ## Push the image IMG.
 ##@ Code generation
 
 .PHONY: generate
-generate: $(BIN)/controller-gen ## Generate deepcopy methods for api/ and pkg/config (zz_generated.deepcopy.go).
+generate: $(BIN)/controller-gen ## Generate deepcopy methods for api/ and pkg/config (zz_generated.deepcopy.go), and the task file's schema that ferry explain task prints (pkg/config/zz_generated.schema.go).
 	$(BIN)/controller-gen object paths=./api/... paths=./pkg/config/...
+	$(GO) run ./hack/gen-taskschema pkg/config pkg/config/zz_generated.schema.go
 
 .PHONY: manifests
 manifests: $(BIN)/controller-gen ## Generate the CRD YAML (config/crd/bases, and the chart's CRD templates from it), the manager's ClusterRole (config/rbac/role.yaml) from the markers, and the chart's Grafana dashboard from internal/dashboard.
@@ -256,7 +257,7 @@ verify-generated: $(BIN)/controller-gen ## Fail if the committed deepcopy, CRD (
 	cp -R api "$$before/"; cp -R config/crd/bases "$$before/config/crd/"; \
 	cp charts/mongoferry/templates/crd-*.yaml charts/mongoferry/templates/_manager-rules.tpl "$$before/chart/" 2>/dev/null || true; \
 	cp config/rbac/role.yaml "$$before/config/rbac/" 2>/dev/null || true; \
-	cp pkg/config/zz_generated.deepcopy.go "$$before/pkg/config/" 2>/dev/null || true; \
+	cp pkg/config/zz_generated.deepcopy.go pkg/config/zz_generated.schema.go "$$before/pkg/config/" 2>/dev/null || true; \
 	cp $(DASHBOARD) "$$before/dashboard.json" 2>/dev/null || true; \
 	cp $(API_DOCS) "$$before/api-reference.md" 2>/dev/null || true; \
 	$(MAKE) --no-print-directory generate manifests api-docs >/dev/null; \
@@ -265,13 +266,14 @@ verify-generated: $(BIN)/controller-gen ## Fail if the committed deepcopy, CRD (
 	diff -ruN "$$before/config/crd/bases" config/crd/bases || stale=1; \
 	diff -uN "$$before/config/rbac/role.yaml" config/rbac/role.yaml || stale=1; \
 	diff -uN "$$before/pkg/config/zz_generated.deepcopy.go" pkg/config/zz_generated.deepcopy.go || stale=1; \
+	diff -uN "$$before/pkg/config/zz_generated.schema.go" pkg/config/zz_generated.schema.go || stale=1; \
 	diff -uN "$$before/dashboard.json" $(DASHBOARD) || stale=1; \
 	diff -uN "$$before/api-reference.md" $(API_DOCS) || stale=1; \
 	for f in "$$before"/chart/* charts/mongoferry/templates/crd-*.yaml charts/mongoferry/templates/_manager-rules.tpl; do \
 	  [ -e "$$f" ] || continue; b="$$(basename "$$f")"; \
 	  diff -uN "$$before/chart/$$b" "charts/mongoferry/templates/$$b" || stale=1; \
 	done; \
-	if [ -n "$$CI" ]; then git diff --exit-code -- api config/crd config/rbac/role.yaml pkg/config/zz_generated.deepcopy.go 'charts/mongoferry/templates/crd-*.yaml' charts/mongoferry/templates/_manager-rules.tpl $(DASHBOARD) $(API_DOCS) || stale=1; fi; \
+	if [ -n "$$CI" ]; then git diff --exit-code -- api config/crd config/rbac/role.yaml pkg/config/zz_generated.deepcopy.go pkg/config/zz_generated.schema.go 'charts/mongoferry/templates/crd-*.yaml' charts/mongoferry/templates/_manager-rules.tpl $(DASHBOARD) $(API_DOCS) || stale=1; fi; \
 	if [ $$stale = 1 ]; then echo "generated files were stale and have been regenerated (above): review and commit them (make generate manifests api-docs)"; exit 1; fi
 
 ##@ Test servers and tools

@@ -34,9 +34,20 @@ type Source struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	CredentialsSecret string `json:"credentialsSecret,omitempty"`
-	// AuthSource is the database the user is defined in; admin by default.
+	// AuthSource is the database the user is defined in: admin by
+	// default, $external with PLAIN, MONGODB-X509 and MONGODB-AWS.
 	// +optional
 	AuthSource string `json:"authSource,omitempty"`
+	// AuthMechanism is how the user authenticates; the server's choice
+	// (SCRAM) when empty. PLAIN sends the credentialsSecret's username and
+	// password to an LDAP directory (or FerretDB); MONGODB-X509
+	// authenticates with the TLS client certificate (tls.certificateSecret
+	// or certificateKeySecret, no credentialsSecret); MONGODB-AWS with an
+	// AWS access key id and secret access key in the credentialsSecret, or
+	// without one from the worker pod's AWS role or AWS_* variables
+	// (workerTemplate).
+	// +optional
+	AuthMechanism config.AuthMechanism `json:"authMechanism,omitempty"`
 	// TLS says how to reach the source over TLS.
 	// +optional
 	TLS *TLS `json:"tls,omitempty"`
@@ -61,9 +72,20 @@ type Target struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	CredentialsSecret string `json:"credentialsSecret,omitempty"`
-	// AuthSource is the database the user is defined in; admin by default.
+	// AuthSource is the database the user is defined in: admin by
+	// default, $external with PLAIN, MONGODB-X509 and MONGODB-AWS.
 	// +optional
 	AuthSource string `json:"authSource,omitempty"`
+	// AuthMechanism is how the user authenticates; the server's choice
+	// (SCRAM) when empty. PLAIN sends the credentialsSecret's username and
+	// password to an LDAP directory (or FerretDB); MONGODB-X509
+	// authenticates with the TLS client certificate (tls.certificateSecret
+	// or certificateKeySecret, no credentialsSecret); MONGODB-AWS with an
+	// AWS access key id and secret access key in the credentialsSecret, or
+	// without one from the worker pod's AWS role or AWS_* variables
+	// (workerTemplate).
+	// +optional
+	AuthMechanism config.AuthMechanism `json:"authMechanism,omitempty"`
 	// TLS says how to reach the target over TLS.
 	// +optional
 	TLS *TLS `json:"tls,omitempty"`

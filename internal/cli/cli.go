@@ -1,6 +1,6 @@
 // Package cli is the ferry command line: the root command and its
 // subcommands, one package each under internal/cli (run, cutover, reset,
-// reverse, verify, load, demo, bench, servers, version), with the pieces they share
+// reverse, verify, load, demo, bench, servers, explain, version), with the pieces they share
 // in exit, flags, progress and servers.
 package cli
 
@@ -14,6 +14,7 @@ import (
 	"github.com/mongoferry/mongoferry/internal/cli/cutover"
 	"github.com/mongoferry/mongoferry/internal/cli/demo"
 	"github.com/mongoferry/mongoferry/internal/cli/exit"
+	"github.com/mongoferry/mongoferry/internal/cli/explain"
 	"github.com/mongoferry/mongoferry/internal/cli/load"
 	"github.com/mongoferry/mongoferry/internal/cli/reset"
 	"github.com/mongoferry/mongoferry/internal/cli/reverse"
@@ -35,7 +36,7 @@ how hard to push; the same fields make up a SyncTask's spec in Kubernetes.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(bench.NewCommand(), cutover.NewCommand(), demo.NewCommand(), load.NewCommand(), reset.NewCommand(), reverse.NewCommand(), run.NewCommand(), servers.NewCommand(), verify.NewCommand(), version.NewCommand())
+	root.AddCommand(bench.NewCommand(), cutover.NewCommand(), demo.NewCommand(), explain.NewCommand(), load.NewCommand(), reset.NewCommand(), reverse.NewCommand(), run.NewCommand(), servers.NewCommand(), verify.NewCommand(), version.NewCommand())
 	return root
 }
 

@@ -87,9 +87,9 @@ func reverseTask(task *syncv1alpha1.SyncTask, name string) (*syncv1alpha1.SyncTa
 	spec := *fwd.DeepCopy()
 	spec.Mode = config.ModeIncremental
 	spec.Source = syncv1alpha1.Source{URI: fwd.Target.URI, CredentialsSecret: fwd.Target.CredentialsSecret,
-		AuthSource: fwd.Target.AuthSource, TLS: fwd.Target.TLS.DeepCopy()}
+		AuthSource: fwd.Target.AuthSource, AuthMechanism: fwd.Target.AuthMechanism, TLS: fwd.Target.TLS.DeepCopy()}
 	spec.Target = syncv1alpha1.Target{URI: fwd.Source.URI, CredentialsSecret: fwd.Source.CredentialsSecret,
-		AuthSource: fwd.Source.AuthSource, TLS: fwd.Source.TLS.DeepCopy()}
+		AuthSource: fwd.Source.AuthSource, AuthMechanism: fwd.Source.AuthMechanism, TLS: fwd.Source.TLS.DeepCopy()}
 	spec.Namespaces = ns
 	spec.Incremental.StartAt = config.FormatPosition(ts)
 	spec.FullSync.DropTarget = false

@@ -58,6 +58,11 @@ type Options struct {
 	ReplSetName string
 	// TLS, when set, makes the server listen with TLS only.
 	TLS *TLS
+	// PostgreSQL, when set, is the URL of the PostgreSQL server (see
+	// StartPostgres) that stores the data instead of SQLite. FerretDB
+	// then authenticates clients with PLAIN only, as PostgreSQL users:
+	// Username and Password are such a user's, for the test's clients.
+	PostgreSQL string
 }
 
 // Server is a running FerretDB process.
@@ -164,19 +169,21 @@ func (s *Server) launch(ctx context.Context) error {
 	if o.TLS != nil {
 		plain = ""
 	}
-	args := []string{
-		"--handler=sqlite",
-		"--sqlite-url=file:" + filepath.Join(s.dir, "data") + "/",
-		"--state-dir=" + s.dir,
-		"--listen-addr=" + plain,
-		"--debug-addr=" + s.DebugAddr,
+	storage := []string{"--handler=sqlite", "--sqlite-url=file:" + filepath.Join(s.dir, "data") + "/"}
+	if o.PostgreSQL != "" {
+		storage = []string{"--handler=postgresql", "--postgresql-url=" + o.PostgreSQL}
+	}
+	args := append(storage,
+		"--state-dir="+s.dir,
+		"--listen-addr="+plain,
+		"--debug-addr="+s.DebugAddr,
 		"--telemetry=disable",
 		"--log-level=warn",
 		// Trim capped collections (the oplog) every second instead of every
 		// minute: FerretDB scans the whole oplog on every tailer re-open,
 		// so an oplog must stay near its capped size.
 		"--test-capped-cleanup-interval=1s",
-	}
+	)
 	if o.ReplSetName != "" {
 		args = append(args, "--repl-set-name="+o.ReplSetName)
 	}
@@ -186,7 +193,7 @@ func (s *Server) launch(ctx context.Context) error {
 			args = append(args, "--listen-tls-ca-file="+o.TLS.CAFile)
 		}
 	}
-	if o.Username != "" {
+	if o.Username != "" && o.PostgreSQL == "" {
 		args = append(args, "--test-enable-new-auth", "--setup-database=admin",
 			"--setup-username="+o.Username, "--setup-password="+o.Password)
 	}
@@ -266,6 +273,9 @@ func (s *Server) AuthURI() string {
 	}
 	u := url.URL{Scheme: "mongodb", Host: s.Addr, Path: "/",
 		User: url.UserPassword(s.opts.Username, s.opts.Password), RawQuery: "directConnection=true"}
+	if s.opts.PostgreSQL != "" {
+		u.RawQuery += "&authMechanism=PLAIN"
+	}
 	return u.String()
 }
 

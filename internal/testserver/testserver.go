@@ -106,3 +106,21 @@ func MustCA(t testing.TB, cn string) (*CA, Files) {
 	}
 	return ca, files
 }
+
+// Postgres is ferretdb.Postgres.
+type Postgres = ferretdb.Postgres
+
+// StartPostgres starts a PostgreSQL server whose only user is username
+// with password, for a FerretDB that accepts only PLAIN authentication
+// (Options.PostgreSQL), and stops it when the test ends. Without
+// PostgreSQL on the machine the test fails, saying how to install it.
+func StartPostgres(t testing.TB, username, password string) *Postgres {
+	t.Helper()
+	testutil.SkipInShort(t, "a PostgreSQL server")
+	p, err := ferretdb.StartPostgres(context.Background(), username, password)
+	if err != nil {
+		t.Fatalf("start PostgreSQL: %v", err)
+	}
+	t.Cleanup(p.Stop)
+	return p
+}

@@ -226,12 +226,52 @@ type Endpoint struct {
 	// PasswordEnv is an environment variable holding the password.
 	// +optional
 	PasswordEnv string `json:"passwordEnv,omitempty"`
-	// AuthSource is the authentication database; admin by default.
+	// AuthSource is the database the user is defined in: admin by
+	// default, $external with PLAIN, MONGODB-X509 and MONGODB-AWS.
 	// +optional
 	AuthSource string `json:"authSource,omitempty"`
+	// AuthMechanism is how the user authenticates; the server's choice
+	// (SCRAM) when empty. PLAIN sends username and password to an LDAP
+	// directory (or FerretDB); MONGODB-X509 authenticates with the TLS
+	// client certificate (tls.certificateKeyFile, no password);
+	// MONGODB-AWS with an AWS access key id and secret access key as
+	// username and password, or without them from the AWS_* environment
+	// variables or the pod's AWS role.
+	// +optional
+	AuthMechanism AuthMechanism `json:"authMechanism,omitempty"`
 	// TLS settings.
 	// +optional
 	TLS *TLS `json:"tls,omitempty"`
+}
+
+// AuthMechanism is an authentication mechanism of MongoDB.
+// +kubebuilder:validation:Enum=SCRAM-SHA-1;SCRAM-SHA-256;PLAIN;MONGODB-X509;MONGODB-AWS
+type AuthMechanism string
+
+// Authentication mechanisms.
+const (
+	AuthSCRAMSHA1   AuthMechanism = "SCRAM-SHA-1"
+	AuthSCRAMSHA256 AuthMechanism = "SCRAM-SHA-256"
+	AuthPLAIN       AuthMechanism = "PLAIN"
+	AuthX509        AuthMechanism = "MONGODB-X509"
+	AuthAWS         AuthMechanism = "MONGODB-AWS"
+)
+
+// External reports whether the mechanism's users are defined outside the
+// server (an LDAP directory, a certificate, AWS IAM), whose authSource is
+// $external.
+func (m AuthMechanism) External() bool {
+	return m == AuthPLAIN || m == AuthX509 || m == AuthAWS
+}
+
+// DefaultAuthSource is the authSource an endpoint with mechanism m and no
+// authSource of its own uses: $external for PLAIN, MONGODB-X509 and
+// MONGODB-AWS, admin otherwise.
+func DefaultAuthSource(m AuthMechanism) string {
+	if m.External() {
+		return "$external"
+	}
+	return "admin"
 }
 
 // TargetSharding is target.sharding.

@@ -119,7 +119,7 @@ func TestParseAccepts(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	const (
-		unknown = ": unknown field: check its spelling and indentation against `ferry run --help` or config/samples"
+		unknown = ": unknown field: check its spelling and indentation against `ferry explain task` (every field of a task file, its type, default and meaning) or docs/cli.md"
 		sameAs  = "; a task copies from one deployment to another: point target.uri at the destination"
 	)
 	cases := []struct {
@@ -162,6 +162,16 @@ func TestParseErrors(t *testing.T) {
 			`namespaces.rename[0].to: "mongoferry" is a reserved database: choose another target name`},
 		{"rename to custom checkpoint database", taskYAML("checkpoint: {database: state}\nnamespaces: {rename: [{from: shop, to: state}]}"),
 			`namespaces.rename[0].to: "state" is a reserved database: choose another target name`},
+		{"rename onto a collection name with $", taskYAML("namespaces: {rename: [{from: shop.orders, to: shop.or$ders}]}"),
+			`namespaces.rename[0].to: "shop.or$ders" (the new name of "shop.orders") is not a name MongoDB accepts: collection name "or$ders" contains "$", which MongoDB refuses in collection names; choose another target name`},
+		{"rename onto database names MongoDB refuses", taskYAML("namespaces: {rename: [{from: shop, to: sh$op}, {from: crm, to: a/b}, {from: web.logs, to: a b.logs}]}"),
+			`namespaces.rename[0].to: "sh$op" (the new name of "shop") is not a name MongoDB accepts: database name "sh$op" contains "$", which MongoDB refuses in database names (any of / \ . space " $ * < > : | ? and NUL); choose another target name` + "\n" +
+				`namespaces.rename[1].to: "a/b" (the new name of "crm") is not a name MongoDB accepts: database name "a/b" contains "/", which MongoDB refuses in database names (any of / \ . space " $ * < > : | ? and NUL); choose another target name` + "\n" +
+				`namespaces.rename[2].to: "a b.logs" (the new name of "web.logs") is not a name MongoDB accepts: database name "a b" contains " ", which MongoDB refuses in database names (any of / \ . space " $ * < > : | ? and NUL); choose another target name`},
+		{"rename onto a long database name", taskYAML("namespaces: {rename: [{from: shop, to: " + strings.Repeat("d", 64) + "}]}"),
+			`namespaces.rename[0].to: "` + strings.Repeat("d", 64) + `" (the new name of "shop") is not a name MongoDB accepts: database name "` + strings.Repeat("d", 64) + `" is 64 bytes long; MongoDB allows at most 63; choose another target name`},
+		{"rename onto a system collection", taskYAML("namespaces: {rename: [{from: shop.orders, to: shop.system.orders}]}"),
+			`namespaces.rename[0].to: "shop.system.orders" (the new name of "shop.orders") is not a name MongoDB accepts: collection name "system.orders" starts with "system.", which MongoDB reserves for its own collections; choose another target name`},
 		{"rename without to", taskYAML("namespaces: {rename: [{from: shop}]}"),
 			"namespaces.rename[0]: from and to are both required, for example {from: sales, to: sales_copy} or {from: sales.orders, to: archive.orders}"},
 
@@ -191,6 +201,19 @@ func TestParseErrors(t *testing.T) {
 			`source.kind: must be one of auto, replicaSet, sharded, got "standalone"`},
 		{"threads out of range", taskYAML("threads: {readers: -1, writers: 257}"),
 			"threads.readers: must be between 1 and 256, got -1\nthreads.writers: must be between 1 and 256, got 257"},
+		{"threads 0 and negative, both named", taskYAML("threads: {readers: 0, writers: -2}"),
+			"threads.readers: must be between 1 and 256, got 0 (0 is not a default here: leave the field out for its default)\nthreads.writers: must be between 1 and 256, got -2"},
+		{"workers 0", taskYAML("fullSync: {workers: 0}"),
+			"fullSync.workers: must be between 1 and 64, got 0 (0 is not a default here: leave the field out for its default)"},
+		{"every number written as 0", taskYAML("cache: {bucketNum: 0, bucketSize: 0, batchSize: 0}\nfullSync: {rangeDocuments: 0}\nverify: {sampleSize: 0, intervalSeconds: 0, rechecks: 0}\ncutover: {maxLagSeconds: 0}"),
+			"cache.bucketNum: must be between 1 and 1024, got 0 (0 is not a default here: leave the field out for its default)\n" +
+				"cache.bucketSize: must be between 1 and 1024, got 0 (0 is not a default here: leave the field out for its default)\n" +
+				"cache.batchSize: must be between 1 and 100000, got 0 (0 is not a default here: leave the field out for its default)\n" +
+				"fullSync.rangeDocuments: must be at least 1, got 0 (0 is not a default here: leave the field out for its default)\n" +
+				"cutover.maxLagSeconds: must be between 1 and 3600, got 0 (0 is not a default here: leave the field out for its default)\n" +
+				"verify.sampleSize: must be at least 1, got 0 (0 is not a default here: leave the field out for its default)\n" +
+				"verify.intervalSeconds: must be at least 1, got 0 (0 is not a default here: leave the field out for its default)\n" +
+				"verify.rechecks: must be between 1 and 100, got 0 (0 is not a default here: leave the field out for its default)"},
 		{"batchSize out of range", taskYAML("cache: {batchSize: 100001}"), "cache.batchSize: must be between 1 and 100000, got 100001"},
 		{"rangeDocuments", taskYAML("fullSync: {rangeDocuments: -5}"), "fullSync.rangeDocuments: must be at least 1, got -5"},
 		{"workers out of range", taskYAML("fullSync: {workers: 65}"), "fullSync.workers: must be between 1 and 64, got 65"},
@@ -239,6 +262,25 @@ func TestParseErrors(t *testing.T) {
 			"source.shards: lists the shards of a sharded source: remove it, or set source.kind to sharded (or auto)"},
 		{"shards on the target", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", shards: [{name: rs0, uri: "mongodb://10.0.0.5/"}]`, ""),
 			"target.shards: lists shard addresses, which only a sharded source reads: remove it (a sharded target is written through mongos)"},
+
+		// Authentication mechanisms.
+		{"PLAIN in the URI without a username", endpointsYAML(`uri: "mongodb://10.0.0.1/?authMechanism=PLAIN"`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.uri: names authMechanism=PLAIN, which needs a username and password: set source.username with source.passwordEnv or source.passwordFile, and source.authMechanism: PLAIN instead of the URI option"},
+		{"PLAIN in the URI, username in the task", endpointsYAML(`uri: "mongodb://10.0.0.1/?authMechanism=PLAIN", username: ferry, passwordEnv: SRC_PASSWORD`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.uri: names authMechanism=PLAIN while the credentials are in source.username: set source.authMechanism: PLAIN in the task instead of the URI option"},
+		{"a mechanism in both places", endpointsYAML(`uri: "mongodb://10.0.0.1/?authMechanism=PLAIN", authMechanism: PLAIN, username: ferry, passwordEnv: SRC_PASSWORD`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.uri: names authMechanism=PLAIN and source.authMechanism is set too: keep source.authMechanism and remove the URI option"},
+		{"an unknown mechanism", endpointsYAML(`uri: "mongodb://10.0.0.1/", authMechanism: GSSAPI, username: ferry, passwordEnv: SRC_PASSWORD`, `uri: "mongodb://10.0.0.2/"`, ""),
+			`source.authMechanism: must be one of SCRAM-SHA-1, SCRAM-SHA-256, PLAIN, MONGODB-X509, MONGODB-AWS, got "GSSAPI"`},
+		{"PLAIN without credentials", endpointsYAML(`uri: "mongodb://10.0.0.1/", authMechanism: PLAIN`, `uri: "mongodb://10.0.0.2/", authMechanism: PLAIN, username: ferry`, ""),
+			"source.username: is required with authMechanism PLAIN: set it, with source.passwordEnv or source.passwordFile\n" +
+				"target.passwordEnv: authMechanism PLAIN sends a password: set target.passwordEnv or target.passwordFile"},
+		{"X.509 with a password and no certificate", endpointsYAML(`uri: "mongodb://10.0.0.1/", authMechanism: MONGODB-X509, username: ferry, passwordEnv: SRC_PASSWORD, authSource: admin`, `uri: "mongodb://10.0.0.2/"`, ""),
+			"source.authMechanism: MONGODB-X509 authenticates with the TLS client certificate, not a password: remove source.passwordEnv and source.passwordFile\n" +
+				"source.tls: authMechanism MONGODB-X509 needs a TLS client certificate: set source.tls.enabled: true and source.tls.certificateKeyFile (or certificateFile with privateKeyFile)\n" +
+				`source.authSource: must be $external with authMechanism MONGODB-X509 (or left out), got "admin"`},
+		{"AWS with a key id and no secret", endpointsYAML(`uri: "mongodb://10.0.0.1/"`, `uri: "mongodb://10.0.0.2/", authMechanism: MONGODB-AWS, username: AKIAEXAMPLE`, ""),
+			"target.passwordEnv: MONGODB-AWS with a username (the AWS access key id) needs the secret access key: set target.passwordEnv or target.passwordFile, or remove target.username to take the credentials from the AWS_* environment variables or the pod's AWS role"},
 
 		{"TLS Secrets in a task file", endpointsYAML(`uri: "mongodb://10.0.0.1/", tls: {enabled: true, caSecret: {name: ca, key: ca.crt}}`, `uri: "mongodb://10.0.0.2/"`, ""),
 			"source.tls.caSecret: names a Kubernetes Secret, which only a SyncTask mounts: in a task file, use source.tls.caFile"},
@@ -305,6 +347,24 @@ func TestParseErrors(t *testing.T) {
 				t.Errorf("errors.Is(%v, ErrInvalid) = false", err)
 			}
 		})
+	}
+}
+
+// TestParseAcceptsMechanisms checks the credentials each mechanism takes.
+func TestParseAcceptsMechanisms(t *testing.T) {
+	for _, src := range []string{
+		`uri: "mongodb://10.0.0.1/", authMechanism: PLAIN, username: ferry, passwordEnv: SRC_PASSWORD`,
+		`uri: "mongodb://10.0.0.1/", authMechanism: SCRAM-SHA-256, username: ferry, passwordFile: /run/pw, authSource: users`,
+		`uri: "mongodb://10.0.0.1/", authMechanism: MONGODB-X509, tls: {enabled: true, certificateKeyFile: /tls/client.pem}`,
+		`uri: "mongodb://10.0.0.1/", authMechanism: MONGODB-X509, authSource: $external, tls: {enabled: true, certificateFile: /tls/tls.crt, privateKeyFile: /tls/tls.key}`,
+		`uri: "mongodb://10.0.0.1/", authMechanism: MONGODB-AWS`,
+		`uri: "mongodb://10.0.0.1/", authMechanism: MONGODB-AWS, username: AKIAEXAMPLE, passwordEnv: AWS_SECRET`,
+		`uri: "mongodb://10.0.0.1/?authMechanism=MONGODB-X509&tls=true&tlsCertificateKeyFile=/tls/c.pem"`,
+		`uri: "mongodb://ferry:pw@10.0.0.1/?authMechanism=PLAIN"`,
+	} {
+		if _, err := Parse([]byte(endpointsYAML(src, `uri: "mongodb://10.0.0.2/"`, ""))); err != nil {
+			t.Errorf("source {%s}: %v", src, err)
+		}
 	}
 }
 

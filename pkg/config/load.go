@@ -40,10 +40,68 @@ func Parse(data []byte) (*Task, error) {
 		return nil, decodeError(err, jsonData)
 	}
 	t.SetDefaults()
+	// A number written as 0 where 0 is not allowed (threads.readers: 0,
+	// fullSync.workers: 0) reads like a field left out, which takes its
+	// default. Keep it 0, so that validation refuses it as the SyncTask's
+	// schema (minimum 1) does, along with every other bad field.
+	var doc any
+	if json.Unmarshal(jsonData, &doc) == nil {
+		for _, path := range writtenZeros(doc, "") {
+			setZero(reflect.ValueOf(&t).Elem(), path)
+		}
+	}
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
 	return &t, nil
+}
+
+// writtenZeros returns the paths (threads.readers) of the numbers written
+// as 0 in doc, a decoded JSON document.
+func writtenZeros(doc any, path string) []string {
+	var out []string
+	switch v := doc.(type) {
+	case map[string]any:
+		for k, e := range v {
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			out = append(out, writtenZeros(e, p)...)
+		}
+	case float64:
+		if v == 0 && path != "" {
+			out = append(out, path)
+		}
+	}
+	return out
+}
+
+// setZero sets the whole-number field at path (a.b.c, no list indexes)
+// of struct v to 0.
+func setZero(v reflect.Value, path string) {
+	for name := range strings.SplitSeq(path, ".") {
+		for v.Kind() == reflect.Pointer {
+			if v.IsNil() {
+				return
+			}
+			v = v.Elem()
+		}
+		if v.Kind() != reflect.Struct {
+			return
+		}
+		f, ok := fieldValue(v, name)
+		if !ok {
+			return
+		}
+		v = f
+	}
+	switch v.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if v.CanSet() {
+			v.SetInt(0)
+		}
+	}
 }
 
 func decodeError(err error, jsonData []byte) error {
@@ -59,7 +117,7 @@ func decodeError(err error, jsonData []byte) error {
 		if msg, ok := syncTaskOnly(field); ok {
 			return ValidationError{{Field: field, Message: msg}}
 		}
-		return ValidationError{{Field: field, Message: "unknown field: check its spelling and indentation against `ferry run --help` or config/samples"}}
+		return ValidationError{{Field: field, Message: "unknown field: check its spelling and indentation against `ferry explain task` (every field of a task file, its type, default and meaning) or docs/cli.md"}}
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
@@ -161,6 +219,26 @@ func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
 		}
 	}
 	return reflect.StructField{}, false
+}
+
+// fieldValue is the field of struct value v named name in JSON, looking
+// into inlined structs as jsonField does.
+func fieldValue(v reflect.Value, name string) (reflect.Value, bool) {
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "" && f.Anonymous {
+			if g, ok := fieldValue(v.Field(i), name); ok {
+				return g, true
+			}
+			continue
+		}
+		if strings.EqualFold(tag, name) || (tag == "" && strings.EqualFold(f.Name, name)) {
+			return v.Field(i), true
+		}
+	}
+	return reflect.Value{}, false
 }
 
 // yamlValue names JSON value kinds the way a YAML task file writes them.

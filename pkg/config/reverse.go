@@ -76,7 +76,7 @@ func (t *Task) Reverse(startAt string) (*Task, error) {
 
 // endpointOnly is e without the fields that only apply to one side.
 func endpointOnly(e Endpoint) Endpoint {
-	out := Endpoint{URI: e.URI, Username: e.Username, PasswordFile: e.PasswordFile, PasswordEnv: e.PasswordEnv, AuthSource: e.AuthSource}
+	out := Endpoint{URI: e.URI, Username: e.Username, PasswordFile: e.PasswordFile, PasswordEnv: e.PasswordEnv, AuthSource: e.AuthSource, AuthMechanism: e.AuthMechanism}
 	if e.TLS != nil {
 		out.TLS = e.TLS.DeepCopy()
 	}

@@ -110,7 +110,7 @@ func (s *Spec) Validate() error {
 	oneOf(add, "fullSync.onConflict", string(s.FullSync.OnConflict), ConflictOverwrite, ConflictSkip, ConflictFail)
 	oneOf(add, "fullSync.indexBuild", string(s.FullSync.IndexBuild), IndexesBefore, IndexesAfter)
 	if s.FullSync.RangeDocuments < 1 {
-		add("fullSync.rangeDocuments", "must be at least 1, got %d", s.FullSync.RangeDocuments)
+		add("fullSync.rangeDocuments", "must be at least 1, got %d%s", s.FullSync.RangeDocuments, zeroHint(s.FullSync.RangeDocuments))
 	}
 	oneOf(add, "fullSync.split", string(s.FullSync.Split), SplitAuto, SplitAlways, SplitNever)
 	oneOf(add, "fullSync.shardedCopy", string(s.FullSync.ShardedCopy), ShardedCopyPerShard, ShardedCopyRouter)
@@ -127,13 +127,13 @@ func (s *Spec) Validate() error {
 	oneOf(add, "verify.mode", string(s.Verify.Mode), VerifyNone, VerifyCount, VerifyHash, VerifySample)
 	oneOf(add, "cutover.verify", string(s.Cutover.Verify), VerifyNone, VerifyCount, VerifyHash, VerifySample)
 	if s.Cutover.MaxLagSeconds < 1 || s.Cutover.MaxLagSeconds > 3600 {
-		add("cutover.maxLagSeconds", "must be between 1 and 3600, got %d", s.Cutover.MaxLagSeconds)
+		add("cutover.maxLagSeconds", "must be between 1 and 3600, got %d%s", s.Cutover.MaxLagSeconds, zeroHint(int64(s.Cutover.MaxLagSeconds)))
 	}
 	if s.Verify.SampleSize < 1 {
-		add("verify.sampleSize", "must be at least 1, got %d", s.Verify.SampleSize)
+		add("verify.sampleSize", "must be at least 1, got %d%s", s.Verify.SampleSize, zeroHint(int64(s.Verify.SampleSize)))
 	}
 	if s.Verify.IntervalSeconds < 1 {
-		add("verify.intervalSeconds", "must be at least 1, got %d", s.Verify.IntervalSeconds)
+		add("verify.intervalSeconds", "must be at least 1, got %d%s", s.Verify.IntervalSeconds, zeroHint(int64(s.Verify.IntervalSeconds)))
 	}
 	intRange(add, "verify.rechecks", s.Verify.Rechecks, 1, 100)
 	if n, err := s.Verify.MaxPendingBytes.Bytes(); err != nil {
@@ -191,19 +191,78 @@ func validateEndpoint(add func(string, string, ...any), name string, e *Endpoint
 			add(f+".uri", "contains credentials: shards are reached with %s.username and its password; remove them from the URI", name)
 		}
 	}
+	validateAuth(add, name, e)
 	if strings.TrimSpace(e.URI) == "" {
 		add(name+".uri", "is required: write it as mongodb://host:port/")
 		return nil
 	}
-	cs, err := connstring.ParseAndValidate(e.URI)
+	cs, err := connstring.Parse(e.URI)
 	if err != nil {
 		add(name+".uri", "is not a valid MongoDB URI (%s): %s; write it as mongodb://host:port/?options", Redact(e.URI), RedactError(err, e.URI))
 		return nil
 	}
 	if (cs.Username != "" || cs.PasswordSet) && e.Username != "" {
 		add(name+".uri", "contains credentials and %s.username is set too: keep credentials in one place, outside the URI", name)
+		return cs
+	}
+	if m := cs.AuthMechanism; m != "" && cs.Username == "" {
+		// The mechanism belongs next to the credentials it reads.
+		switch {
+		case e.AuthMechanism != "":
+			add(name+".uri", "names authMechanism=%s and %s.authMechanism is set too: keep %s.authMechanism and remove the URI option", m, name, name)
+		case e.Username != "":
+			add(name+".uri", "names authMechanism=%s while the credentials are in %s.username: set %s.authMechanism: %s in the task instead of the URI option", m, name, name, m)
+		case strings.EqualFold(m, string(AuthPLAIN)) || strings.HasPrefix(strings.ToUpper(m), "SCRAM"):
+			add(name+".uri", "names authMechanism=%s, which needs a username and password: set %s.username with %s.passwordEnv or %s.passwordFile, and %s.authMechanism: %s instead of the URI option",
+				m, name, name, name, name, strings.ToUpper(m))
+		default:
+			if err := cs.Validate(); err != nil {
+				add(name+".uri", "is not a valid MongoDB URI (%s): %s; write it as mongodb://host:port/?options", Redact(e.URI), RedactError(err, e.URI))
+			}
+		}
+		return cs
+	}
+	if err := cs.Validate(); err != nil {
+		add(name+".uri", "is not a valid MongoDB URI (%s): %s; write it as mongodb://host:port/?options", Redact(e.URI), RedactError(err, e.URI))
+		return nil
 	}
 	return cs
+}
+
+// validateAuth checks an endpoint's authMechanism against its
+// credentials: PLAIN and SCRAM need a username and a password,
+// MONGODB-X509 a TLS client certificate and no password, MONGODB-AWS a
+// secret access key with an access key id; the external mechanisms take
+// authSource $external.
+func validateAuth(add func(string, string, ...any), name string, e *Endpoint) {
+	m := e.AuthMechanism
+	if m == "" {
+		return
+	}
+	oneOf(add, name+".authMechanism", string(m), AuthSCRAMSHA1, AuthSCRAMSHA256, AuthPLAIN, AuthX509, AuthAWS)
+	password := e.PasswordEnv != "" || e.PasswordFile != ""
+	switch m {
+	case AuthSCRAMSHA1, AuthSCRAMSHA256, AuthPLAIN:
+		if e.Username == "" {
+			add(name+".username", "is required with authMechanism %s: set it, with %s.passwordEnv or %s.passwordFile", m, name, name)
+		} else if !password {
+			add(name+".passwordEnv", "authMechanism %s sends a password: set %s.passwordEnv or %s.passwordFile", m, name, name)
+		}
+	case AuthX509:
+		if password {
+			add(name+".authMechanism", "MONGODB-X509 authenticates with the TLS client certificate, not a password: remove %s.passwordEnv and %s.passwordFile", name, name)
+		}
+		if t := e.TLS; t == nil || !t.Enabled || (t.CertificateKeyFile == "" && t.CertificateFile == "") {
+			add(name+".tls", "authMechanism MONGODB-X509 needs a TLS client certificate: set %s.tls.enabled: true and %s.tls.certificateKeyFile (or certificateFile with privateKeyFile)", name, name)
+		}
+	case AuthAWS:
+		if e.Username != "" && !password {
+			add(name+".passwordEnv", "MONGODB-AWS with a username (the AWS access key id) needs the secret access key: set %s.passwordEnv or %s.passwordFile, or remove %s.username to take the credentials from the AWS_* environment variables or the pod's AWS role", name, name, name)
+		}
+	}
+	if (m == AuthX509 || m == AuthAWS) && e.AuthSource != "" && e.AuthSource != "$external" {
+		add(name+".authSource", "must be $external with authMechanism %s (or left out), got %q", m, e.AuthSource)
+	}
 }
 
 // validateTLS checks that TLS files are named only with TLS on (the files
@@ -241,8 +300,12 @@ func validateRenames(add func(string, string, ...any), renames []Rename, checkpo
 			add(f, "maps %q to %q: rename a database to a database or db.collection to db.collection", r.From, r.To)
 			continue
 		}
-		db, _, _ := strings.Cut(r.To, ".")
-		if slices.Contains(InternalDatabases, db) || db == checkpointDB {
+		db, coll, _ := strings.Cut(r.To, ".")
+		if err := CheckDatabaseName(db); err != nil {
+			add(f+".to", "%q (the new name of %q) is not a name MongoDB accepts: %v; choose another target name", r.To, r.From, err)
+		} else if err := CheckCollectionName(db, coll); toColl && err != nil {
+			add(f+".to", "%q (the new name of %q) is not a name MongoDB accepts: %v; choose another target name", r.To, r.From, err)
+		} else if slices.Contains(InternalDatabases, db) || db == checkpointDB {
 			add(f+".to", "%q is a reserved database: choose another target name", db)
 		}
 		if seenFrom[r.From] {
@@ -286,8 +349,18 @@ func (s *Spec) validateCopyWorkers(add func(string, string, ...any)) {
 
 func intRange(add func(string, string, ...any), field string, v, lo, hi int) {
 	if v < lo || v > hi {
-		add(field, "must be between %d and %d, got %d", lo, hi, v)
+		add(field, "must be between %d and %d, got %d%s", lo, hi, v, zeroHint(int64(v)))
 	}
+}
+
+// zeroHint is added to the message of a number that may not be 0 when it
+// is: 0 is refused, not read as "the default" (the SyncTask's schema
+// refuses it too).
+func zeroHint(v int64) string {
+	if v != 0 {
+		return ""
+	}
+	return " (0 is not a default here: leave the field out for its default)"
 }
 
 func sameHosts(a, b []string) bool {

@@ -64,6 +64,9 @@ func (e *Engine) runCopyOnly(ctx context.Context) error {
 		rec, err := e.store.Task(ctx)
 		switch {
 		case err == nil && rec.CopyDone:
+			if err := e.copier.HelpDone(ctx); err != nil {
+				return err
+			}
 			e.log.Info("copy-only worker: the task's run recorded the full copy done; nothing left for this worker")
 			e.setPhase(PhaseCompleted)
 			return nil

@@ -337,6 +337,9 @@ type Copier interface {
 	// HelpCopy copies, in a copy-only worker, the ranges of the task's
 	// plan it can claim, and returns how many are not done yet.
 	HelpCopy(ctx context.Context) (int, error)
+	// HelpDone ends a helper's copy once it is recorded done, counting
+	// the ranges finished since it last looked.
+	HelpDone(ctx context.Context) error
 }
 
 // Replayer is oplog replay as the engine drives it in its Streaming phase

@@ -25,8 +25,12 @@ func (e *Engine) checkSelection(ctx context.Context) error {
 		return err
 	}
 	sel := e.mapper.Select(names)
-	for _, why := range sel.Warnings {
-		e.baseLog().WarnContext(ctx, why)
+	if msg := sel.Waiting(e.task.Namespaces.Include); msg != "" && e.task.Mode != config.ModeFull {
+		e.baseLog().WarnContext(ctx, msg)
+	} else {
+		for _, why := range sel.Warnings {
+			e.baseLog().WarnContext(ctx, why)
+		}
 	}
 	if err := sel.Err(); err != nil && (e.task.Mode == config.ModeFull || sel.Excluded) {
 		return err

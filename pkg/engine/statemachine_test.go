@@ -56,6 +56,7 @@ func (c *fakeCopier) Preflight(context.Context) error { return nil }
 func (c *fakeCopier) Copied(string, string, int64, int64) {}
 
 func (c *fakeCopier) HelpCopy(context.Context) (int, error) { return 0, nil }
+func (c *fakeCopier) HelpDone(context.Context) error        { return nil }
 
 func (c *fakeCopier) Run(ctx context.Context) error {
 	c.runs++

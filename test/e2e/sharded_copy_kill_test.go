@@ -340,11 +340,13 @@ func copyDone(ctx context.Context, meta *mongo.Database, task string) bool {
 // rangeRecord is a document of the range leases collection: one
 // attempt's lease of a range, or (Done) the range's done record.
 type rangeRecord struct {
-	Range   string `bson:"range"`
-	Attempt int    `bson:"attempt"`
-	Owner   string `bson:"owner"`
-	Done    bool   `bson:"done"`
-	Docs    int64  `bson:"docs"`
+	Range   string    `bson:"range"`
+	Attempt int       `bson:"attempt"`
+	Owner   string    `bson:"owner"`
+	Done    bool      `bson:"done"`
+	Docs    int64     `bson:"docs"`
+	Bytes   int64     `bson:"bytes"`
+	At      time.Time `bson:"at"`
 }
 
 // rangeRecords returns the task's leases and done records.

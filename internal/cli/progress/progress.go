@@ -130,8 +130,8 @@ func barLine(s engine.Status) string {
 		if c.Percent < 100 {
 			eta = etaText(c.ETASeconds)
 		}
-		detail = fmt.Sprintf("%s/%s docs  %s/s  %s docs/s  ETA %s  %s",
-			Count(c.Documents), Count(c.EstimatedDocuments), Bytes(int64(c.BytesPerSecond)), Count(int64(c.DocsPerSecond)), eta, c.Stage)
+		detail = fmt.Sprintf("%s/%s docs (%s here)  %s/s  %s docs/s  ETA %s  %s",
+			Count(c.Documents), Count(c.EstimatedDocuments), Count(c.CopiedThisRun), Bytes(int64(c.BytesPerSecond)), Count(int64(c.DocsPerSecond)), eta, c.Stage)
 		detail += "  " + startupText(s)
 		if active := copying(c); len(active) > 0 {
 			// The namespace expected to finish last sets the pace.
@@ -183,7 +183,8 @@ func logProgress(log *slog.Logger, s engine.Status) {
 		log.Info("progress", "phase", s.Phase, "ns", s.Verify.CurrentNS, "done", s.Verify.Done, "total", s.Verify.Total)
 	default:
 		log.Info("progress", "phase", s.Phase, "stage", c.Stage, "percent", fmt.Sprintf("%.1f", c.Percent),
-			"documents", c.Documents, "estimated", c.EstimatedDocuments, "docsPerSecond", int64(c.DocsPerSecond),
+			"documents", c.Documents, "estimated", c.EstimatedDocuments, "bytes", c.Bytes,
+			"copiedHere", c.CopiedThisRun, "copiedHereBytes", c.CopiedBytesThisRun, "docsPerSecond", int64(c.DocsPerSecond),
 			"bytesPerSecond", int64(c.BytesPerSecond), "etaSeconds", int64(c.ETASeconds), "bufferedBytes", c.BufferedBytes,
 			"startupSeconds", fmt.Sprintf("%.1f", s.StartupSeconds), "starting", s.Starting)
 		for _, n := range copying(c) {

@@ -298,6 +298,7 @@ func Run(ctx context.Context, f Flags) error {
 		return exit.Error{Code: code}
 	}
 	log.Info("done", "task", task.Name, "phase", s.Phase, "documents", s.Copy.Documents, "bytes", s.Copy.Bytes,
+		"copiedHere", s.Copy.CopiedThisRun, "copiedHereBytes", s.Copy.CopiedBytesThisRun,
 		"seconds", fmt.Sprintf("%.1f", s.ElapsedSeconds), "peakBufferedBytes", s.Copy.PeakBufferedBytes, "peakRSSBytes", procstat.SelfPeakRSS())
 	idleCopyWorker(ctx, f, log)
 	return nil

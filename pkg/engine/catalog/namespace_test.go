@@ -15,6 +15,7 @@ func TestSelect(t *testing.T) {
 		include, exclude []string
 		selected         []string // namespaces Select keeps
 		warn             []string // in the warnings, in order
+		notWarn          []string // in no warning
 		excluded         bool
 		err              []string // in Err's message; none when Err is nil
 	}{
@@ -24,6 +25,14 @@ func TestSelect(t *testing.T) {
 		{name: "written as unanchored: selects nothing", include: []string{`^shop\.`},
 			warn: []string{"namespaces.include[0] `^shop\\.` selects no collection on the source", `shop\..*`},
 			err:  []string{"selects no collection", "namespaces.include[0] `^shop\\.` selects no collection", "change namespaces.include or namespaces.exclude"}},
+		{name: "a database that does not exist: no hint of another one", include: []string{`nosuch\..*`},
+			warn: []string{"namespaces.include[0] `nosuch\\..*` selects no collection on the source (its databases are shop and crm): " +
+				"no database or collection of that name exists on the source yet, or the pattern has a typo"},
+			notWarn: []string{"shop\\..*", "write `"}, err: []string{"its databases are shop and crm"}},
+		{name: "a database's name alone", include: []string{`shop`},
+			warn: []string{"(its databases are shop and crm): a pattern matches the whole db.collection (^ and $ are implied); for every collection of that database write `shop\\..*`, which selects shop.orders and shop.users"}, err: []string{"write `shop\\..*`"}},
+		{name: "part of a collection's name", include: []string{`leads`},
+			warn: []string{"for the names that contain it write `.*(?:leads).*`, which selects crm.leads"}, err: []string{"crm.leads"}},
 		{name: "one of two patterns matches nothing", include: []string{`crm\.leads`, `billing\..*`}, selected: []string{"crm.leads"},
 			warn: []string{"namespaces.include[1] `billing\\..*` selects no collection"}},
 		{name: "included, then excluded: the exclude is named", include: []string{`shop\.orders`}, exclude: []string{`shop\..*`}, excluded: true,
@@ -51,6 +60,11 @@ func TestSelect(t *testing.T) {
 			for _, w := range tc.warn {
 				if !strings.Contains(warnings, w) {
 					t.Errorf("warnings %q: want %q", warnings, w)
+				}
+			}
+			for _, w := range tc.notWarn {
+				if strings.Contains(warnings, w) {
+					t.Errorf("warnings %q: want no %q", warnings, w)
 				}
 			}
 			if len(tc.warn) == 0 && len(s.Warnings) > 0 {
@@ -166,5 +180,30 @@ func TestClaims(t *testing.T) {
 	c.ReleaseDB("crm")
 	if err := c.Claim(orders); err != nil {
 		t.Fatalf("after crm was dropped: %v", err)
+	}
+}
+
+// TestSelectionWaiting checks the message of a replaying task whose
+// include selects nothing yet: it says so plainly, names the patterns and
+// the source's databases, and that later collections will be replayed.
+func TestSelectionWaiting(t *testing.T) {
+	source := []Namespace{{"shop", "orders"}, {"crm", "leads"}}
+	m, err := NewMapper(config.Namespaces{Include: []string{`nosuch\..*`, `other\.x`}}, "mongoferry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := m.Select(source).Waiting([]string{`nosuch\..*`, `other\.x`})
+	for _, want := range []string{
+		"nothing is selected yet, so the copy is empty; collections created later that match namespaces.include `nosuch\\..*`, `other\\.x` will be replayed.",
+		"namespaces.include[0] `nosuch\\..*` selects no collection on the source (its databases are shop and crm)",
+		"namespaces.include[1] `other\\.x`",
+		"If this is not intended, stop the task and change namespaces.include",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Waiting:\n%s\nwant %q", got, want)
+		}
+	}
+	if got := m.Select(append(source, Namespace{"nosuch", "a"})).Waiting(nil); got != "" {
+		t.Errorf("Waiting with a selected collection = %q, want empty", got)
 	}
 }

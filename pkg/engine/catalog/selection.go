@@ -51,8 +51,7 @@ func (m *Mapper) Select(all []Namespace) Selection {
 	for i, re := range m.include {
 		matched := slices.DeleteFunc(slices.Clone(all), func(n Namespace) bool { return !re.MatchString(n.String()) })
 		if len(matched) == 0 {
-			why := fmt.Sprintf("namespaces.include[%d] `%s` selects no collection on the source: a pattern matches the whole db.collection "+
-				"(^ and $ are implied), so to select every collection of database shop write `shop\\..*`", i, m.includeExprs[i])
+			why := fmt.Sprintf("namespaces.include[%d] `%s` selects no collection on the source (%s): %s", i, m.includeExprs[i], databases(all), hint(m.includeExprs[i], all))
 			s.Warnings = append(s.Warnings, why)
 			s.reasons = append(s.reasons, why)
 			continue
@@ -68,6 +67,30 @@ func (m *Mapper) Select(all []Namespace) Selection {
 	return s
 }
 
+// Waiting says, for a task that replays, that nothing is selected yet and
+// that collections created later which match the include patterns will be
+// replayed, with why each pattern selects nothing ("" when something is
+// selected, or when an exclude removed what was selected: Err's case).
+func (s Selection) Waiting(include []string) string {
+	if len(s.Selected) > 0 || s.Excluded {
+		return ""
+	}
+	what := "collections created later"
+	if len(include) > 0 {
+		quoted := make([]string, len(include))
+		for i, e := range include {
+			quoted[i] = "`" + e + "`"
+		}
+		what += " that match namespaces.include " + strings.Join(quoted, ", ")
+	}
+	why := "the source holds no collection outside admin, local, config and the checkpoint database"
+	if len(s.reasons) > 0 {
+		why = strings.Join(s.reasons, "; ")
+	}
+	return fmt.Sprintf("nothing is selected yet, so the copy is empty; %s will be replayed. %s. If this is not intended, stop the task and change namespaces.include",
+		what, why)
+}
+
 // Err is ErrEmptySelection, saying which rule removed what, when nothing
 // is selected; nil otherwise.
 func (s Selection) Err() error {
@@ -80,6 +103,54 @@ func (s Selection) Err() error {
 	}
 	return fmt.Errorf("namespaces: %w: %s; nothing was written: change namespaces.include or namespaces.exclude so that they select at least one collection",
 		ErrEmptySelection, why)
+}
+
+// Databases names the databases of all, the source's namespaces that are
+// not internal: "its databases are crm and shop", or "it holds no
+// collection outside admin, local, config and the checkpoint database".
+func databases(all []Namespace) string {
+	var dbs []string
+	for _, n := range all {
+		if !slices.Contains(dbs, n.DB) {
+			dbs = append(dbs, n.DB)
+		}
+	}
+	switch len(dbs) {
+	case 0:
+		return "it holds no collection outside admin, local, config and the checkpoint database"
+	case 1:
+		return "its only database is " + dbs[0]
+	}
+	return "its databases are " + strings.Join(dbs[:len(dbs)-1], ", ") + " and " + dbs[len(dbs)-1]
+}
+
+// hint says how include pattern expr, which selects nothing in all, could
+// be written to select something: as a database's name (shop for
+// `shop\..*`), or as part of the name (patterns match the whole
+// db.collection); or that nothing on the source looks like it.
+func hint(expr string, all []Namespace) string {
+	const whole = "a pattern matches the whole db.collection (^ and $ are implied)"
+	inner := strings.TrimSuffix(strings.TrimPrefix(expr, "^"), "$")
+	for _, c := range []struct{ expr, means string }{
+		{inner + `\..*`, "every collection of that database"},
+		{inner + ".*", "the names that begin with it"},
+		{".*(?:" + inner + ").*", "the names that contain it"},
+	} {
+		re, err := regexp.Compile("^(?:" + c.expr + ")$")
+		if err != nil {
+			continue
+		}
+		var hit []Namespace
+		for _, n := range all {
+			if re.MatchString(n.String()) {
+				hit = append(hit, n)
+			}
+		}
+		if len(hit) > 0 {
+			return fmt.Sprintf("%s; for %s write `%s`, which selects %s", whole, c.means, c.expr, nsList(hit))
+		}
+	}
+	return "no database or collection of that name exists on the source yet, or the pattern has a typo (" + whole + ")"
 }
 
 // removedBy says which exclude patterns remove which of ns ("" when none

@@ -19,6 +19,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver/connstring"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 )
@@ -72,17 +73,10 @@ func Open(ctx context.Context, role string, e config.Endpoint, o Options) (*mong
 	if o.MaxPoolSize > 0 {
 		opts.SetMaxPoolSize(o.MaxPoolSize)
 	}
-	if e.Username != "" {
-		password := o.Password
-		if password == "" {
-			var err error
-			if password, err = readPassword(role, e); err != nil {
-				return nil, err
-			}
-		}
-		cred := options.Credential{Username: e.Username, Password: password, PasswordSet: password != "", AuthSource: e.AuthSource}
-		if cred.AuthSource == "" {
-			cred.AuthSource = "admin"
+	if e.Username != "" || e.AuthMechanism != "" {
+		cred, err := credential(role, e, o)
+		if err != nil {
+			return nil, err
 		}
 		opts.SetAuth(cred)
 	}
@@ -109,6 +103,32 @@ func Open(ctx context.Context, role string, e config.Endpoint, o Options) (*mong
 	return client, nil
 }
 
+// credential is the endpoint's credential: its username with the password
+// from o, passwordFile or passwordEnv, its authMechanism (the server's
+// choice when empty) and its authSource, else the URI's authSource
+// option, else the mechanism's default (config.DefaultAuthSource).
+func credential(role string, e config.Endpoint, o Options) (options.Credential, error) {
+	cred := options.Credential{Username: e.Username, AuthMechanism: string(e.AuthMechanism), AuthSource: e.AuthSource}
+	if e.Username != "" {
+		password := o.Password
+		if password == "" {
+			var err error
+			if password, err = readPassword(role, e); err != nil {
+				return cred, err
+			}
+		}
+		cred.Password, cred.PasswordSet = password, password != ""
+	}
+	if cred.AuthSource == "" {
+		if cs, err := connstring.Parse(e.URI); err == nil && cs.AuthSourceSet {
+			cred.AuthSource = cs.AuthSource
+		} else {
+			cred.AuthSource = config.DefaultAuthSource(e.AuthMechanism)
+		}
+	}
+	return cred, nil
+}
+
 func classify(role string, e config.Endpoint, err error) error {
 	msg := config.RedactError(err, e.URI)
 	addr := config.Redact(e.URI)
@@ -118,8 +138,8 @@ func classify(role string, e config.Endpoint, err error) error {
 		return fmt.Errorf("%s: %w at %s: %s; check %s.tls.caFile (the CA that signed the server's certificate) and, when the server asks for a client certificate, %s",
 			role, ErrTLS, addr, msg, role, clientCertificateFields(role, e.TLS))
 	case strings.Contains(low, "auth"):
-		return fmt.Errorf("%s: %w at %s: %s; check %s.username and the password (Secret, passwordFile or passwordEnv) and %s.authSource",
-			role, ErrAuthentication, addr, msg, role, role)
+		return fmt.Errorf("%s: %w at %s: %s; check %s.username and the password (Secret, passwordFile or passwordEnv), %s.authSource and %s.authMechanism",
+			role, ErrAuthentication, addr, msg, role, role, role)
 	default:
 		return fmt.Errorf("%s: %w: nothing answered at %s within the connect timeout (%s); check %s.uri's host and port and that the server is running",
 			role, ErrUnreachable, addr, msg, role)

@@ -105,6 +105,11 @@ type Copier struct {
 	// holder creates target collections and indexes with what changes
 	// data on the target's own clock held back until cut-over.
 	holder *finalize.Holder
+	// helper is a helper's shared copy state, kept across HelpCopy calls
+	// (each range counted once); waitLogged is when HelpCopy last logged
+	// the ranges it waits for.
+	helper     *shared
+	waitLogged time.Time
 }
 
 // New builds a Copier. The byte budget is cache.maxBytes less one batch per

@@ -16,15 +16,23 @@ type Status struct {
 	Namespaces []NamespaceStatus `json:"namespaces"`
 	// EstimatedDocuments is the source's document count when planned.
 	EstimatedDocuments int64 `json:"estimatedDocuments"`
-	// Documents and Bytes are on the target, this run and earlier ones.
+	// Documents and Bytes are on the target, this run and earlier ones,
+	// written by every process that shares the copy (fullSync.workers):
+	// the task's figures, in each of its processes.
 	Documents int64 `json:"documents"`
 	Bytes     int64 `json:"bytes"`
-	// CopiedThisRun excludes ranges finished by earlier runs.
-	CopiedThisRun  int64   `json:"copiedThisRun"`
-	Percent        float64 `json:"percent"`
+	// CopiedThisRun and CopiedBytesThisRun are what this process wrote
+	// in this run: its own share.
+	CopiedThisRun      int64   `json:"copiedThisRun"`
+	CopiedBytesThisRun int64   `json:"copiedBytesThisRun"`
+	Percent            float64 `json:"percent"`
+	// DocsPerSecond and BytesPerSecond are the task's rate in this run:
+	// what this process wrote and the ranges other processes finished,
+	// over the time since this process started its copy.
 	DocsPerSecond  float64 `json:"docsPerSecond"`
 	BytesPerSecond float64 `json:"bytesPerSecond"`
-	// ETASeconds is the estimated time left, -1 when unknown.
+	// ETASeconds is the estimated time left at that rate, -1 when
+	// unknown.
 	ETASeconds        float64 `json:"etaSeconds"`
 	Ranges            int     `json:"ranges"`
 	RangesDone        int     `json:"rangesDone"`
@@ -75,9 +83,12 @@ type progress struct {
 	ns       map[string]*nsProgress
 	thisRun  int64
 	bytesRun int64
-	over     int64
-	skipped  int64
-	retries  int64
+	// othersRun and othersBytes are the ranges other processes finished
+	// during this run.
+	othersRun, othersBytes int64
+	over                   int64
+	skipped                int64
+	retries                int64
 	// firstWrite is when this run wrote its first batch.
 	firstWrite time.Time
 }
@@ -89,8 +100,9 @@ type nsProgress struct {
 	inFlightDocs, inFlightBytes int64
 	ranges, rangesDone          int
 	// thisRun counts documents written by this run, from firstWrite
-	// until finished.
-	thisRun            int64
+	// until finished; othersRun those of ranges other processes finished
+	// during it.
+	thisRun, othersRun int64
 	firstWrite, finish time.Time
 }
 
@@ -155,8 +167,25 @@ func (p *progress) batchWritten(ns string, docs, bytes int64, res sink.Result) {
 	p.retries += int64(res.Retries)
 }
 
+// otherDone counts a range another process finished during this run:
+// done, and part of the task's rate.
+func (p *progress) otherDone(ns string, docs, bytes int64) {
+	p.mu.Lock()
+	if n := p.ns[ns]; n != nil {
+		n.othersRun += docs
+		if n.firstWrite.IsZero() {
+			n.firstWrite = p.started
+		}
+		p.othersRun += docs
+		p.othersBytes += bytes
+	}
+	p.mu.Unlock()
+	p.rangeDone(ns, docs, bytes, true)
+}
+
 // rangeDone moves a finished range's documents from in flight to done;
-// earlier=true for ranges finished by an earlier run.
+// earlier=true for ranges this process did not write (an earlier run's,
+// or another process's).
 func (p *progress) rangeDone(ns string, docs, bytes int64, earlier bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -180,7 +209,7 @@ func (p *progress) snapshot() Status {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := Status{Stage: p.stage, StartedAt: p.started, ETASeconds: -1,
-		CopiedThisRun: p.thisRun, Overwritten: p.over, Skipped: p.skipped, Retries: p.retries, FirstDocumentAt: p.firstWrite}
+		CopiedThisRun: p.thisRun, CopiedBytesThisRun: p.bytesRun, Overwritten: p.over, Skipped: p.skipped, Retries: p.retries, FirstDocumentAt: p.firstWrite}
 	if !p.started.IsZero() {
 		end := p.finished
 		if end.IsZero() {
@@ -213,8 +242,8 @@ func (p *progress) snapshot() Status {
 	})
 	s.Percent = percent(s.Documents, s.EstimatedDocuments, s.Ranges > 0 && s.RangesDone == s.Ranges)
 	if s.ElapsedSeconds > 0 {
-		s.DocsPerSecond = float64(p.thisRun) / s.ElapsedSeconds
-		s.BytesPerSecond = float64(p.bytesRun) / s.ElapsedSeconds
+		s.DocsPerSecond = float64(p.thisRun+p.othersRun) / s.ElapsedSeconds
+		s.BytesPerSecond = float64(p.bytesRun+p.othersBytes) / s.ElapsedSeconds
 		if left := s.EstimatedDocuments - s.Documents; s.DocsPerSecond > 0 && left >= 0 {
 			s.ETASeconds = float64(left) / s.DocsPerSecond
 		}
@@ -239,7 +268,7 @@ func (n *nsProgress) rate(docs int64) (perSecond, eta float64) {
 		end = time.Now()
 	}
 	if secs := end.Sub(n.firstWrite).Seconds(); secs > 0 {
-		perSecond = float64(n.thisRun) / secs
+		perSecond = float64(n.thisRun+n.othersRun) / secs
 	}
 	if left := n.estimated - docs; eta < 0 && perSecond > 0 {
 		eta = float64(max(left, 0)) / perSecond

@@ -3,6 +3,7 @@ package fullsync
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +32,10 @@ import (
 // copy recorded done.
 const sharedPoll = time.Second
 
+// waitLogEvery is how often a process with nothing left to claim logs the
+// ranges it waits for, and who holds them.
+const waitLogEvery = 10 * time.Second
+
 // recordEvery is how often the task's run records the ranges other
 // workers finished while it copies.
 const recordEvery = 5 * time.Second
@@ -43,6 +48,9 @@ type shared struct {
 	// those recorded done in the checkpoint.
 	mu              sync.Mutex
 	counted, marked map[string]bool
+	// primed is set once a helper has counted the ranges done before it
+	// started (as earlier, not in its rate).
+	primed bool
 	// limiter is this process's share of rateLimit (fullSync.workers
 	// processes copy at once).
 	limiter *rate.Limiter
@@ -90,6 +98,7 @@ func (c *Copier) copyShared(ctx context.Context, todo []checkpoint.Range, byNS m
 			}
 		}
 	}()
+	var waitLogged time.Time
 	for {
 		if err := s.sweep(ctx, todo, byNS); err != nil {
 			return err
@@ -97,6 +106,10 @@ func (c *Copier) copyShared(ctx context.Context, todo []checkpoint.Range, byNS m
 		open, err := s.record(ctx, todo, true)
 		if err != nil || open == 0 {
 			return err
+		}
+		if time.Since(waitLogged) >= waitLogEvery {
+			s.logHolders(ctx, todo, "the task's run: every range it can claim is copied; waiting for the ranges other processes hold")
+			waitLogged = time.Now()
 		}
 		select {
 		case <-ctx.Done():
@@ -124,18 +137,36 @@ func (c *Copier) HelpCopy(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if c.helper == nil {
+		c.helper = c.newShared()
+	}
+	s := c.helper
 	byNS := map[string]catalog.Collection{}
 	var todo []checkpoint.Range
 	for _, r := range ranges {
 		p, ok := plans[r.NS]
-		if !ok || p.PerShard || r.State == checkpoint.RangeDone {
+		if !ok || p.PerShard {
 			continue
 		}
 		if _, ok := byNS[r.NS]; !ok {
 			src := catalog.ParseNamespace(r.NS)
 			byNS[r.NS] = catalog.Collection{Source: src, Target: c.mapper.Target(src), Type: "collection"}
-			// The estimate is the task's run's to report.
-			c.progress.ensureNamespace(r.NS, byNS[r.NS].Target.String(), 0, p.Ranges)
+			// The task's figures: the plan's estimate and every range,
+			// whoever copies it (a shard worker's are summed by the
+			// operator instead: OthersReport).
+			est := p.Estimated
+			if c.opts.OthersReport {
+				est = 0
+			}
+			c.progress.ensureNamespace(r.NS, byNS[r.NS].Target.String(), est, p.Ranges)
+		}
+		if r.State == checkpoint.RangeDone {
+			docs, bytes := r.Docs, r.Bytes
+			if c.opts.OthersReport {
+				docs, bytes = 0, 0
+			}
+			s.count(r.NS, r.ID, docs, bytes, earlier)
+			continue
 		}
 		todo = append(todo, r)
 	}
@@ -144,11 +175,35 @@ func (c *Copier) HelpCopy(ctx context.Context) (int, error) {
 	}
 	c.progress.startOnce()
 	c.progress.setStage("copying ranges of the task's plan")
-	s := c.newShared()
+	if !s.primed {
+		// Ranges already done when this process starts are the task's,
+		// not part of this run's rate.
+		if _, err := s.record(ctx, todo, false); err != nil {
+			return 0, err
+		}
+	}
 	if err := s.sweep(ctx, todo, byNS); err != nil {
 		return 0, err
 	}
-	return s.record(ctx, todo, false)
+	open, err := s.record(ctx, todo, false)
+	if err == nil && open > 0 && time.Since(c.waitLogged) >= waitLogEvery {
+		s.logHolders(ctx, todo, "nothing left to claim; waiting for the ranges other processes hold")
+		c.waitLogged = time.Now()
+	}
+	return open, err
+}
+
+// HelpDone ends a helper's copy once the task's run recorded it done:
+// the ranges other processes finished since the helper last looked are
+// counted, so that its last figures are the task's whole copy.
+func (c *Copier) HelpDone(ctx context.Context) error {
+	if c.helper != nil {
+		if _, err := c.HelpCopy(ctx); err != nil {
+			return err
+		}
+	}
+	c.progress.setStage("done")
+	return nil
 }
 
 // sweep runs threads.readers copiers, each claiming and copying ranges of
@@ -202,20 +257,27 @@ func (s *shared) copier(coll catalog.Collection) *shardcopy.Copier {
 			}
 		},
 		Finished: func(r shardcopy.Range, docs, bytes int64) {
-			s.count(ns, r.ID, docs, bytes, false)
+			s.count(ns, r.ID, docs, bytes, own)
 		},
 	}
 }
 
-// record reads the done records of todo's ranges and returns how many are
-// not done. In the task's run (mark) it also counts the ranges other
-// workers finished in its progress and records every done range in the
-// checkpoint; a helper's progress counts only what it wrote.
+// record reads the done records of todo's ranges, counts those other
+// processes finished in the progress (their documents and bytes, so that
+// every process shows the task's figures, next to its own share), and
+// returns how many are not done. In the task's run (mark) it also records
+// every done range in the checkpoint.
 func (s *shared) record(ctx context.Context, todo []checkpoint.Range, mark bool) (int, error) {
 	done, err := s.leaser.Done(ctx)
 	if err != nil {
 		return 0, err
 	}
+	how := other
+	s.mu.Lock()
+	if !mark && !s.primed {
+		how, s.primed = earlier, true
+	}
+	s.mu.Unlock()
 	open := 0
 	for _, r := range todo {
 		rec, ok := done[r.ID]
@@ -223,14 +285,14 @@ func (s *shared) record(ctx context.Context, todo []checkpoint.Range, mark bool)
 			open++
 			continue
 		}
+		docs, bytes := rec.Docs, rec.Bytes
+		if s.c.opts.OthersReport {
+			docs, bytes = 0, 0
+		}
+		s.count(r.NS, r.ID, docs, bytes, how)
 		if !mark {
 			continue
 		}
-		docs := rec.Docs
-		if s.c.opts.OthersReport {
-			docs = 0
-		}
-		s.count(r.NS, r.ID, docs, 0, true)
 		if r.State == checkpoint.RangeDone {
 			continue
 		}
@@ -240,7 +302,7 @@ func (s *shared) record(ctx context.Context, todo []checkpoint.Range, mark bool)
 		if marked {
 			continue
 		}
-		if err := s.c.opts.Store.MarkDone(ctx, r.ID, rec.Docs, 0); err != nil {
+		if err := s.c.opts.Store.MarkDone(ctx, r.ID, rec.Docs, rec.Bytes); err != nil {
 			return 0, err
 		}
 		s.mu.Lock()
@@ -250,14 +312,46 @@ func (s *shared) record(ctx context.Context, todo []checkpoint.Range, mark bool)
 	return open, nil
 }
 
-// count counts a done range in the progress once: as written by this
-// process, or (other) by another worker.
-func (s *shared) count(ns, id string, docs, bytes int64, other bool) {
+// logHolders logs msg with the ranges of todo not done yet and who holds
+// each: what a process with nothing left to claim waits for. A holder
+// that goes silent for the lease's TTL loses its range to the next claim.
+func (s *shared) logHolders(ctx context.Context, todo []checkpoint.Range, msg string) {
+	ids := make([]string, len(todo))
+	for i, r := range todo {
+		ids[i] = r.ID
+	}
+	held, err := s.leaser.Held(ctx, ids)
+	if err != nil {
+		s.c.log.Warn("could not read the range leases", "err", err)
+		return
+	}
+	names := make([]string, len(held))
+	for i, h := range held {
+		names[i] = h.String()
+	}
+	s.c.log.Info(msg, "rangesNotDone", len(held), "held", strings.Join(names, "; "))
+}
+
+// doneBy says who finished a range, for the progress.
+type doneBy int
+
+const (
+	own     doneBy = iota // this process, in this run
+	other                 // another process, during this run
+	earlier               // before this process started copying
+)
+
+// count counts a done range in the progress once.
+func (s *shared) count(ns, id string, docs, bytes int64, by doneBy) {
 	s.mu.Lock()
 	seen := s.counted[id]
 	s.counted[id] = true
 	s.mu.Unlock()
-	if !seen {
-		s.c.progress.rangeDone(ns, docs, bytes, other)
+	switch {
+	case seen:
+	case by == other:
+		s.c.progress.otherDone(ns, docs, bytes)
+	default:
+		s.c.progress.rangeDone(ns, docs, bytes, by == earlier)
 	}
 }

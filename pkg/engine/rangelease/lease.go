@@ -48,6 +48,7 @@ type leaseDoc struct {
 	At      time.Time `bson:"at"`
 	Done    bool      `bson:"done"`
 	Docs    int64     `bson:"docs,omitempty"`
+	Bytes   int64     `bson:"bytes,omitempty"`
 }
 
 // Lease is a claimed range.
@@ -208,14 +209,15 @@ func (l *Leaser) check(ctx context.Context, lease *Lease) error {
 	return nil
 }
 
-// Finish records the range done with its document count, once: it fails
-// with ErrLeaseLost when another attempt exists or recorded it first.
-func (l *Leaser) Finish(ctx context.Context, lease *Lease, docs int64) error {
+// Finish records the range done with its documents and their bytes, once:
+// it fails with ErrLeaseLost when another attempt exists or recorded it
+// first.
+func (l *Leaser) Finish(ctx context.Context, lease *Lease, docs, bytes int64) error {
 	if err := l.check(ctx, lease); err != nil {
 		return err
 	}
 	doc := leaseDoc{ID: l.doneID(lease.Range), Task: l.o.Task, Range: lease.Range, Attempt: lease.Attempt,
-		Owner: l.o.Owner, Token: lease.token, At: time.Now().UTC(), Done: true, Docs: docs}
+		Owner: l.o.Owner, Token: lease.token, At: time.Now().UTC(), Done: true, Docs: docs, Bytes: bytes}
 	if _, err := l.coll.InsertOne(ctx, doc); mongo.IsDuplicateKeyError(err) {
 		return fmt.Errorf("%w: %s was recorded done by another attempt", ErrLeaseLost, lease.Range)
 	} else if err != nil {
@@ -237,7 +239,7 @@ func (l *Leaser) Done(ctx context.Context) (map[string]Record, error) {
 	}
 	out := make(map[string]Record, len(docs))
 	for _, d := range docs {
-		out[d.Range] = Record{Attempt: d.Attempt, Owner: d.Owner, Docs: d.Docs}
+		out[d.Range] = Record{Attempt: d.Attempt, Owner: d.Owner, Docs: d.Docs, Bytes: d.Bytes}
 	}
 	return out, nil
 }
@@ -246,5 +248,52 @@ func (l *Leaser) Done(ctx context.Context) (map[string]Record, error) {
 type Record struct {
 	Attempt int
 	Owner   string
-	Docs    int64
+	// Docs and Bytes are what the attempt that recorded it wrote (Bytes
+	// is 0 in records written before it was kept).
+	Docs, Bytes int64
+}
+
+// Holder is the latest lease of a range not recorded done: who holds it
+// and when it last said it lives (on its own clock).
+type Holder struct {
+	Range, Owner string
+	Attempt      int
+	Beat         int64
+	RenewedAt    time.Time
+}
+
+// String names the holder for a log line: range, owner, attempt and the
+// age of its last renewal.
+func (h Holder) String() string {
+	return fmt.Sprintf("%s held by %s (attempt %d, renewed %s ago)", h.Range, h.Owner, h.Attempt, time.Since(h.RenewedAt).Round(time.Second))
+}
+
+// Held returns the latest lease of each of ranges that is not recorded
+// done, in the order of ranges; a range never claimed has none.
+func (l *Leaser) Held(ctx context.Context, ranges []string) ([]Holder, error) {
+	done, err := l.doneSet(ctx)
+	if err != nil {
+		return nil, err
+	}
+	cur, err := l.coll.Find(ctx, bson.D{{Key: "task", Value: l.o.Task}, {Key: "done", Value: false}})
+	if err != nil {
+		return nil, fmt.Errorf("rangelease: read the leases: %w", err)
+	}
+	var docs []leaseDoc
+	if err := cur.All(ctx, &docs); err != nil {
+		return nil, fmt.Errorf("rangelease: read the leases: %w", err)
+	}
+	last := map[string]leaseDoc{}
+	for _, d := range docs {
+		if prev, ok := last[d.Range]; !ok || d.Attempt > prev.Attempt {
+			last[d.Range] = d
+		}
+	}
+	var out []Holder
+	for _, id := range ranges {
+		if d, ok := last[id]; ok && !done[id] {
+			out = append(out, Holder{Range: id, Owner: d.Owner, Attempt: d.Attempt, Beat: d.Beat, RenewedAt: d.At})
+		}
+	}
+	return out, nil
 }

@@ -99,7 +99,7 @@ func (w *worker) run(ctx context.Context, ranges []string, copies map[string]*at
 		if err != nil {
 			return err
 		}
-		if err := w.l.Finish(ctx, lease, 5); errors.Is(err, ErrLeaseLost) {
+		if err := w.l.Finish(ctx, lease, 5, 0); errors.Is(err, ErrLeaseLost) {
 			continue
 		} else if err != nil {
 			return err
@@ -266,13 +266,13 @@ func TestStalledHolder(t *testing.T) {
 	if lb == nil || !lb.TakenOver || lb.Attempt != 2 {
 		t.Fatalf("b's claim: %+v, want attempt 2 taken over", lb)
 	}
-	if err := b.Finish(ctx, lb, 5); err != nil {
+	if err := b.Finish(ctx, lb, 5, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Renew(ctx, la); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("a's renewal after the takeover: %v, want ErrLeaseLost", err)
 	}
-	if err := a.Finish(ctx, la, 5); !errors.Is(err, ErrLeaseLost) {
+	if err := a.Finish(ctx, la, 5, 0); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("a's finish after the takeover: %v, want ErrLeaseLost", err)
 	}
 	done, err := a.Done(ctx)
@@ -303,7 +303,7 @@ func TestDropClearsLeases(t *testing.T) {
 				t.Fatalf("claim %s of %s: %v %v", id, task, lease, err)
 			}
 			if id == "app.c/0" {
-				if err := l.Finish(ctx, lease, 1); err != nil {
+				if err := l.Finish(ctx, lease, 1, 0); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -87,10 +87,13 @@ type Copier struct {
 	// Poll is how long to wait for a range another worker holds (1s
 	// when zero): its holder finishes or goes silent for the TTL.
 	Poll time.Duration
-	// RenewEvery is how often the lease is renewed, after a batch or
-	// while orphans are skipped (1s when zero); keep it well under the
-	// lease's TTL.
+	// RenewEvery is how often the lease is renewed while the range is
+	// read and written (1s when zero); keep it well under the lease's TTL.
 	RenewEvery time.Duration
+	// StallAfter is how long a range's read may go without reading a
+	// document before its lease is no longer renewed, so that another
+	// worker takes it over (10 minutes when zero).
+	StallAfter time.Duration
 	// Conflict is how a document already on the target is written:
 	// overwritten (config.ConflictOverwrite, when empty) or left as it is
 	// (config.ConflictSkip, fullSync.onConflict skip). A pass always
@@ -169,7 +172,7 @@ func (c *Copier) CopyClaimable(ctx context.Context, table *Table, ranges []Range
 		}
 		docs, bytes, err := c.copyRange(ctx, table, r, lease)
 		if err == nil {
-			err = c.Leaser.Finish(ctx, lease, docs)
+			err = c.Leaser.Finish(ctx, lease, docs, bytes)
 		}
 		switch {
 		case errors.Is(err, rangelease.ErrLeaseLost):
@@ -217,10 +220,13 @@ func (c *Copier) copyRange(ctx context.Context, table *Table, r Range, lease *ra
 	b := c.newBatcher(r, lease)
 	batches := make(chan []bson.Raw, 1)
 	g, gctx := errgroup.WithContext(ctx)
+	read := make(chan struct{})
 	g.Go(func() error {
+		defer close(read)
 		defer close(batches)
 		return c.readRange(gctx, table, r, b, batches)
 	})
+	g.Go(func() error { return b.heartbeat(gctx, read) })
 	g.Go(func() error {
 		for docs := range batches {
 			if err := b.write(gctx, docs); err != nil {
@@ -258,6 +264,7 @@ func (c *Copier) readRange(ctx context.Context, table *Table, r Range, b *batche
 		return nil
 	}
 	for cur.Next(ctx) {
+		b.progressed()
 		if table != nil && !table.Owns(c.Shard, cur.Current) {
 			c.stats.orphans.Add(1)
 			if err := b.renewDue(ctx); err != nil {
@@ -298,10 +305,50 @@ type batcher struct {
 	mu         sync.Mutex // guards lease and renewed
 	lease      *rangelease.Lease
 	renewed    time.Time
+	// lastProgress is when the range last read or wrote a document
+	// (unix nanoseconds).
+	lastProgress atomic.Int64
+	stallAfter   time.Duration
+}
+
+// progressed records that the range read or wrote a document now.
+func (b *batcher) progressed() { b.lastProgress.Store(time.Now().UnixNano()) }
+
+// heartbeat renews the lease every RenewEvery for as long as the range is
+// read (until read is closed; the writer renews while it writes the last
+// batches), so that a holder whose read is slow to return a batch (a
+// FerretDB source scans the whole collection for each range, seconds on a
+// busy host) is not taken for a killed one after the TTL and its range
+// read again from the start by another worker, over and over. A process
+// frozen or cut off renews nothing, as before. A read that has made no
+// progress for StallAfter stops renewing, so that another worker takes the
+// range over from a copier stuck in a call that never returns.
+func (b *batcher) heartbeat(ctx context.Context, read <-chan struct{}) error {
+	t := time.NewTicker(b.renewEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-read:
+			return nil
+		case <-t.C:
+			if time.Since(time.Unix(0, b.lastProgress.Load())) > b.stallAfter {
+				continue
+			}
+			if err := b.renewDue(ctx); err != nil {
+				return err
+			}
+		}
+	}
 }
 
 func (c *Copier) newBatcher(r Range, lease *rangelease.Lease) *batcher {
-	b := &batcher{c: c, r: r, lease: lease, maxDocs: c.BatchDocs, maxBytes: c.BatchBytes, renewEvery: c.RenewEvery, renewed: time.Now()}
+	b := &batcher{c: c, r: r, lease: lease, maxDocs: c.BatchDocs, maxBytes: c.BatchBytes, renewEvery: c.RenewEvery, renewed: time.Now(), stallAfter: c.StallAfter}
+	b.progressed()
+	if b.stallAfter <= 0 {
+		b.stallAfter = 10 * time.Minute
+	}
 	if b.maxDocs <= 0 {
 		b.maxDocs = 100
 	}
@@ -349,6 +396,7 @@ func (b *batcher) write(ctx context.Context, docs []bson.Raw) error {
 	if b.c.Written != nil {
 		b.c.Written(int64(n), bytes)
 	}
+	b.progressed()
 	b.kept.Add(int64(n))
 	b.keptBytes.Add(bytes)
 	b.c.stats.kept.Add(int64(n))

@@ -429,7 +429,7 @@ func TestFrozenCopierWritesNothingStale(t *testing.T) {
 			if _, err := tgt.InsertMany(ctx, newer); err != nil {
 				return err
 			}
-			return other.Finish(ctx, lease, int64(len(newer)))
+			return other.Finish(ctx, lease, int64(len(newer)), 0)
 		}}
 	if err := c.Copy(ctx, nil, ranges); err != nil {
 		t.Fatal(err)

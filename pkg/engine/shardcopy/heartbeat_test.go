@@ -1,0 +1,83 @@
+package shardcopy_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/pkg/engine/rangelease"
+	"github.com/mongoferry/mongoferry/pkg/engine/shardcopy"
+	"github.com/mongoferry/mongoferry/pkg/engine/sink"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
+)
+
+// TestSlowCopierKeepsItsRange makes one batch of a range take three
+// times the lease's TTL (a FerretDB source reading a range scans the
+// whole collection; on a busy host a batch can take longer than the TTL)
+// while another worker keeps trying to claim the range. The holder is
+// alive, so its lease must stay renewed: the other worker claims nothing,
+// and the holder copies the range and records it done, once. Without the
+// heartbeat the lease was renewed only between batches, the other worker
+// took the range over and read it again from its start, and the holder
+// lost it after writing every document (the shared copy's stall at its
+// end).
+func TestSlowCopierKeepsItsRange(t *testing.T) {
+	ctx := context.Background()
+	src := testserver.Start(t).MustClient(t)
+	dst := testserver.Start(t).MustClient(t)
+	var docs []any
+	for i := range 40 {
+		docs = append(docs, bson.D{{Key: "_id", Value: i}})
+	}
+	if _, err := src.Database("app").Collection("c").InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	meta := dst.Database("mongoferry")
+	const ttl = 600 * time.Millisecond
+	ranges, err := shardcopy.PlanShard(ctx, src, "s0", "app.c", 0, source.Splitter{RangeDocuments: 1000})
+	if err != nil || len(ranges) != 1 {
+		t.Fatalf("plan: %d ranges, %v; want 1", len(ranges), err)
+	}
+	other := rangelease.New(meta, rangelease.Options{Task: "h", Owner: "other", TTL: ttl})
+	claimed := make(chan *rangelease.Lease, 1)
+	slow := true
+	c := &shardcopy.Copier{Shard: "s0", Source: src, NS: "app.c", Target: dst.Database("app").Collection("c"), BatchDocs: 10,
+		Writer: &sink.Writer{MaxRetries: 3}, RenewEvery: ttl / 6,
+		Leaser: rangelease.New(meta, rangelease.Options{Task: "h", Owner: "slow", TTL: ttl}),
+		Hook: func(shardcopy.Range, int) error {
+			if !slow {
+				return nil
+			}
+			slow = false
+			// One batch takes 3 TTLs; the other worker looks every
+			// sixth of the TTL, as a claimant polls.
+			deadline := time.Now().Add(3 * ttl)
+			for time.Now().Before(deadline) {
+				lease, _, err := other.Claim(ctx, []string{ranges[0].ID})
+				if err != nil {
+					return err
+				}
+				if lease != nil {
+					claimed <- lease
+					return nil
+				}
+				time.Sleep(ttl / 6)
+			}
+			return nil
+		}}
+	if err := c.Copy(ctx, nil, ranges); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case lease := <-claimed:
+		t.Errorf("another worker took the range over (attempt %d) while its holder was slow but alive", lease.Attempt)
+	default:
+	}
+	if st := c.Stats(); st.Ranges != 1 || st.Lost != 0 {
+		t.Errorf("holder: %+v, want its range recorded done and none lost", st)
+	}
+	assertSame(ctx, t, src.Database("app").Collection("c"), dst.Database("app").Collection("c"))
+}
