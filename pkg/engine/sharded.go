@@ -132,12 +132,13 @@ func checkShardWindow(ctx context.Context, st *subtask, rec checkpoint.ShardReco
 	return nil
 }
 
-// shardPositions reads the newest oplog position of every shard: the
-// start positions, taken before anything is copied.
+// shardPositions reads the newest majority-committed oplog position of
+// every shard (source.CommittedTS): the start positions, taken before
+// anything is copied, which reads at majority read concern.
 func (e *Engine) shardPositions(ctx context.Context) (map[string]bson.Timestamp, error) {
 	out := map[string]bson.Timestamp{}
 	for _, st := range e.subtaskList() {
-		ts, err := source.NewestTS(ctx, st.client)
+		ts, err := source.CommittedTS(ctx, st.client)
 		if err != nil {
 			return nil, fmt.Errorf("shard %s: %w", st.shard.Name, err)
 		}
