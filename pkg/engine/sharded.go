@@ -107,7 +107,9 @@ func (e *Engine) subtaskList() []*subtask {
 }
 
 // checkShardWindows fails with OplogWindowLost, naming the shard, when a
-// shard's oplog no longer holds its subtask's checkpoint.
+// shard's oplog no longer holds its subtask's checkpoint, or with
+// source.ErrRolledBack when it no longer holds the entry the checkpoint
+// was saved at.
 func (e *Engine) checkShardWindows(ctx context.Context, recs map[string]checkpoint.ShardRecord) error {
 	for _, st := range e.subtaskList() {
 		rec, ok := recs[st.shard.Name]
@@ -128,6 +130,11 @@ func checkShardWindow(ctx context.Context, st *subtask, rec checkpoint.ShardReco
 	}
 	if err := source.CheckWindow(ctx, st.client, from, false); err != nil {
 		return fmt.Errorf("shard %s: %w", st.shard.Name, err)
+	}
+	if rec.AppliedEntry != nil && !rec.AppliedTS.IsZero() {
+		if err := source.CheckRollback(ctx, st.client, *rec.AppliedEntry); err != nil {
+			return fmt.Errorf("shard %s: %w", st.shard.Name, err)
+		}
 	}
 	return nil
 }

@@ -149,6 +149,7 @@ func (t *Tailer) releaseCommitted(ctx context.Context, out []bson.Raw) ([]bson.R
 	c := &t.capped
 	for _, raw := range c.pending[:n] {
 		if t.classify(tsOf(raw), 0) == entryTake {
+			t.handed.add(raw)
 			out = append(out, raw)
 		}
 	}

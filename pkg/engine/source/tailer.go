@@ -105,6 +105,8 @@ type Tailer struct {
 	// entries wait for it; 10ms when zero.
 	CommitPoll time.Duration
 	capped     capState
+	// handed is what EntryAt answers from.
+	handed entryLog
 }
 
 // TailerStats counts what a tailer asked of the source's oplog.
@@ -198,6 +200,7 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 			break
 		}
 		if v == entryTake {
+			t.handed.add(raw)
 			out = append(out, raw)
 		}
 	}
