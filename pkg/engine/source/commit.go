@@ -7,6 +7,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 )
 
 // ErrNoCommitPoint means a replica set member reported no majority
@@ -30,8 +32,7 @@ func (c CommitPoint) Allows(ts bson.Timestamp) bool { return !c.Capped || ts.Com
 // CommitReader reads a node's majority commit point.
 type CommitReader func(ctx context.Context) (CommitPoint, error)
 
-// MajorityCommit returns a CommitReader of the node client reads the
-// oplog from. It reads hello's lastWrite.majorityOpTime, which every
+// MajorityCommit returns a CommitReader of the source's primary. It reads hello's lastWrite.majorityOpTime, which every
 // replica set member (primary or secondary) reports from MongoDB 3.4 to
 // 8.0, whether or not majority read concern is enabled; a member that
 // leaves it out is asked replSetGetStatus's optimes.lastCommittedOpTime.
@@ -41,7 +42,7 @@ type CommitReader func(ctx context.Context) (CommitPoint, error)
 // uncapped.
 func MajorityCommit(client *mongo.Client) CommitReader {
 	return func(ctx context.Context) (CommitPoint, error) {
-		hello, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw()
+		hello, err := primaryAdmin(client).RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw()
 		if err != nil {
 			return CommitPoint{}, fmt.Errorf("read the majority commit point (hello): %w", err)
 		}
@@ -51,7 +52,7 @@ func MajorityCommit(client *mongo.Client) CommitReader {
 		if _, ok := hello.Lookup("setName").StringValueOK(); !ok {
 			return CommitPoint{}, nil
 		}
-		st, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "replSetGetStatus", Value: 1}}).Raw()
+		st, err := primaryAdmin(client).RunCommand(ctx, bson.D{{Key: "replSetGetStatus", Value: 1}}).Raw()
 		if err != nil {
 			return CommitPoint{}, fmt.Errorf("%w: hello has no lastWrite.majorityOpTime and replSetGetStatus failed: %w", ErrNoCommitPoint, err)
 		}
@@ -60,6 +61,14 @@ func MajorityCommit(client *mongo.Client) CommitReader {
 		}
 		return CommitPoint{}, fmt.Errorf("%w: neither hello's lastWrite.majorityOpTime nor replSetGetStatus's optimes.lastCommittedOpTime is set", ErrNoCommitPoint)
 	}
+}
+
+// primaryAdmin is the admin database read on the primary whatever the
+// client's read preference: the commit point and the entries confirming
+// a branch come from the primary (commitcap.go), even when the oplog is
+// read from a secondary.
+func primaryAdmin(client *mongo.Client) *mongo.Database {
+	return client.Database("admin", options.Database().SetReadPreference(readpref.Primary()))
 }
 
 // opTimeIn reads the optime {ts, t} at path in doc.

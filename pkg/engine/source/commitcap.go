@@ -9,6 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 )
 
 // The majority cap: a tailer releases an oplog entry only once it is
@@ -122,7 +123,8 @@ func (t *Tailer) releasable(ctx context.Context) (int, error) {
 // and term t.
 func (t *Tailer) inHistory(ctx context.Context, ts bson.Timestamp, term int64) (bool, error) {
 	t.stats.historyReads.Add(1)
-	raw, err := t.oplog().FindOne(ctx, bson.D{{Key: "ts", Value: ts}},
+	oplog := t.client.Database("local", options.Database().SetReadPreference(readpref.Primary())).Collection("oplog.rs")
+	raw, err := oplog.FindOne(ctx, bson.D{{Key: "ts", Value: ts}},
 		options.FindOne().SetProjection(bson.D{{Key: "ts", Value: 1}, {Key: "t", Value: 1}})).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return false, nil

@@ -2,6 +2,7 @@ package source_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -92,8 +93,15 @@ func connect(ctx context.Context, t *testing.T, s *wiresim.Server) *mongo.Client
 // TestTailerReleasesOnlyCommitted reads a replica set's primary (the wire
 // stand-in, serving an oplog held in memory and reporting the majority
 // commit point a test sets in hello's lastWrite.majorityOpTime): entries
-// past the commit point are not handed out until it reaches them.
+// past the commit point are not handed out until it reaches them, on a
+// tailable cursor and in Settle mode (ts-ordered reads).
 func TestTailerReleasesOnlyCommitted(t *testing.T) {
+	for _, settle := range []time.Duration{0, time.Millisecond} {
+		t.Run(fmt.Sprintf("settle=%v", settle), func(t *testing.T) { testReleasesOnlyCommitted(t, settle) })
+	}
+}
+
+func testReleasesOnlyCommitted(t *testing.T, settle time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var commit commitVar
@@ -108,7 +116,7 @@ func TestTailerReleasesOnlyCommitted(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Close() }) // after the client's Disconnect
 	tl := source.NewTailer(connect(ctx, t, s), bson.Timestamp{})
-	tl.Poll = 50 * time.Millisecond
+	tl.Poll, tl.MaxPoll, tl.Settle = 50*time.Millisecond, 50*time.Millisecond, settle
 	got := readUntil(ctx, t, tl, 5, 2*time.Second)
 	if len(got) != 2 || got[1][0] != 2 {
 		t.Fatalf("with the commit point at entry 2, handed out %v; want entries 1 and 2", got)

@@ -185,9 +185,16 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 		if t.Commit != nil && ts.Compare(t.start) > 0 {
 			ok, err := t.settleCommitted(ctx, raw)
 			if err != nil {
+				// The entries taken are handed out (the position has
+				// moved past them); the next read reports the error again
+				// if it lasts.
 				t.closeCursor(ctx)
 				t.reads.failed()
-				return out, err
+				if len(out) > 0 {
+					t.reads.handedOut(t.last)
+					return out, nil
+				}
+				return nil, err
 			}
 			if !ok {
 				held, heldTS = true, ts
