@@ -163,6 +163,17 @@ func (rs *replSet) docs(into map[string]bson.Raw) {
 	}
 }
 
+// startClient connects to rs as a task does, until the test ends.
+func startClient(ctx context.Context, t *testing.T, rs *replSet) *mongo.Client {
+	t.Helper()
+	sc, err := conn.Open(ctx, "source", config.Endpoint{URI: rs.srv.URI() + "?replicaSet=" + rs.name}, conn.Options{AppName: "mongoferry"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sc.Disconnect(context.WithoutCancel(ctx)) })
+	return sc
+}
+
 // subtask is a tailer of one replica set and the real replayer applying
 // it to the target, saving its checkpoint in the target's checkpoint
 // database as a run does (per shard for a sharded source).
@@ -172,16 +183,12 @@ type subtask struct {
 	store  *checkpoint.Store
 }
 
-// newSubtask reads rs from its first entry into target; board and shard
-// set for a sharded source's subtask. withCap false removes the majority
-// cap (the break check).
-func newSubtask(ctx context.Context, t *testing.T, rs *replSet, target *mongo.Client, board shard.Board, shardName string, withCap bool) *subtask {
+// newSubtask reads rs after from into target; board and shard set for a
+// sharded source's subtask. withCap false removes the majority cap (the
+// break check).
+func newSubtask(ctx context.Context, t *testing.T, rs *replSet, target *mongo.Client, board shard.Board, shardName string, withCap bool, from bson.Timestamp) *subtask {
 	t.Helper()
-	sc, err := conn.Open(ctx, "source", config.Endpoint{URI: rs.srv.URI() + "?replicaSet=" + rs.name}, conn.Options{AppName: "mongoferry"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sc.Disconnect(context.WithoutCancel(ctx)) })
+	sc := startClient(ctx, t, rs)
 	dstProfile, err := conn.ProbeProfile(ctx, target)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +199,7 @@ func newSubtask(ctx context.Context, t *testing.T, rs *replSet, target *mongo.Cl
 	if err != nil {
 		t.Fatal(err)
 	}
-	tl := source.NewTailer(sc, bson.Timestamp{})
+	tl := source.NewTailer(sc, from)
 	tl.SkipDatabases = []string{"local", "config", spec.Checkpoint.Database}
 	if !withCap {
 		tl.Commit = nil
@@ -202,7 +209,7 @@ func newSubtask(ctx context.Context, t *testing.T, rs *replSet, target *mongo.Cl
 		t.Fatal(err)
 	}
 	o := replay.Options{
-		Task: "failover", Spec: &spec, Reader: tl, Source: sc, Target: target, Mapper: mapper,
+		Task: "failover", Spec: &spec, Reader: tl, Source: sc, Target: target, Mapper: mapper, From: from,
 		Log: engineOpts().Log, CheckpointInterval: 200 * time.Millisecond,
 		MaxWriteBatch: dstProfile.MaxWriteBatch, BulkWrite: dstProfile.BulkWriteCommand, SerialUpdates: dstProfile.SerialUpdates,
 		IndexesOneByOne: dstProfile.IndexesOneByOne, TargetMajor: dstProfile.Major,
@@ -212,7 +219,7 @@ func newSubtask(ctx context.Context, t *testing.T, rs *replSet, target *mongo.Cl
 		store = store.WithEntries(tl)
 		o.Store = store
 	} else {
-		if _, err := store.SetShardStart(ctx, shardName, bson.Timestamp{}); err != nil {
+		if _, err := store.SetShardStart(ctx, shardName, from); err != nil {
 			t.Fatal(err)
 		}
 		store = store.ForShard(shardName).WithEntries(tl)
@@ -275,12 +282,7 @@ func checkpointInHistory(ctx context.Context, t *testing.T, st *subtask, rs *rep
 		t.Errorf("%s: the checkpoint was saved without its entry", rs.name)
 		return
 	}
-	sc, err := conn.Open(ctx, "source", config.Endpoint{URI: rs.srv.URI() + "?replicaSet=" + rs.name}, conn.Options{AppName: "mongoferry"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = sc.Disconnect(context.WithoutCancel(ctx)) }()
-	if err := source.CheckRollback(ctx, sc, *at); err != nil {
+	if err := source.CheckRollback(ctx, startClient(ctx, t, rs), *at); err != nil {
 		t.Errorf("%s: a restart would refuse the checkpoint: %v", rs.name, err)
 	}
 }

@@ -102,7 +102,7 @@ func TestFailoverReplicaSet(t *testing.T) {
 	dst := testserver.Start(t)
 	dc := dst.MustClient(t)
 	rs := startReplSet(t, "rs0")
-	st := newSubtask(ctx, t, rs, dc, nil, "", withCap())
+	st := newSubtask(ctx, t, rs, dc, nil, "", withCap(), bson.Timestamp{})
 	rctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- st.r.Run(rctx) }()
@@ -146,7 +146,7 @@ func TestFailoverShardOfCluster(t *testing.T) {
 	done := make(chan error, len(sets))
 	subs := make([]*subtask, len(sets))
 	for i, rs := range sets {
-		subs[i] = newSubtask(ctx, t, rs, dc, board, rs.name, withCap())
+		subs[i] = newSubtask(ctx, t, rs, dc, board, rs.name, withCap(), bson.Timestamp{})
 		go func() { done <- subs[i].r.Run(rctx) }()
 	}
 	// Each shard owns its chunk of _id: shard0 0-39, shard1 40-79.
