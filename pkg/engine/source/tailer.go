@@ -32,7 +32,9 @@ type OplogReader interface {
 // only when it must: the cursor died (killed, CappedPositionLost, a new
 // primary), failed, or stayed silent for QuietReopen (longer than a
 // MongoDB replica set's periodic no-op interval, so it only catches a
-// cursor that stopped delivering).
+// cursor that stopped delivering). It hands out an entry only once the
+// source's majority has it (Commit, commitcap.go), so that replay never
+// applies a write a failover rolls back.
 //
 // In Settle mode (servers whose oplog can show an entry after later ones,
 // FerretDB) there is no tailable cursor to keep: the oplog is read in ts
