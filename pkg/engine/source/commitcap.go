@@ -49,13 +49,24 @@ type capState struct {
 	confirmed bson.Timestamp
 	// pending are entries read from the open cursor, not yet released.
 	pending []bson.Raw
+	// misses counts reads in a row that released nothing while entries
+	// waited (see commitPoll).
+	misses int
 }
 
+// maxCommitPoll is the longest the commit point goes unread while entries
+// wait for it: the poll doubles for each read in a row that released
+// nothing (a majority down or far behind), so that a long wait costs a
+// hello a second rather than a hundred.
+const maxCommitPoll = time.Second
+
+// commitPoll is the wait before the commit point is read again.
 func (t *Tailer) commitPoll() time.Duration {
+	p := defaultCommitPoll
 	if t.CommitPoll > 0 {
-		return t.CommitPoll
+		p = t.CommitPoll
 	}
-	return defaultCommitPoll
+	return min(p<<min(max(t.capped.misses-1, 0), 10), max(maxCommitPoll, p))
 }
 
 // refreshCommit reads the commit point again when it does not allow ts
@@ -149,6 +160,11 @@ func (t *Tailer) releaseCommitted(ctx context.Context, out []bson.Raw) ([]bson.R
 		return out, err
 	}
 	c := &t.capped
+	if n == 0 && len(c.pending) > 0 {
+		c.misses++
+	} else {
+		c.misses = 0
+	}
 	for _, raw := range c.pending[:n] {
 		if t.classify(tsOf(raw), 0) == entryTake {
 			t.handed.add(raw)
@@ -166,7 +182,7 @@ func (t *Tailer) closeCursor(ctx context.Context) {
 		_ = t.cur.Close(context.WithoutCancel(ctx))
 		t.cur = nil
 	}
-	t.capped.pending, t.capped.confirmed = nil, bson.Timestamp{}
+	t.capped.pending, t.capped.confirmed, t.capped.misses = nil, bson.Timestamp{}, 0
 }
 
 // nextTailable is Next on a tailable cursor: it reads what the cursor

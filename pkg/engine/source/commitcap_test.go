@@ -121,6 +121,9 @@ func testReleasesOnlyCommitted(t *testing.T, settle time.Duration) {
 	if len(got) != 2 || got[1][0] != 2 {
 		t.Fatalf("with the commit point at entry 2, handed out %v; want entries 1 and 2", got)
 	}
+	if n := tl.Stats().CommitReads; settle == 0 && n > 30 {
+		t.Errorf("the commit point was read %d times in 2 s while it did not move; want the poll to back off", n)
+	}
 	commit.set(5, 1)
 	got = readUntil(ctx, t, tl, 3, 5*time.Second)
 	if len(got) != 3 || got[0][0] != 3 || got[2][0] != 5 {
