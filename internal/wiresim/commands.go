@@ -127,11 +127,15 @@ func (h *handler) hello(ctx context.Context, req *request, dst []byte, legacy bo
 	s := h.s
 	if tv, ok := req.body.Lookup("topologyVersion").DocumentOK(); ok {
 		if wait, ok := req.body.Lookup("maxAwaitTimeMS").AsInt64OK(); ok && wait > 0 {
-			if pid, _ := tv.Lookup("processId").ObjectIDOK(); pid == s.processID {
+			pid, _ := tv.Lookup("processId").ObjectIDOK()
+			counter, _ := tv.Lookup("counter").AsInt64OK()
+			changed := s.topologyChanged()
+			if pid == s.processID && counter == s.topology.Load() {
 				t := time.NewTimer(time.Duration(wait) * time.Millisecond)
 				select {
 				case <-t.C:
 				case <-s.closed:
+				case <-changed:
 				case <-ctx.Done():
 				}
 				t.Stop()
@@ -152,7 +156,7 @@ func (h *handler) hello(ctx context.Context, req *request, dst []byte, legacy bo
 	var tv int32
 	tv, d = bsoncore.AppendDocumentElementStart(d, "topologyVersion")
 	d = bsoncore.AppendObjectIDElement(d, "processId", s.processID)
-	d = bsoncore.AppendInt64Element(d, "counter", 0)
+	d = bsoncore.AppendInt64Element(d, "counter", s.topology.Load())
 	d, _ = bsoncore.AppendDocumentEnd(d, tv)
 	d = bsoncore.AppendArrayElement(d, "hosts", bsoncore.NewArrayBuilder().AppendString(s.addr).Build())
 	d = bsoncore.AppendStringElement(d, "setName", s.o.SetName)
@@ -168,6 +172,17 @@ func (h *handler) hello(ctx context.Context, req *request, dst []byte, legacy bo
 	d = bsoncore.AppendInt64Element(d, "t", 1)
 	d, _ = bsoncore.AppendDocumentEnd(d, ot)
 	d = bsoncore.AppendDateTimeElement(d, "lastWriteDate", now.UnixMilli())
+	var mt int32
+	mt, d = bsoncore.AppendDocumentElementStart(d, "majorityOpTime")
+	if s.o.Commit != nil {
+		ts, term := s.o.Commit()
+		d = bsoncore.AppendTimestampElement(d, "ts", ts.T, ts.I)
+		d = bsoncore.AppendInt64Element(d, "t", term)
+	} else {
+		// Every entry served is committed, its term unknown.
+		d = bsoncore.AppendTimestampElement(d, "ts", newest.T, newest.I)
+	}
+	d, _ = bsoncore.AppendDocumentEnd(d, mt)
 	d, _ = bsoncore.AppendDocumentEnd(d, lw)
 	d = bsoncore.AppendInt32Element(d, "maxBsonObjectSize", 16*1024*1024)
 	d = bsoncore.AppendInt32Element(d, "maxMessageSizeBytes", maxMessageBytes)
@@ -195,10 +210,8 @@ func (h *handler) hello(ctx context.Context, req *request, dst []byte, legacy bo
 // newestTS is the ts of the newest visible oplog entry, or the server's
 // start time when there is none.
 func (s *Server) newestTS() bson.Timestamp {
-	if s.o.Oplog != nil {
-		if n := s.visible.Load(); n > 0 {
-			return s.o.Oplog.TS(n - 1)
-		}
+	if o, n := s.view(); o != nil && n > 0 {
+		return o.TS(n - 1)
 	}
 	return bson.Timestamp{T: uint32(s.started.Unix())}
 }

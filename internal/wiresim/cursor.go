@@ -55,7 +55,8 @@ type cursor struct {
 func (h *handler) find(req *request, dst []byte) ([]byte, error) {
 	coll, _ := req.body.Lookup("find").StringValueOK()
 	ns := req.db + "." + coll
-	if ns != oplogNS || h.s.o.Oplog == nil {
+	o, visible := h.s.view()
+	if ns != oplogNS || o == nil {
 		h.s.stats.addReads(true, 0)
 		return appendEmptyCursor(dst, ns, "firstBatch", 0), nil
 	}
@@ -63,11 +64,10 @@ func (h *handler) find(req *request, dst []byte) ([]byte, error) {
 	if err := c.parse(req.body); err != nil {
 		return dst, err
 	}
-	visible := h.s.visible.Load()
 	if c.backward {
-		c.next = h.s.end(c, visible) - 1
+		c.next = end(o, c, visible) - 1
 	} else {
-		c.next = h.s.start(c, visible)
+		c.next = start(o, c, visible)
 	}
 	size := int64(defaultFirstBatch)
 	if v, ok := req.body.Lookup("batchSize").AsInt64OK(); ok {
@@ -220,29 +220,28 @@ func (c *cursor) skip(ns string) bool {
 }
 
 // start is the first index at or after the cursor's lower bound.
-func (s *Server) start(c *cursor, visible int64) int64 {
+func start(o Oplog, c *cursor, visible int64) int64 {
 	if !c.lower.set {
 		return 0
 	}
-	return search(s.o.Oplog, visible, c.lower.ts, c.lower.inclusive)
+	return search(o, visible, c.lower.ts, c.lower.inclusive)
 }
 
 // end is the index past the last visible entry within the upper bound.
-func (s *Server) end(c *cursor, visible int64) int64 {
+func end(o Oplog, c *cursor, visible int64) int64 {
 	if !c.upper.set {
 		return visible
 	}
-	return search(s.o.Oplog, visible, c.upper.ts, !c.upper.inclusive)
+	return search(o, visible, c.upper.ts, !c.upper.inclusive)
 }
 
 // fill appends the cursor's next batch of at most size entries (no cap
 // when size <= 0) to dst as array elements, and says how many it
 // appended and whether the cursor stays open.
 func (s *Server) fill(dst []byte, c *cursor, size int64) (_ []byte, n int64, open bool) {
-	o := s.o.Oplog
-	visible := s.visible.Load()
-	end := s.end(c, visible)
-	lo := s.start(c, visible)
+	o, visible := s.view()
+	end := end(o, c, visible)
+	lo := start(o, c, visible)
 	if c.left > 0 && (size <= 0 || size > c.left) {
 		size = c.left
 	}
@@ -252,7 +251,7 @@ func (s *Server) fill(dst []byte, c *cursor, size int64) (_ []byte, n int64, ope
 			break
 		}
 		k := c.next
-		if (!c.backward && k >= end) || (c.backward && k < lo) {
+		if (!c.backward && k >= end) || (c.backward && k < lo) || k >= visible {
 			break
 		}
 		if c.backward {
@@ -311,11 +310,11 @@ func (h *handler) getMore(ctx context.Context, req *request, dst []byte) ([]byte
 	var deadline <-chan time.Time
 	begin := len(dst)
 	for {
-		visible, grown := s.growth()
+		o, visible, grown := s.growth()
 		var r cursorReply
 		d := r.start(dst[:begin], "nextBatch")
 		d, n, open := s.fill(d, c, size)
-		if n > 0 || !open || !c.await || c.backward || (c.upper.set && s.end(c, visible) < visible) {
+		if n > 0 || !open || !c.await || c.backward || (c.upper.set && end(o, c, visible) < visible) {
 			s.stats.addReads(false, n)
 			if !open {
 				s.curMu.Lock()

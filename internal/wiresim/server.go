@@ -49,6 +49,10 @@ type Options struct {
 	// or nil to leave the command unknown. Tests script DDL replies with
 	// it.
 	Command func(db string, body bson.Raw) bson.Raw
+	// Commit, when set, is the majority commit point hello reports
+	// (lastWrite.majorityOpTime: ts and term); when nil it is the newest
+	// visible entry, with no term.
+	Commit func() (bson.Timestamp, int64)
 }
 
 // Server is a running fixture server on a loopback port.
@@ -61,10 +65,16 @@ type Server struct {
 	log       *slog.Logger
 
 	// visible is how many oplog entries can be read; grown is closed and
-	// replaced when it grows.
+	// replaced when it grows. oplogMu guards o.Oplog with it (Failover).
+	oplogMu sync.RWMutex
 	visible atomic.Int64
-	growMu  sync.Mutex
-	grown   chan struct{}
+	// topology is hello's topologyVersion.counter, raised by Failover;
+	// topoChanged is closed, and replaced, when it is.
+	topology    atomic.Int64
+	topoMu      sync.Mutex
+	topoChanged chan struct{}
+	growMu      sync.Mutex
+	grown       chan struct{}
 
 	curMu   sync.Mutex
 	cursors map[int64]*cursor
@@ -122,27 +132,46 @@ func (s *Server) URI() string { return "mongodb://" + s.addr + "/" }
 // Reveal makes n more of the hidden oplog entries visible and wakes the
 // awaitData cursors waiting for them.
 func (s *Server) Reveal(n int64) {
-	if s.o.Oplog == nil {
+	s.oplogMu.RLock()
+	o := s.o.Oplog
+	if o == nil {
+		s.oplogMu.RUnlock()
 		return
 	}
 	for {
 		v := s.visible.Load()
-		nv := min(v+n, s.o.Oplog.Len())
+		nv := min(v+n, o.Len())
 		if s.visible.CompareAndSwap(v, nv) {
 			break
 		}
 	}
+	s.oplogMu.RUnlock()
+	s.wake()
+}
+
+// wake wakes the awaitData cursors waiting for the oplog to grow.
+func (s *Server) wake() {
 	s.growMu.Lock()
 	close(s.grown)
 	s.grown = make(chan struct{})
 	s.growMu.Unlock()
 }
 
-// growth returns the visible count and a channel closed when it grows.
-func (s *Server) growth() (int64, <-chan struct{}) {
+// growth returns the oplog, its visible count and a channel closed when
+// it grows.
+func (s *Server) growth() (Oplog, int64, <-chan struct{}) {
 	s.growMu.Lock()
 	defer s.growMu.Unlock()
-	return s.visible.Load(), s.grown
+	o, v := s.view()
+	return o, v, s.grown
+}
+
+// view returns the oplog served and how many of its entries are visible,
+// read together (Failover replaces both).
+func (s *Server) view() (Oplog, int64) {
+	s.oplogMu.RLock()
+	defer s.oplogMu.RUnlock()
+	return s.o.Oplog, s.visible.Load()
 }
 
 // Close stops listening, closes every connection and waits for their

@@ -107,7 +107,9 @@ func (e *Engine) subtaskList() []*subtask {
 }
 
 // checkShardWindows fails with OplogWindowLost, naming the shard, when a
-// shard's oplog no longer holds its subtask's checkpoint.
+// shard's oplog no longer holds its subtask's checkpoint, or with
+// source.ErrRolledBack when it no longer holds the entry the checkpoint
+// was saved at.
 func (e *Engine) checkShardWindows(ctx context.Context, recs map[string]checkpoint.ShardRecord) error {
 	for _, st := range e.subtaskList() {
 		rec, ok := recs[st.shard.Name]
@@ -129,15 +131,21 @@ func checkShardWindow(ctx context.Context, st *subtask, rec checkpoint.ShardReco
 	if err := source.CheckWindow(ctx, st.client, from, false); err != nil {
 		return fmt.Errorf("shard %s: %w", st.shard.Name, err)
 	}
+	if rec.AppliedEntry != nil && !rec.AppliedTS.IsZero() {
+		if err := source.CheckRollback(ctx, st.client, *rec.AppliedEntry); err != nil {
+			return fmt.Errorf("shard %s: %w", st.shard.Name, err)
+		}
+	}
 	return nil
 }
 
-// shardPositions reads the newest oplog position of every shard: the
-// start positions, taken before anything is copied.
+// shardPositions reads the newest majority-committed oplog position of
+// every shard (source.CommittedTS): the start positions, taken before
+// anything is copied, which reads at majority read concern.
 func (e *Engine) shardPositions(ctx context.Context) (map[string]bson.Timestamp, error) {
 	out := map[string]bson.Timestamp{}
 	for _, st := range e.subtaskList() {
-		ts, err := source.NewestTS(ctx, st.client)
+		ts, err := source.CommittedTS(ctx, st.client)
 		if err != nil {
 			return nil, fmt.Errorf("shard %s: %w", st.shard.Name, err)
 		}

@@ -210,6 +210,9 @@ func (e *Engine) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, p repla
 		reader = tailer
 	}
 	store := e.store.ForShard(st.shard.Name)
+	if l, ok := reader.(checkpoint.EntryLog); ok {
+		store = store.WithEntries(l) // checked at resume: checkShardWindow
+	}
 	return replay.Options{
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader,
 		// Documents re-read for late entries come from mongos: a shard

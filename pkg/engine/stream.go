@@ -117,8 +117,12 @@ func (e *Engine) newStreamReplayer(ctx context.Context, rec checkpoint.TaskRecor
 		return nil, err
 	}
 	unique := p.unique
+	store := e.store
+	if l, ok := reader.(checkpoint.EntryLog); ok {
+		store = store.WithEntries(l) // checked at resume: source.CheckRollback
+	}
 	r := e.newReplayer(replay.Options{
-		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: e.store,
+		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: store,
 		Mapper: e.mapper, Log: e.baseLog(), From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique, Selected: p.selected,
 		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(e.task.Target.URI), IndexesOneByOne: e.dstProfile.IndexesOneByOne, SerialUpdates: e.dstProfile.SerialUpdates,

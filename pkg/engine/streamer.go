@@ -91,7 +91,13 @@ func (s replicaSetStreamer) checkOplogs(ctx context.Context, what string) error 
 }
 
 func (s replicaSetStreamer) checkWindow(ctx context.Context, prev checkpoint.TaskRecord) error {
-	return source.CheckWindow(ctx, s.e.source, prev.ResumeTS(), prev.ResumesFromEmptyOplog())
+	if err := source.CheckWindow(ctx, s.e.source, prev.ResumeTS(), prev.ResumesFromEmptyOplog()); err != nil {
+		return err
+	}
+	if prev.AppliedEntry == nil || prev.AppliedTS.IsZero() {
+		return nil // nothing applied yet, or a checkpoint saved without its entry
+	}
+	return source.CheckRollback(ctx, s.e.source, *prev.AppliedEntry)
 }
 
 func (s replicaSetStreamer) checkGivenStart(ctx context.Context, ts bson.Timestamp, useOplog bool) (map[string]bson.Timestamp, error) {

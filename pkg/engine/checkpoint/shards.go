@@ -26,6 +26,9 @@ type ShardRecord struct {
 	StartTS bson.Timestamp `bson:"startTS"`
 	// AppliedTS is the subtask's checkpoint in its shard's oplog.
 	AppliedTS bson.Timestamp `bson:"appliedTS,omitempty"`
+	// AppliedEntry is the newest entry of the shard's oplog at or below
+	// AppliedTS the subtask read (see TaskRecord.AppliedEntry).
+	AppliedEntry *OpTime `bson:"appliedEntry,omitempty"`
 	// CopyEndTS is the shard's newest oplog position when the full copy
 	// finished (see TaskRecord.CopyEndTS).
 	CopyEndTS bson.Timestamp `bson:"copyEndTS,omitempty"`
@@ -159,7 +162,7 @@ func (s *Store) SaveShardState(ctx context.Context, ts bson.Timestamp, txns []bs
 		txns = []bson.Raw{}
 	}
 	_, err := s.db.Collection(ShardsCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: s.shardID(s.shard)}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "appliedTS", Value: ts}, {Key: "txns", Value: txns}, {Key: "checkpointAt", Value: time.Now().UTC()}}}})
+		bson.D{{Key: "$set", Value: append(s.appliedSet(ts), bson.E{Key: "txns", Value: txns})}})
 	if err != nil {
 		return fmt.Errorf("checkpoint: save shard %s at %d,%d: %w", s.shard, ts.T, ts.I, err)
 	}

@@ -56,6 +56,12 @@ type TaskRecord struct {
 	// AppliedTS is the replay checkpoint: every entry at or below it has
 	// been applied to the target.
 	AppliedTS bson.Timestamp `bson:"appliedTS,omitempty"`
+	// AppliedEntry is the newest oplog entry at or below AppliedTS that
+	// replay read, by ts and term, saved with it: a resumed run checks the
+	// source still holds it (source.CheckRollback). Nil in checkpoints
+	// saved before it was kept, or from a reader that does not say
+	// (EntryLog).
+	AppliedEntry *OpTime `bson:"appliedEntry,omitempty"`
 	// CopyEndTS is the source's newest oplog position when the full copy
 	// finished: replayed entries up to it may meet documents the copy
 	// already holds in a newer state.
@@ -123,6 +129,20 @@ type Range struct {
 	Bytes    int64  `bson:"bytes"`
 }
 
+// OpTime is an oplog entry's position: its ts and its term t (-1 for an
+// entry without one).
+type OpTime struct {
+	TS bson.Timestamp `bson:"ts"`
+	T  int64          `bson:"t"`
+}
+
+// EntryLog says which oplog entries replay read: EntryAt returns the
+// newest one at or below ts (ok false when it knows none). The tailer
+// implements it.
+type EntryLog interface {
+	EntryAt(ts bson.Timestamp) (OpTime, bool)
+}
+
 // Store reads and writes one task's progress.
 type Store struct {
 	db   *mongo.Database
@@ -130,6 +150,29 @@ type Store struct {
 	// shard, when set, scopes SaveApplied to one shard's subtask (see
 	// ForShard).
 	shard string
+	// entries, when set, names the entry saved with each checkpoint (see
+	// WithEntries).
+	entries EntryLog
+}
+
+// WithEntries returns a store whose checkpoints are saved with the entry
+// l names at or below them (TaskRecord.AppliedEntry,
+// ShardRecord.AppliedEntry).
+func (s *Store) WithEntries(l EntryLog) *Store {
+	c := *s
+	c.entries = l
+	return &c
+}
+
+// appliedSet is the $set of a checkpoint at ts.
+func (s *Store) appliedSet(ts bson.Timestamp) bson.D {
+	set := bson.D{{Key: "appliedTS", Value: ts}, {Key: "checkpointAt", Value: time.Now().UTC()}}
+	if s.entries != nil {
+		if e, ok := s.entries.EntryAt(ts); ok {
+			set = append(set, bson.E{Key: "appliedEntry", Value: e})
+		}
+	}
+	return set
 }
 
 // NewStore returns the store of task in database db on the target.
@@ -216,7 +259,7 @@ func (s *Store) SaveApplied(ctx context.Context, ts bson.Timestamp) error {
 		return s.saveShardApplied(ctx, ts)
 	}
 	_, err := s.db.Collection(TasksCollection).UpdateOne(ctx, bson.D{{Key: "_id", Value: s.task}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "appliedTS", Value: ts}, {Key: "checkpointAt", Value: time.Now().UTC()}}}})
+		bson.D{{Key: "$set", Value: s.appliedSet(ts)}})
 	if err != nil {
 		return fmt.Errorf("checkpoint: save %d,%d: %w", ts.T, ts.I, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
@@ -568,7 +569,10 @@ type rangeCursor interface {
 // openSource opens a range on the source and says how many documents a
 // write batch holds (cache.batchSize, fewer for large documents).
 func (c *Copier) openSource(ctx context.Context, r checkpoint.Range, coll catalog.Collection) (rangeCursor, int, error) {
-	src := c.opts.Source.Database(coll.Source.DB).Collection(coll.Source.Coll)
+	// At majority read concern, as the per-shard and the shared copy read:
+	// a copy never holds a write a failover of the source rolls back (its
+	// undoing logs no entry for replay to apply).
+	src := c.opts.Source.Database(coll.Source.DB).Collection(coll.Source.Coll, options.Collection().SetReadConcern(readconcern.Majority()))
 	// Write batches hold cache.batchSize documents (fewer when that many
 	// would pass one batch's share of the budget), and the cursor's
 	// batches hold as many: no driver prefetches a cursor's next batch,

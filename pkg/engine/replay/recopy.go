@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readconcern"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 )
@@ -65,7 +66,8 @@ func (r *Replayer) recopy(ctx context.Context, src catalog.Namespace) error {
 // copyDocuments copies every document of src into dst in unordered
 // batches of at most cache.batchSize documents and 8 MiB.
 func (r *Replayer) copyDocuments(ctx context.Context, src, dst catalog.Namespace) error {
-	cur, err := r.o.Source.Database(src.DB).Collection(src.Coll).Find(ctx, bson.D{})
+	// At majority read concern, as the full copy reads.
+	cur, err := r.o.Source.Database(src.DB).Collection(src.Coll, options.Collection().SetReadConcern(readconcern.Majority())).Find(ctx, bson.D{})
 	if err != nil {
 		return fmt.Errorf("copy %s: %w", src, err)
 	}

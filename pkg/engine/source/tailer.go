@@ -32,7 +32,9 @@ type OplogReader interface {
 // only when it must: the cursor died (killed, CappedPositionLost, a new
 // primary), failed, or stayed silent for QuietReopen (longer than a
 // MongoDB replica set's periodic no-op interval, so it only catches a
-// cursor that stopped delivering).
+// cursor that stopped delivering). It hands out an entry only once the
+// source's majority has it (Commit, commitcap.go), so that replay never
+// applies a write a failover rolls back.
 //
 // In Settle mode (servers whose oplog can show an entry after later ones,
 // FerretDB) there is no tailable cursor to keep: the oplog is read in ts
@@ -96,6 +98,17 @@ type Tailer struct {
 	// stats counts the tailer's queries; read by Stats from any goroutine.
 	stats tailerCounters
 	reads readClock
+	// Commit, when set, caps what Next releases at the source's majority
+	// commit point (commitcap.go): an entry a failover could still roll
+	// back is never handed out. NewTailer sets it to MajorityCommit of the
+	// tailer's client; nil releases every entry read.
+	Commit CommitReader
+	// CommitPoll is how often the commit point is read again while read
+	// entries wait for it; 10ms when zero.
+	CommitPoll time.Duration
+	capped     capState
+	// handed is what EntryAt answers from.
+	handed entryLog
 	// settled is what Settled reads from any goroutine: the last position
 	// handed out and the look-back window then in force.
 	settled settledState
@@ -126,23 +139,35 @@ type TailerStats struct {
 	// been handed out (Settle mode); replay re-reads their documents from
 	// the source.
 	LateEntries int64 `json:"lateEntries"`
+	// CommitReads counts reads of the majority commit point; HistoryReads
+	// the entries of an earlier term looked up on the source's primary
+	// to confirm they are committed (commitcap.go).
+	CommitReads  int64 `json:"commitReads"`
+	HistoryReads int64 `json:"historyReads"`
+	// Diverged counts cursors closed because they read entries the
+	// source's primary does not hold (a branch being rolled back).
+	Diverged int64 `json:"diverged"`
 }
 
-type tailerCounters struct{ reopens, newest, late atomic.Int64 }
+type tailerCounters struct {
+	reopens, newest, late, commitReads, historyReads, diverged atomic.Int64
+}
 
 // Stats returns the tailer's counters; safe to call from any goroutine.
 func (t *Tailer) Stats() TailerStats {
-	return TailerStats{Reopens: t.stats.reopens.Load(), NewestReads: t.stats.newest.Load(), LateEntries: t.stats.late.Load()}
+	return TailerStats{Reopens: t.stats.reopens.Load(), NewestReads: t.stats.newest.Load(), LateEntries: t.stats.late.Load(),
+		CommitReads: t.stats.commitReads.Load(), HistoryReads: t.stats.historyReads.Load(), Diverged: t.stats.diverged.Load()}
 }
 
 // lookBack is how far below the last position a Settle-mode read starts,
 // so that a late entry is found rather than stepped over.
 func (t *Tailer) lookBack() time.Duration { return max(10*time.Second, 2*t.Settle) }
 
-// NewTailer returns a tailer that yields entries with ts > from.
+// NewTailer returns a tailer that yields entries with ts > from, each
+// once it is majority-committed (Commit).
 func NewTailer(client *mongo.Client, from bson.Timestamp) *Tailer {
 	t := &Tailer{client: client, last: from, start: from, BatchEntries: 1000, QuietReopen: time.Minute,
-		Poll: 500 * time.Millisecond, MaxPoll: 5 * time.Second}
+		Poll: 500 * time.Millisecond, MaxPoll: 5 * time.Second, Commit: MajorityCommit(client)}
 	t.settled.set(from, 0)
 	return t
 }
@@ -199,6 +224,9 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 			return nil, err
 		}
 	}
+	if t.Settle == 0 {
+		return t.nextTailable(ctx)
+	}
 	var out []bson.Raw
 	held := false
 	cutoff := uint32(time.Now().Add(-t.Settle).Unix())
@@ -209,12 +237,32 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 			return out, fmt.Errorf("oplog entry without a ts: %s", raw)
 		}
 		ts := tsOf(raw)
+		if t.Commit != nil && ts.Compare(t.start) > 0 {
+			ok, err := t.settleCommitted(ctx, raw)
+			if err != nil {
+				// The entries taken are handed out (the position has
+				// moved past them); the next read reports the error again
+				// if it lasts.
+				t.closeCursor(ctx)
+				t.reads.failed()
+				if len(out) > 0 {
+					t.reads.handedOut(t.last)
+					return out, nil
+				}
+				return nil, err
+			}
+			if !ok {
+				held, heldTS = true, ts
+				break
+			}
+		}
 		v := t.classify(ts, cutoff)
 		if v == entryHold {
 			held, heldTS = true, ts
 			break
 		}
 		if v == entryTake {
+			t.handed.add(raw)
 			out = append(out, raw)
 		}
 	}
@@ -300,8 +348,7 @@ func (t *Tailer) endRead(ctx context.Context, held bool, heldTS bson.Timestamp, 
 	if !finished && (t.QuietReopen <= 0 || time.Since(t.lastEntry) <= t.QuietReopen) {
 		return nil
 	}
-	_ = t.cur.Close(context.WithoutCancel(ctx))
-	t.cur = nil
+	t.closeCursor(ctx)
 	if err == nil && finished {
 		t.reads.done(t.scanNewest, t.last)
 	} else {
@@ -431,8 +478,11 @@ func (t *Tailer) pruneSeen(from bson.Timestamp) {
 func (t *Tailer) Newest(ctx context.Context) (bson.Timestamp, error) {
 	if t.NewestFromReads && t.Settle > 0 {
 		ts, ok, err := t.reads.newest(ctx, newestWait(t))
-		if ok || err != nil {
+		if err != nil {
 			return ts, err
+		}
+		if ok {
+			return t.capNewest(ctx, ts)
 		}
 	}
 	t.stats.newest.Add(1)
@@ -441,7 +491,10 @@ func (t *Tailer) Newest(ctx context.Context) (bson.Timestamp, error) {
 	if err == nil {
 		t.reads.queried(at)
 	}
-	return ts, err
+	if err != nil {
+		return ts, err
+	}
+	return t.capNewest(ctx, ts)
 }
 
 // NewestReadAt returns when the read behind the last position Newest

@@ -11,13 +11,14 @@ import (
 )
 
 // StartPosition returns where replay starts when it is recorded before a
-// copy: the newest entry of the source's oplog, or, when the oplog is
+// copy: the newest majority-committed entry of the source's oplog
+// (CommittedTS), or, when the oplog is
 // empty (a new deployment, or a server that writes no periodic no-ops,
 // such as FerretDB), the server's current time (see ServerTime), with
 // emptyOplog set. Either way it is a real point in time: every entry
 // written later has a higher ts.
 func StartPosition(ctx context.Context, client *mongo.Client) (ts bson.Timestamp, emptyOplog bool, err error) {
-	ts, err = NewestTS(ctx, client)
+	ts, err = CommittedTS(ctx, client)
 	if err != nil || !ts.IsZero() {
 		return ts, false, err
 	}
