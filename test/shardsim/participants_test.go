@@ -41,7 +41,7 @@ func TestCommitWaitsForParticipantsOnly(t *testing.T) {
 			m.Finish()
 			rec := NewRecorder(m)
 			started := time.Now()
-			res := mustRun(t, Schedule{Seed: 26, Model: m}, Config{Seed: 26, Recorder: rec, DetectIDReuse: true,
+			res := mustRun(t, Schedule{Seed: 26, Model: m}, Config{Seed: 26, Recorder: rec,
 				Speeds: map[string]int{s0.Name: 50, s1.Name: 50, s2.Name: 0}})
 			for _, id := range ids {
 				wantDoc(t, rec, m, id)

@@ -82,10 +82,8 @@ func TestSim(t *testing.T) {
 			defer func() { <-sem; wg.Done() }()
 			sc := GenerateWith(seed, "app.users", steps, behavioursFromEnv(t, seed))
 			tgt := simTarget(seed)
-			// A task's default (detect) where no _id is reused across
-			// shards, so commit waits alone order a transaction's inserts.
-			detect := sc.Model.Fired["IDReuse"] == 0
-			res, err := Run(context.Background(), sc, Config{Seed: seed, Kills: 2, Sharded: tgt, DetectIDReuse: detect})
+			// Every schedule with a task's default options.
+			res, err := Run(context.Background(), sc, Config{Seed: seed, Kills: 2, Sharded: tgt})
 			errs := res.Violations
 			if tgt != nil && len(errs) > 0 {
 				errs = append(errs, "target: "+tgt.Describe())

@@ -55,6 +55,9 @@ func crudOp(op string, o, o2 bson.D) bson.D {
 func insOp(id, sk, v int64) bson.D { return crudOp("i", udoc(id, sk, v), dkey(id, sk)) }
 func delOp(id, sk int64) bson.D    { return crudOp("d", dkey(id, sk), nil) }
 
+// insOp44 is an insert as a shard logs it before FCV 5.3: no o2.
+func insOp44(id, sk, v int64) bson.D { return crudOp("i", udoc(id, sk, v), nil) }
+
 // setOp sets v (and sk, when it changes) of document {sk, _id}.
 func setOp(id, sk, newSK, v int64) bson.D {
 	u := bson.D{{Key: "v", Value: v}}
@@ -266,8 +269,8 @@ type cluster struct {
 	spec  config.Spec
 	mp    *catalog.Mapper
 	errs  chan error
-	// detectIDReuse is Options.DetectIDReuse.
-	detectIDReuse bool
+	// sourceKeys is Options.SourceShardKeys.
+	sourceKeys ShardKeys
 }
 
 type savedState struct {
@@ -314,7 +317,7 @@ func (c *cluster) run(ctx context.Context, name string) {
 	dead, killed := &sync.Mutex{}, new(bool)
 	r := New(Options{Task: "rule", Spec: &c.spec, Mapper: c.mp, Reader: &feed{log: c.logs[name], from: from.ts, open: c.open[name], slow: c.open[name] != nil},
 		From: from.ts, Recover: from.state, ShardMember: true, Shard: name, Board: fenced{c.board, dead, killed},
-		CheckpointInterval: 2 * time.Millisecond, HoldPoll: time.Millisecond, DetectIDReuse: c.detectIDReuse,
+		CheckpointInterval: 2 * time.Millisecond, HoldPoll: time.Millisecond, SourceShardKeys: c.sourceKeys,
 		SaveState: func(_ context.Context, ts bson.Timestamp, st oplog.AssemblerState) error {
 			dead.Lock()
 			defer dead.Unlock()

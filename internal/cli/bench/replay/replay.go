@@ -43,7 +43,6 @@ type benchReplayFlags struct {
 	shards     int
 	migrate    int64
 	shardKey   string
-	idReuse    string
 	wire       benchWireFlags
 }
 
@@ -98,10 +97,8 @@ interval later, its end marker), during which that shard holds the
 namespace's writes until the others have applied up to them (subtasks
 publish every 200ms here). It reports the writes held and the time they were held.
 With --shard-key FIELD the collections are sharded on {FIELD: 1, _id: 1}
-(entries carry that document key, as a sharded source logs it), so
-incremental.idReuseAcrossShards applies: --id-reuse detect (incremental.idReuseAcrossShards' default) holds no
-insert; --id-reuse hold holds every insert until the other shards have
-passed it.
+(entries carry that document key, as a sharded source logs it, and
+every write is filtered on it).
 
 --cpuprofile writes a CPU profile of each shape's rounds (FILE.<shape> with
 --shape both); read them with 'go tool pprof -top bin/ferry FILE*'.
@@ -125,8 +122,8 @@ func NewCommand() *cobra.Command {
   # Three shards with chunk migrations: ops/s and writes held
   ferry bench replay --shards 3
 
-  # The cost of idReuseAcrossShards: hold, with a shard key not led by _id
-  ferry bench replay --shards 3 --shard-key sk --id-reuse hold
+  # With a shard key not led by _id: writes filtered on {sk, _id}
+  ferry bench replay --shards 3 --shard-key sk
 
   # The same through go test
   go test ./pkg/engine/replay/ -run '^$' -bench Replay -benchmem` + benchWireExamples,
@@ -150,8 +147,7 @@ func NewCommand() *cobra.Command {
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the rounds to this file (FILE.<shape> with --shape both)")
 	fl.IntVar(&f.shards, "shards", 1, "replay as a sharded source with this many shards, one replayer each")
 	fl.Int64Var(&f.migrate, "migrate-every", replaybench.DefaultMigrateEvery, "with --shards: entries between chunk migrations (start marker, fromMigrate entry, end marker); 0 for none")
-	fl.StringVar(&f.shardKey, "shard-key", "", "with --shards: shard the collections on {FIELD: 1, _id: 1}: documents get an int field FIELD and entries carry the document key {FIELD, _id}, so idReuseAcrossShards applies")
-	fl.StringVar(&f.idReuse, "id-reuse", string(config.IDReuseDetect), "with --shards: incremental.idReuseAcrossShards, detect (its default) or hold")
+	fl.StringVar(&f.shardKey, "shard-key", "", "with --shards: shard the collections on {FIELD: 1, _id: 1}: documents get an int field FIELD and entries carry the document key {FIELD, _id}, on which every write is filtered")
 	addBenchWireFlags(fl, &f.wire)
 	return cmd
 }
@@ -185,8 +181,6 @@ func (f benchReplayFlags) validate() error {
 		return fmt.Errorf("--shards must be between 1 and 255, got %d", f.shards)
 	case f.migrate < 0:
 		return fmt.Errorf("--migrate-every must be 0 or more, got %d", f.migrate)
-	case f.idReuse != string(config.IDReuseHold) && f.idReuse != string(config.IDReuseDetect):
-		return fmt.Errorf("--id-reuse must be hold or detect, got %q", f.idReuse)
 	case f.shardKey != "" && (f.shardKey == "_id" || strings.ContainsAny(f.shardKey, ".$")):
 		return fmt.Errorf("--shard-key %q: give a field name other than _id, without '.' or '$' (e.g. sk)", f.shardKey)
 	case f.shardKey != "" && f.shards < 2:
@@ -220,7 +214,7 @@ func runBenchReplay(ctx context.Context, out io.Writer, f benchReplayFlags) erro
 	if f.shards > 1 {
 		fmt.Fprintf(out, "sharded:   %d shards, one replayer each (the pipeline figures are per replayer), a migration every %d entries\n", f.shards, f.migrate)
 		if f.shardKey != "" {
-			fmt.Fprintf(out, "shard key: {%s: 1, _id: 1}, idReuseAcrossShards: %s\n", f.shardKey, f.idReuse)
+			fmt.Fprintf(out, "shard key: {%s: 1, _id: 1}\n", f.shardKey)
 		}
 	}
 	var results []benchReplayShape
@@ -277,8 +271,7 @@ func benchReplayRounds(ctx context.Context, out io.Writer, f benchReplayFlags, s
 				migrate = -1
 			}
 			var sr replaybench.ShardResult
-			sr, err = replaybench.RunShards(ctx, in, replaybench.ShardConfig{Config: cfg, Shards: f.shards, MigrateEvery: migrate,
-				DetectIDReuse: f.idReuse == string(config.IDReuseDetect)})
+			sr, err = replaybench.RunShards(ctx, in, replaybench.ShardConfig{Config: cfg, Shards: f.shards, MigrateEvery: migrate})
 			rr = sr.Result
 			res.held, res.migrations, res.holdSeconds = append(res.held, sr.HeldWrites), append(res.migrations, sr.Migrations), append(res.holdSeconds, sr.HoldSeconds)
 			if err == nil {

@@ -39,10 +39,6 @@ type ShardConfig struct {
 	// Publish is the subtasks' checkpoint and publication interval;
 	// 200ms when zero.
 	Publish time.Duration
-	// DetectIDReuse is incremental.idReuseAcrossShards: detect (hold
-	// when false). It matters only for an Input with a ShardKey: with
-	// hold, each of its inserts waits until every other shard passes it.
-	DetectIDReuse bool
 }
 
 // ShardResult is what a sharded run measured.
@@ -284,7 +280,7 @@ func RunShards(ctx context.Context, in *Input, c ShardConfig) (ShardResult, erro
 		rs[s] = replay.New(replay.Options{
 			Task: "bench-replay", Spec: &spec, Reader: &shardReader{p: plan, s: s, batch: batch},
 			Mapper: mapper, From: in.From, Apply: sink.Apply,
-			ShardMember: true, Shard: name, Board: board, CheckpointInterval: publish, DetectIDReuse: c.DetectIDReuse,
+			ShardMember: true, Shard: name, Board: board, CheckpointInterval: publish,
 			// As a task's subtasks do: the checkpoint passes open
 			// migrations with their markers saved (here, nowhere).
 			SaveState: func(context.Context, bson.Timestamp, oplog.AssemblerState) error { return nil },
