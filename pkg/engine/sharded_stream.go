@@ -210,6 +210,11 @@ func (e *Engine) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, p repla
 		reader = tailer
 	}
 	store := e.store.ForShard(st.shard.Name)
+	if e.task.Incremental.IDReuseAcrossShards == config.IDReuseHold {
+		e.log.Info("incremental.idReuseAcrossShards: hold is no longer needed and replays as detect does: "+
+			"every write is filtered on its document key and only a write that meets another document with its _id waits",
+			"shard", st.shard.Name)
+	}
 	return replay.Options{
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader,
 		// Documents re-read for late entries come from mongos: a shard
