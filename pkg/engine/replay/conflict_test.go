@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
@@ -165,5 +166,27 @@ func TestConflictWaitBesideCommitWait(t *testing.T) {
 	}
 	if d, ok := c.store.get(3); ok {
 		t.Errorf("_id 3 is %v, want deleted", d)
+	}
+}
+
+// TestOnID: a duplicate key error counts as one on _id by its
+// keyPattern, else by the index its message names, else (a server that
+// names none, as FerretDB v1) as one.
+func TestOnID(t *testing.T) {
+	kp := func(d bson.D) bson.Raw { b, _ := bson.Marshal(bson.D{{Key: "keyPattern", Value: d}}); return b }
+	for _, c := range []struct {
+		name string
+		we   mongo.BulkWriteError
+		want bool
+	}{
+		{"keyPattern _id", mongo.BulkWriteError{WriteError: mongo.WriteError{Code: 11000, Details: kp(bson.D{{Key: "_id", Value: 1}})}}, true},
+		{"keyPattern email", mongo.BulkWriteError{WriteError: mongo.WriteError{Code: 11000, Details: kp(bson.D{{Key: "email", Value: 1}})}}, false},
+		{"message _id_", mongo.BulkWriteError{WriteError: mongo.WriteError{Code: 11000, Message: "E11000 duplicate key error collection: a.b index: _id_ dup key: { _id: 1 }"}}, true},
+		{"message email_1", mongo.BulkWriteError{WriteError: mongo.WriteError{Code: 11000, Message: "E11000 duplicate key error collection: a.b index: email_1 dup key: { email: 1 }"}}, false},
+		{"no index named", mongo.BulkWriteError{WriteError: mongo.WriteError{Code: 11000, Message: "E11000 duplicate key error collection: a.b"}}, true},
+	} {
+		if got := onID(c.we); got != c.want {
+			t.Errorf("%s: onID %v, want %v", c.name, got, c.want)
+		}
 	}
 }

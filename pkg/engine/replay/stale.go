@@ -6,7 +6,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
-// onID reports whether a duplicate key error is on the _id index.
+// onID reports whether a duplicate key error is on the _id index: by its
+// keyPattern, else by the index its message names. A server that names
+// none (FerretDB v1: "E11000 duplicate key error collection: db.coll")
+// is taken at its word for an upsert filtered on a document key
+// (conflictOnID): the write waits for the other subtasks and goes again
+// before it is stepped over, and a unique secondary index met that way
+// is waited on the same way.
 func onID(we mongo.BulkWriteError) bool {
 	if kp, err := we.Details.LookupErr("keyPattern"); err == nil {
 		if doc, ok := kp.DocumentOK(); ok {
@@ -14,7 +20,10 @@ func onID(we mongo.BulkWriteError) bool {
 			return err == nil && len(els) == 1 && els[0].Key() == "_id"
 		}
 	}
-	return strings.Contains(we.Message, "index: _id_ ")
+	if strings.Contains(we.Message, "index: ") {
+		return strings.Contains(we.Message, "index: _id_ ")
+	}
+	return true
 }
 
 // stepOver counts and logs a write stepped over: after waiting for the
