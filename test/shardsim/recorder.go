@@ -165,7 +165,7 @@ func (r *Recorder) checkOrder(w Write, inst int, effect bool) {
 		// migration's re-insert) is another document: the subtasks
 		// order each document's writes, not one document's against the
 		// next one's with the same _id, which they may apply first
-		// (docs/sharded.md, "Why the final documents are right").
+		// (docs/sharded.md, "What it does not cover").
 		if r.deletedBetween(w.ID, w.Seq, a.w.Seq) {
 			continue
 		}
