@@ -151,6 +151,7 @@ func (r *Replayer) unpark(d docID) error {
 		it := (*l)[0]
 		*l = (*l)[1:]
 		p.mu.Unlock()
+		waited := first
 		if first {
 			if err := r.waitConflict(ctx, it); err != nil {
 				r.budget.Release(it.bytes)
@@ -158,8 +159,10 @@ func (r *Replayer) unpark(d docID) error {
 			}
 			first = false
 		}
+		// The first write waited for its own ts; a later one that meets
+		// another document waits for its own.
 		one := []item{it}
-		err := r.applyWaited(ctx, one)
+		err := r.applyParked(ctx, one, waited)
 		r.finishItems(one, err, nil)
 		if err != nil {
 			return err

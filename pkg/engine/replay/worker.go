@@ -326,24 +326,22 @@ func (r *Replayer) replaceExisting(ctx context.Context, batch []item, idx []int)
 // applyBatch writes a run of one kind in order, retrying retryable
 // errors and stepping over duplicate keys of the copy/replay overlap.
 func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
-	return r.applyOrdered(ctx, batch, false)
+	return r.applyOrdered(ctx, batch, false, false)
 }
 
-// applyWaited is applyBatch for a parked document's write, after its
-// wait (conflict.go): one that meets another document with its _id once
-// more is stepped over.
-func (r *Replayer) applyWaited(ctx context.Context, batch []item) error {
-	return r.applyOrdered(ctx, batch, true)
+// applyParked is applyBatch for a parked document's writes, on its own
+// goroutine (conflict.go): a write that meets another document with its
+// _id waits where it is, unless waited (batch[0] has waited already),
+// and is stepped over if it meets it again after its wait.
+func (r *Replayer) applyParked(ctx context.Context, batch []item, waited bool) error {
+	return r.applyOrdered(ctx, batch, true, waited)
 }
 
-// applyOrdered is applyBatch; waited: batch[0] met a document with its
-// _id and waited for the other subtasks, and is stepped over if it meets
-// it again. A write that meets one otherwise parks its document
-// (conflict.go), or on a parked document's own goroutine (waited) waits
-// where it is.
-func (r *Replayer) applyOrdered(ctx context.Context, batch []item, waited bool) error {
+// applyOrdered is applyBatch; inline: a write that meets a document with
+// its _id waits where it is instead of parking its document; waited:
+// batch[0] has waited already.
+func (r *Replayer) applyOrdered(ctx context.Context, batch []item, inline, waited bool) error {
 	backoff := 200 * time.Millisecond
-	inline := waited
 	for attempt := 0; len(batch) > 0; attempt++ {
 		err := r.command(ctx, batch[0].cmd, batch)
 		if err == nil {
