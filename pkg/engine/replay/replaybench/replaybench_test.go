@@ -140,3 +140,25 @@ func TestGenerateKeyedCarriesTheDocumentKey(t *testing.T) {
 		t.Fatalf("%d writes held, want none", r.HeldWrites)
 	}
 }
+
+// TestRunShardsRehome: with 5% of the entries moving a document to
+// another shard (an earlier document with its _id inserted and deleted
+// on its home shard first), every write reaches the sink, once, and every
+// subtask's checkpoint reaches its shard's end.
+func TestRunShardsRehome(t *testing.T) {
+	in, err := GenerateKeyed(ShapeDDT, 2000, Mix{}, 3, "sk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := RunShards(context.Background(), in, ShardConfig{Config: Config{Ops: 3000, Writers: 2, BatchSize: 50},
+		Shards: 3, MigrateEvery: -1, Publish: 10 * time.Millisecond, Rehome: 0.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Moves < 100 || r.HeldWrites != 0 {
+		t.Fatalf("%d documents moved, %d writes held; want about 150 and none", r.Moves, r.HeldWrites)
+	}
+	if _, err := RunShards(context.Background(), in, ShardConfig{Config: Config{Ops: 10}, Shards: 1, Rehome: 0.05}); err == nil {
+		t.Fatal("a move with one shard: no error")
+	}
+}
