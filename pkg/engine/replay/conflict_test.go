@@ -190,3 +190,50 @@ func TestOnID(t *testing.T) {
 		}
 	}
 }
+
+// TestConflictWaitsForAnOpenTransaction: s0 deletes X in a prepared
+// transaction committed at 12, and the application then inserts X with
+// another shard key on s1 at 15; s0 logs its commit entry only at 20.
+// s0's durable position passes 15 with the transaction saved as state,
+// so s1's insert, which meets X on the target, must also wait for s0's
+// open transaction (shard.Position.OpenFrom) before it goes again, or it
+// is stepped over and the delete then leaves no X.
+func TestConflictWaitsForAnOpenTransaction(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := oplogs{}.add(t, "s0", 10, prepareOp(1, delOp(1, 5))).add(t, "s0", 16, noopOp()).
+		add(t, "s0", 20, commitOp(1, at(12), at(10))).add(t, "s0", 30, noopOp()).
+		add(t, "s1", 15, insOp(1, 50, 7)).add(t, "s1", 31, noopOp())
+	c := newCluster(t, logs)
+	c.store.docs = map[int64]bson.D{1: udoc(1, 5, 1)}
+	// s0 stops before its commit entry until s1's insert has met X and
+	// waited a while (s1 publishes its need, 15), or s1 went past it.
+	var met time.Time
+	c.until = map[string]func() (int, bool){"s0": func() (int, bool) {
+		ps, _ := c.board.Positions(context.Background())
+		waiting, past := false, false
+		for _, p := range ps {
+			waiting = waiting || p.Shard == "s1" && p.Needs.Equal(at(15))
+			past = past || p.Shard == "s1" && !p.Applied.Before(at(15))
+		}
+		if past {
+			return 2, true // s1 did not wait
+		}
+		if !waiting {
+			return 2, false
+		}
+		if met.IsZero() {
+			met = time.Now()
+		}
+		return 2, time.Since(met) > 100*time.Millisecond
+	}}
+	c.start(ctx)
+	defer c.stop()
+	if err := c.wait(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	d, ok := c.store.get(1)
+	if !ok || field(d, "sk") != 50 || field(d, "v") != 7 {
+		t.Fatalf("_id 1 is %v (present %v), want sk 50 v 7", d, ok)
+	}
+}
