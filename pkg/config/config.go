@@ -475,16 +475,16 @@ type Incremental struct {
 	// +optional
 	StartAt string `json:"startAt,omitempty"`
 	// IDReuseAcrossShards is what replay of a sharded source does about
-	// an _id reused on another shard (MongoDB enforces _id uniqueness per
-	// shard: a document deleted on one shard and another with its _id
-	// inserted on a second one, in a collection whose shard key does not
-	// start with _id). detect (the default) holds nothing, steps over a
-	// write that meets the other document and logs the namespace and _id;
-	// hold holds each insert of such a collection until every other
-	// shard's subtask has passed it, which applies the two in the source's
-	// order but, with inserts on several shards, at about one entry per
-	// publication round (see docs/sharded.md for what each costs and
-	// covers).
+	// an _id moved to another shard by the application (a document
+	// deleted on one shard and another with its _id inserted on a second
+	// one, in a collection whose shard key does not start with _id).
+	// Every write is filtered on its whole document key, and a write that
+	// meets another document with its _id waits for the other shards'
+	// subtasks, then goes again or, the other document being newer, is
+	// stepped over and logged with the namespace and _id
+	// (docs/sharded.md). detect (the default) does that; hold, which held
+	// every such insert, is kept as a name for the same and logs that it
+	// is no longer needed.
 	// +kubebuilder:default=detect
 	// +optional
 	IDReuseAcrossShards IDReuse `json:"idReuseAcrossShards,omitempty"`

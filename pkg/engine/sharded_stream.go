@@ -213,6 +213,11 @@ func (e *Engine) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, p repla
 	if l, ok := reader.(checkpoint.EntryLog); ok {
 		store = store.WithEntries(l) // checked at resume: checkShardWindow
 	}
+	if e.task.Incremental.IDReuseAcrossShards == config.IDReuseHold {
+		e.log.Info("incremental.idReuseAcrossShards: hold is no longer needed and replays as detect does: "+
+			"every write is filtered on its document key and only a write that meets another document with its _id waits",
+			"shard", st.shard.Name)
+	}
 	return replay.Options{
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader,
 		// Documents re-read for late entries come from mongos: a shard
@@ -228,6 +233,9 @@ func (e *Engine) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, p repla
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: p.unique, Selected: p.selected,
 		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(e.task.Target.URI), IndexesOneByOne: e.dstProfile.IndexesOneByOne, SerialUpdates: e.dstProfile.SerialUpdates,
 		ShardKeys: e.replayShardKeys(), TargetMajor: e.dstProfile.Major,
+		// The source's shard keys, through its mongos, for inserts logged
+		// without their document key (before FCV 5.3).
+		SourceShardKeys: replay.TargetShardKeys{Router: e.source},
 		Translator: oplog.Translator{
 			WholeDocumentUpdates: e.srcProfile.UpdateShape == conn.UpdatesAsWholeDocument,
 			PipelineUpdates:      e.dstProfile.PipelineUpdates,
@@ -235,10 +243,9 @@ func (e *Engine) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, p repla
 		// Chunk migrations (fromMigrate entries) are skipped, and writes
 		// after one wait on the board until the other subtasks have
 		// applied up to it (replay/shard.go).
-		ShardMember:   true,
-		Shard:         st.shard.Name,
-		Board:         e.board,
-		DetectIDReuse: e.task.Incremental.IDReuseAcrossShards == config.IDReuseDetect,
+		ShardMember: true,
+		Shard:       st.shard.Name,
+		Board:       e.board,
 	}
 }
 

@@ -56,6 +56,10 @@ var (
 	holdSecondsDesc    = desc("replay_hold_seconds_total", "Time namespaces spent held after chunk migrations, summed.", "shard")
 	commitWaitsDesc    = desc("replay_commit_waits_total", "Multi-shard transaction parts that waited for the other subtasks.", "shard")
 	commitWaitsAllDesc = desc("replay_commit_waits_all_total", "Commit waits that waited for every subtask because the coordinator's decision (its participants) was not on the board.", "shard")
+	idConflictsDesc    = desc("replay_id_conflicts_total", "Writes of a shard's subtask that met a document with their _id and another shard-key value on the target.", "shard")
+	idWaitsDesc        = desc("replay_id_conflict_waits_total", "Of those, the writes that waited for the other subtasks before going again.", "shard")
+	idWaitSecondsDesc  = desc("replay_id_conflict_wait_seconds_total", "Time writes spent waiting for the other subtasks after meeting a document with their _id, summed.", "shard")
+	idSteppedDesc      = desc("replay_id_conflicts_stepped_over_total", "Writes stepped over because the document with their _id was still there after the wait: it is newer.", "shard")
 	shardPhaseDesc     = desc("shard_phase", "1 for a shard subtask's current phase (Pending, Streaming, Retiring, Retired, Failed), 0 for the others.", "shard", "phase")
 	shardLagDesc       = desc("shard_replay_lag_seconds", "Seconds between a shard's newest oplog entry and its subtask's applied checkpoint.", "shard")
 	shardAppliedTSDesc = desc("shard_replay_checkpoint_timestamp_seconds", "Source time (Unix seconds) of a shard subtask's applied checkpoint.", "shard")
@@ -100,6 +104,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		verifyOKDesc, verifyDiffDesc, lagDesc, appliedDesc, skippedDesc, replayRateDesc, replayBufDesc, checkpointDesc, conflictsTolDesc,
 		writeCmdsDesc, writesSentDesc,
 		heldDesc, heldNowDesc, holdSecondsDesc, commitWaitsDesc, commitWaitsAllDesc, reopensDesc, newestReadsDesc, lateEntriesDesc, planningDesc,
+		idConflictsDesc, idWaitsDesc, idWaitSecondsDesc, idSteppedDesc,
 
 		shardPhaseDesc, shardLagDesc, shardAppliedTSDesc, shardReadTSDesc, shardRateDesc, shardAppliedDesc, shardSkippedDesc,
 		headroomDesc, spanDesc,
@@ -224,6 +229,10 @@ func (e emitter) emitShard(sh engine.ShardStatus) {
 	e.counter(holdSecondsDesc, r.Holds.HoldSeconds, sh.Shard)
 	e.counter(commitWaitsDesc, float64(r.Holds.CommitWaits), sh.Shard)
 	e.counter(commitWaitsAllDesc, float64(r.Holds.CommitWaitsAll), sh.Shard)
+	e.counter(idConflictsDesc, float64(r.Holds.Conflicts), sh.Shard)
+	e.counter(idWaitsDesc, float64(r.Holds.ConflictWaits), sh.Shard)
+	e.counter(idWaitSecondsDesc, r.Holds.ConflictWaitSeconds, sh.Shard)
+	e.counter(idSteppedDesc, float64(r.Holds.SteppedOver), sh.Shard)
 	for op, n := range r.Applied {
 		e.counter(shardAppliedDesc, float64(n), sh.Shard, op)
 	}

@@ -15,6 +15,10 @@ type Behaviours struct {
 	// Version is the shards' MongoDB version (44, 50, 60, 70 or 80): it
 	// picks the config.* document shapes and, on 44, $v:1 updates.
 	Version int
+	// FCV is the cluster's featureCompatibilityVersion (Version when
+	// zero): a 6.0 binary may still run at 50. Inserts carry their
+	// document key in o2 from 5.3 only (insertKey).
+	FCV int
 	// Clocks gives each shard its own hybrid logical clock: the wall
 	// second and a counter, advanced past any cluster time a message
 	// brings (a router, the other side of a migration, a transaction's
@@ -68,8 +72,12 @@ var versions = []int{44, 50, 60, 70, 80}
 
 // AllBehaviours returns every behaviour on, at a version rng picks.
 func AllBehaviours(rng *rand.Rand) Behaviours {
-	return Behaviours{Version: versions[rng.IntN(len(versions))], Clocks: true, ConfigDocs: true,
+	b := Behaviours{Version: versions[rng.IntN(len(versions))], Clocks: true, ConfigDocs: true,
 		RecordIDClone: true, EmptyMigrations: true, Sessions: true, Coordinator: true, IDReuse: true}
+	if b.Version == 60 && rng.IntN(2) == 0 {
+		b.FCV = 50 // upgraded binaries, FCV not raised yet
+	}
+	return b
 }
 
 // Without returns b with the behaviour named name off (the names of

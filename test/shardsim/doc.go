@@ -46,10 +46,8 @@
 //     documents (NewCopyRecorder). docs/sharded.md, "Per-shard copy", has
 //     the rule.
 //
-// The final documents must equal the model's. TestSim runs the
-// replayers with Options.DetectIDReuse (a task's default) where the
-// schedule reuses no _id across shards, so that the commit waits alone
-// order a multi-shard transaction's inserts.
+// The final documents must equal the model's. TestSim runs every
+// schedule with the replayers' default options, as a task runs them.
 //
 // Behaviours (behaviours.go) add what mongod writes that the first model,
 // built from the same assumption as the replay rule, left out; each is
@@ -92,7 +90,13 @@
 //     s/transaction_coordinator_util.cpp). The replayers read the
 //     decision to make a commit wait for the participants alone.
 //   - IDReuse: an _id deleted on one shard and inserted with a shard key
-//     another shard owns.
+//     another shard owns (scenarios_rehome_test.go names the
+//     interleavings, during migrations too).
+//
+// Inserts carry their document key in o2 from FCV 5.3 only (fcv.go): at
+// 4.4 and 5.0, and at 6.0 with FCV 5.0 (half the 6.0 schedules), they
+// are logged without it, and the replayers read the collection's shard
+// key as config.collections has it.
 //
 // docs/oplog-shapes.md shows the shapes by version; testdata holds them as
 // extended JSON (TestConfigShapeFixtures). scenarios_mongod_test.go has

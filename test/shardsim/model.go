@@ -212,7 +212,7 @@ func (m *Model) Insert(sk int64) Doc {
 func (m *Model) InsertID(id, sk int64) Doc {
 	d := Doc{ID: id, SK: sk, V: int64(m.seq[id] + 1)}
 	s := m.owner[sk/chunkWidth]
-	m.userWrite(s, id, m.crud("i", d.raw(), d.key(), false), 'i')
+	m.userWrite(s, id, m.crud("i", d.raw(), m.insertKey(d), false), 'i')
 	m.Docs[d.ID] = d
 	return d
 }
@@ -240,6 +240,16 @@ func (m *Model) skOf(id int64, e bson.D) int64 {
 	for _, f := range e {
 		if f.Key == "o2" || f.Key == "o" && f.Value.(bson.D)[0].Key == "sk" {
 			return f.Value.(bson.D)[0].Value.(int64)
+		}
+	}
+	for _, f := range e {
+		if f.Key == "op" && f.Value == "i" {
+			// An insert without o2 (before FCV 5.3): its document.
+			for _, g := range e {
+				if g.Key == "o" {
+					return decodeD(g.Value.(bson.D)).SK
+				}
+			}
 		}
 	}
 	return m.Docs[id].SK
@@ -413,7 +423,7 @@ func (m *Model) ChangeKey(id, sk int64, between func()) bool {
 	nd := Doc{ID: id, SK: sk, V: d.V + 1}
 	seq := m.nextSeq(id)
 	del := &part{shard: from, ops: []bson.D{m.inner("d", d.key(), nil)}, writes: []Write{{WriteKey: WriteKey{ID: id}, Seq: seq, Kind: 'd'}}}
-	ins := &part{shard: to, ops: []bson.D{m.inner("i", nd.raw(), nd.key())}, writes: []Write{{WriteKey: WriteKey{ID: id}, Seq: seq, Kind: 'i'}}}
+	ins := &part{shard: to, ops: []bson.D{m.inner("i", nd.raw(), m.insertKey(nd))}, writes: []Write{{WriteKey: WriteKey{ID: id}, Seq: seq, Kind: 'i'}}}
 	m.prepared([]*part{del, ins}, between)
 	m.Docs[id] = nd
 	m.KeyChanges++

@@ -13,8 +13,6 @@ import (
 // the coordinator's config.transaction_coordinators documents
 // (Behaviours.Coordinator) each commit waits for s0 and s1 alone;
 // without them, for s2 too. Either way the target ends as the source.
-// The replayers run with DetectIDReuse (a task's default): with hold,
-// every insert would wait for s2 anyway.
 func TestCommitWaitsForParticipantsOnly(t *testing.T) {
 	for _, coord := range []bool{true, false} {
 		name := map[bool]string{true: "coordinator's decisions", false: "no decision: every subtask"}[coord]
@@ -41,7 +39,7 @@ func TestCommitWaitsForParticipantsOnly(t *testing.T) {
 			m.Finish()
 			rec := NewRecorder(m)
 			started := time.Now()
-			res := mustRun(t, Schedule{Seed: 26, Model: m}, Config{Seed: 26, Recorder: rec, DetectIDReuse: true,
+			res := mustRun(t, Schedule{Seed: 26, Model: m}, Config{Seed: 26, Recorder: rec,
 				Speeds: map[string]int{s0.Name: 50, s1.Name: 50, s2.Name: 0}})
 			for _, id := range ids {
 				wantDoc(t, rec, m, id)

@@ -21,6 +21,13 @@ type Recorder struct {
 	applied map[int64][]applied // per _id, in the order applied
 	starts  map[string][]start  // per shard, each instance's start
 	count   map[WriteKey]int
+	// refused counts the writes answered with a duplicate key on _id:
+	// they arrived, and the subtask steps over those that meet a newer
+	// document.
+	refused map[WriteKey]int
+	// deletes are, per _id, the numbers of the model's deletes that end
+	// a document (deletedBetween).
+	deletes map[int64][]int
 	errs    []string
 	// target, when set, routes every write first (a sharded target).
 	target *Target
@@ -38,7 +45,7 @@ type start struct {
 
 // NewRecorder returns an empty target for m's writes.
 func NewRecorder(m *Model) *Recorder {
-	return &Recorder{m: m, docs: map[int64]Doc{}, applied: map[int64][]applied{}, starts: map[string][]start{}, count: map[WriteKey]int{}}
+	return &Recorder{m: m, docs: map[int64]Doc{}, applied: map[int64][]applied{}, starts: map[string][]start{}, count: map[WriteKey]int{}, refused: map[WriteKey]int{}}
 }
 
 // Started records that instance inst of shard's subtask starts after from.
@@ -92,7 +99,17 @@ func (r *Recorder) Apply(_ context.Context, shard string, inst int, models []mon
 				return err
 			}
 		}
-		next, effect := r.effect(wm, filter)
+		next, effect, dup := r.effect(wm, filter)
+		if dup {
+			// What mongod answers an upsert whose filter matches nothing
+			// while a document with its _id exists: E11000 on the _id
+			// index; the writes after it in the ordered command are not
+			// applied.
+			r.refused[key]++
+			return mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{Index: i, Code: 11000,
+				Message: fmt.Sprintf("E11000 duplicate key error collection: %s index: _id_ dup key: { _id: %d }", r.m.NS, id),
+				Details: bson.Raw(dupDetails)}}}}
+		}
 		r.checkOrder(w, inst, effect)
 		r.count[key]++
 		r.applied[id] = append(r.applied[id], applied{w: w, inst: inst})
@@ -134,18 +151,57 @@ func (r *Recorder) checkOrder(w Write, inst int, effect bool) {
 		if replay && (!effect || a.w.Shard == w.Shard && a.inst < inst) {
 			continue
 		}
-		// A delete filtered on a key the document no longer has removes
-		// nothing: the old shard's part of a shard-key change may land
-		// after the new shard's later writes (its commit entry may be
-		// logged after them; the new shard waits for the old one's
-		// position to reach the commit timestamp, not its commit entry).
-		if !effect && w.Kind == 'd' {
+		// A write filtered on a document key the document on the target
+		// does not have changes nothing: the old shard's part of a
+		// shard-key change may land after the new shard's later writes
+		// (its commit entry may be logged after them), and the writes of
+		// a document whose _id the application moved to another shard
+		// may land after the new document's.
+		if !effect {
+			continue
+		}
+		// A document deleted and inserted again with its _id (on another
+		// shard, by the application: Behaviours.IDReuse, an empty
+		// migration's re-insert) is another document: the subtasks
+		// order each document's writes, not one document's against the
+		// next one's with the same _id, which they may apply first
+		// (docs/sharded.md, "What it does not cover").
+		if r.deletedBetween(w.ID, w.Seq, a.w.Seq) {
 			continue
 		}
 		r.failf("the write of _id %d at ts %d,%d (shard %s, #%d of the document) was applied after its #%d (ts %d,%d, shard %s)",
 			w.ID, w.TS.T, w.TS.I, w.Shard, w.Seq, a.w.Seq, a.w.TS.T, a.w.TS.I, a.w.Shard)
 		return
 	}
+}
+
+// deletedBetween reports whether the model deleted document id with a
+// user write of its own (not a shard-key change, whose delete and insert
+// share one number) numbered from seq up to, not including, later.
+func (r *Recorder) deletedBetween(id int64, seq, later int) bool {
+	if r.deletes == nil {
+		r.deletes = map[int64][]int{}
+		ins := map[int64]map[int]bool{}
+		for _, x := range r.m.Writes {
+			if x.Kind == 'i' {
+				if ins[x.ID] == nil {
+					ins[x.ID] = map[int]bool{}
+				}
+				ins[x.ID][x.Seq] = true
+			}
+		}
+		for _, x := range r.m.Writes {
+			if x.Kind == 'd' && !ins[x.ID][x.Seq] {
+				r.deletes[x.ID] = append(r.deletes[x.ID], x.Seq)
+			}
+		}
+	}
+	for _, d := range r.deletes[id] {
+		if d >= seq && d < later {
+			return true
+		}
+	}
+	return false
 }
 
 // restartedBelow reports whether instance inst of shard started below ts.
@@ -158,9 +214,13 @@ func (r *Recorder) restartedBelow(shard string, inst int, ts bson.Timestamp) boo
 	return false
 }
 
-// effect returns the document after the write and whether it changes
-// anything.
-func (r *Recorder) effect(wm mongo.WriteModel, filter bson.Raw) (*Doc, bool) {
+// dupDetails is the keyPattern a duplicate key error on _id names.
+var dupDetails, _ = bson.Marshal(bson.D{{Key: "keyPattern", Value: bson.D{{Key: "_id", Value: 1}}}, {Key: "keyValue", Value: bson.D{}}})
+
+// effect returns the document after the write, whether it changes
+// anything, and whether it is an upsert that meets another document with
+// its _id (a duplicate key on _id, which it does not apply).
+func (r *Recorder) effect(wm mongo.WriteModel, filter bson.Raw) (*Doc, bool, bool) {
 	id := filter.Lookup("_id").AsInt64()
 	cur, exists := r.docs[id]
 	match := exists
@@ -170,17 +230,16 @@ func (r *Recorder) effect(wm mongo.WriteModel, filter bson.Raw) (*Doc, bool) {
 	switch m := wm.(type) {
 	case *mongo.ReplaceOneModel:
 		d := decode(m.Replacement.(bson.Raw))
-		if !match && exists {
-			r.failf("an upsert of _id %d with filter %s meets another document with that _id (duplicate key): %+v", id, filter, cur)
-			return nil, false
+		if !match && exists && m.Upsert != nil && *m.Upsert {
+			return nil, false, true
 		}
 		if !match && (m.Upsert == nil || !*m.Upsert) {
-			return nil, false
+			return nil, false, false
 		}
-		return &d, !exists || d != cur
+		return &d, !exists || d != cur, false
 	case *mongo.UpdateOneModel:
 		if !match {
-			return nil, false
+			return nil, false, false
 		}
 		set := m.Update.(bson.Raw).Lookup("$set").Document()
 		d := cur
@@ -190,11 +249,11 @@ func (r *Recorder) effect(wm mongo.WriteModel, filter bson.Raw) (*Doc, bool) {
 		if sk, err := set.LookupErr("sk"); err == nil {
 			d.SK = sk.AsInt64()
 		}
-		return &d, d != cur
+		return &d, d != cur, false
 	case *mongo.DeleteOneModel:
-		return nil, match
+		return nil, match, false
 	}
-	return nil, false
+	return nil, false, false
 }
 
 // kindOf names a write model for messages.
@@ -212,7 +271,7 @@ func (r *Recorder) Check() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k := range r.m.Writes {
-		if r.count[k] == 0 {
+		if r.count[k] == 0 && r.refused[k] == 0 {
 			r.failf("the write of _id %d at ts %d,%d on shard %s never arrived", k.ID, k.TS.T, k.TS.I, k.Shard)
 		}
 	}

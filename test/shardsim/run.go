@@ -62,12 +62,6 @@ type Config struct {
 	// CheckpointInterval is the subtasks' checkpoint period; 2ms when
 	// zero (a long one keeps the saved checkpoint far behind).
 	CheckpointInterval time.Duration
-	// DetectIDReuse is the replayers' Options.DetectIDReuse
-	// (incremental.idReuseAcrossShards: detect, a task's default): inserts
-	// are not held for _id reuse, so a multi-shard transaction's insert is
-	// ordered by its commit wait alone. Leave it off for schedules that
-	// reuse an _id across shards (Behaviours.IDReuse fired).
-	DetectIDReuse bool
 	// From, when set, are the shards' start positions (a schedule with a
 	// copy phase: the target holds the copy's documents and replay starts
 	// after them); otherwise every shard replays from its first entry.
@@ -442,7 +436,7 @@ func (rn *runner) start(ctx context.Context, name string, from saved) {
 		ShardKeys: keys, TargetMajor: major,
 		Task: "sim", Spec: &rn.spec, Reader: &reader{f: rn.feeds[name], from: from.ts}, Mapper: rn.mapper, From: from.ts,
 		ShardMember: true, Shard: name, Board: fc, CheckpointInterval: rn.cfg.CheckpointInterval, HoldPoll: time.Millisecond,
-		WriteTimeout: 20 * time.Second, DetectIDReuse: rn.cfg.DetectIDReuse,
+		WriteTimeout: 20 * time.Second, SourceShardKeys: sourceKeys{ns: rn.sc.Model.NS},
 		Recover: from.txns,
 		SaveState: func(_ context.Context, ts bson.Timestamp, txns oplog.AssemblerState) error {
 			if killed.Load() {

@@ -69,6 +69,8 @@ func TestSim(t *testing.T) {
 			target                                                                     TargetStats
 			commitWaits, commitWaitsAll                                                int64
 			commitWaitSeconds                                                          float64
+			conflicts, conflictWaits, steppedOver                                      int64
+			conflictWaitSeconds                                                        float64
 		}
 	)
 	fired, firedEvents := map[string]int{}, map[string]int{}
@@ -82,10 +84,8 @@ func TestSim(t *testing.T) {
 			defer func() { <-sem; wg.Done() }()
 			sc := GenerateWith(seed, "app.users", steps, behavioursFromEnv(t, seed))
 			tgt := simTarget(seed)
-			// A task's default (detect) where no _id is reused across
-			// shards, so commit waits alone order a transaction's inserts.
-			detect := sc.Model.Fired["IDReuse"] == 0
-			res, err := Run(context.Background(), sc, Config{Seed: seed, Kills: 2, Sharded: tgt, DetectIDReuse: detect})
+			// Every schedule with a task's default options.
+			res, err := Run(context.Background(), sc, Config{Seed: seed, Kills: 2, Sharded: tgt})
 			errs := res.Violations
 			if tgt != nil && len(errs) > 0 {
 				errs = append(errs, "target: "+tgt.Describe())
@@ -125,6 +125,10 @@ func TestSim(t *testing.T) {
 				stats.commitWaits += h.CommitWaits
 				stats.commitWaitsAll += h.CommitWaitsAll
 				stats.commitWaitSeconds += h.CommitWaitSeconds
+				stats.conflicts += h.Conflicts
+				stats.conflictWaits += h.ConflictWaits
+				stats.steppedOver += h.SteppedOver
+				stats.conflictWaitSeconds += h.ConflictWaitSeconds
 			}
 			if err != nil {
 				errs = append(errs, err.Error())
@@ -143,7 +147,10 @@ func TestSim(t *testing.T) {
 		stats.sharded, TargetShapes, tg.Writes, tg.Inserts, tg.WithKey, tg.Writes-tg.Inserts, tg.KeyChanges, tg.Moves)
 	t.Logf("commit waits (each shard's last subtask): %d, %d of them for every subtask (no decision naming the participants on the board), %.1f s in all",
 		stats.commitWaits, stats.commitWaitsAll, stats.commitWaitSeconds)
+	t.Logf("writes that met another document with their _id (each shard's last subtask): %d, %d waits (%.1f s in all), %d stepped over",
+		stats.conflicts, stats.conflictWaits, stats.conflictWaitSeconds, stats.steppedOver)
 	if os.Getenv("SHARDSIM_BEHAVIOURS") != "none" {
+		t.Logf("inserts logged without o2 (FCV below 5.3): in %d of %d schedules (%d inserts)", fired["NoInsertKey"], n, firedEvents["NoInsertKey"])
 		for _, name := range BehaviourNames {
 			t.Logf("%s: in %d of %d schedules (%d events)", name, fired[name], n, firedEvents[name])
 		}

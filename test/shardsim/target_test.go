@@ -39,14 +39,16 @@ func TestTargetPresplit(t *testing.T) {
 // TestTargetRefusesUnkeyedWrites: with writes sent as a replica set
 // target takes them (no shard keys), the target model refuses the upserts
 // of the shards' inserts up to 7.0, as mongos does, and the run fails;
-// from 7.1 mongos runs them in two phases and takes them.
+// from 7.1 mongos runs them in two phases and takes them. The target's
+// key {sk, v} holds a field the source's document keys ({sk, _id}) do
+// not.
 func TestTargetRefusesUnkeyedWrites(t *testing.T) {
 	for _, c := range []struct {
 		major   int
 		refused bool
 	}{{7, true}, {8, false}} {
 		sc := Generate(2, "app.users", simSteps)
-		tgt := &Target{Major: c.major, Key: sharding.Key{{Name: "sk", Hashed: true}}, Shards: 3}
+		tgt := &Target{Major: c.major, Key: sharding.Key{{Name: "sk"}, {Name: "v"}}, Shards: 3}
 		res, err := Run(context.Background(), sc, Config{Seed: 2, Sharded: tgt, Unkeyed: true})
 		msg := strings.Join(res.Violations, "\n")
 		if err != nil {

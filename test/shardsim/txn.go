@@ -237,7 +237,7 @@ func (m *Model) Parts(ws ...TxnWrite) []*part {
 			d := Doc{ID: w.ID, SK: w.SK, V: int64(m.seq[w.ID] + 1)}
 			p := get(m.owner[w.SK/chunkWidth])
 			keep(p, d.ID)
-			p.ops = append(p.ops, m.inner("i", d.raw(), d.key()))
+			p.ops = append(p.ops, m.inner("i", d.raw(), m.insertKey(d)))
 			p.writes = append(p.writes, Write{WriteKey: WriteKey{ID: d.ID}, Seq: m.nextSeq(d.ID), Kind: 'i'})
 			m.Docs[d.ID] = d
 		case 'u':
@@ -317,7 +317,7 @@ func (m *Model) MultiShardTxn(a, b *Shard) {
 		if c, ok := m.chunkOf(s); ok {
 			d := Doc{ID: m.nextID, SK: int64(c*chunkWidth + m.rng.IntN(chunkWidth)), V: 1}
 			m.nextID++
-			p.ops = append(p.ops, m.inner("i", d.raw(), d.key()))
+			p.ops = append(p.ops, m.inner("i", d.raw(), m.insertKey(d)))
 			p.writes = append(p.writes, Write{WriteKey: WriteKey{ID: d.ID}, Seq: m.nextSeq(d.ID), Kind: 'i'})
 			m.Docs[d.ID] = d
 		}
@@ -356,7 +356,7 @@ func (m *Model) ShardTxn(s *Shard) {
 	var ws []Write
 	d := Doc{ID: m.nextID, SK: int64(c*chunkWidth + m.rng.IntN(chunkWidth)), V: 1}
 	m.nextID++
-	ops = append(ops, m.inner("i", d.raw(), d.key()))
+	ops = append(ops, m.inner("i", d.raw(), m.insertKey(d)))
 	ws = append(ws, Write{WriteKey: WriteKey{ID: d.ID}, Seq: m.nextSeq(d.ID), Kind: 'i'})
 	m.Docs[d.ID] = d
 	if id, ok := m.docOn(s); ok && id != d.ID {

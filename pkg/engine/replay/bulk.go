@@ -189,8 +189,9 @@ func (r *Replayer) applyBulk(ctx context.Context, runs []run) error {
 // built from the writes' raw documents where it can be (bulkcmd.go),
 // through the driver's models otherwise.
 func (r *Replayer) bulkStretch(ctx context.Context, runs []run) error {
-	if len(runs) == 1 {
-		return r.applyRun(ctx, runs[0])
+	if len(runs) == 1 || r.parked.n.Load() > 0 {
+		// A parked document's writes leave the runs in applyRun.
+		return r.applyRuns(ctx, runs)
 	}
 	var (
 		cmd    *[]byte

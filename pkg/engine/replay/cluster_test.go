@@ -55,6 +55,9 @@ func crudOp(op string, o, o2 bson.D) bson.D {
 func insOp(id, sk, v int64) bson.D { return crudOp("i", udoc(id, sk, v), dkey(id, sk)) }
 func delOp(id, sk int64) bson.D    { return crudOp("d", dkey(id, sk), nil) }
 
+// insOp44 is an insert as a shard logs it before FCV 5.3: no o2.
+func insOp44(id, sk, v int64) bson.D { return crudOp("i", udoc(id, sk, v), nil) }
+
 // setOp sets v (and sk, when it changes) of document {sk, _id}.
 func setOp(id, sk, newSK, v int64) bson.D {
 	u := bson.D{{Key: "v", Value: v}}
@@ -225,6 +228,9 @@ type feed struct {
 	next int
 	open func() bool
 	slow bool
+	// until, when set, stops the feed before its entry at until's first
+	// result while until's second is false.
+	until func() (int, bool)
 }
 
 func (f *feed) Next(ctx context.Context) ([]bson.Raw, error) {
@@ -235,6 +241,11 @@ func (f *feed) Next(ctx context.Context) ([]bson.Raw, error) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		for ; f.next < len(f.log) && (len(out) < 2 && !f.slow || len(out) < 1); f.next++ {
+			if f.until != nil {
+				if at, ok := f.until(); f.next >= at && !ok {
+					break
+				}
+			}
 			if tsOf(f.log[f.next]).After(f.from) {
 				out = append(out, f.log[f.next])
 			}
@@ -266,8 +277,10 @@ type cluster struct {
 	spec  config.Spec
 	mp    *catalog.Mapper
 	errs  chan error
-	// detectIDReuse is Options.DetectIDReuse.
-	detectIDReuse bool
+	// sourceKeys is Options.SourceShardKeys.
+	sourceKeys ShardKeys
+	// until, per shard, is its feed's until.
+	until map[string]func() (int, bool)
 }
 
 type savedState struct {
@@ -312,9 +325,9 @@ func (c *cluster) run(ctx context.Context, name string) {
 	from := c.saved[name]
 	c.mu.Unlock()
 	dead, killed := &sync.Mutex{}, new(bool)
-	r := New(Options{Task: "rule", Spec: &c.spec, Mapper: c.mp, Reader: &feed{log: c.logs[name], from: from.ts, open: c.open[name], slow: c.open[name] != nil},
+	r := New(Options{Task: "rule", Spec: &c.spec, Mapper: c.mp, Reader: &feed{log: c.logs[name], from: from.ts, open: c.open[name], slow: c.open[name] != nil, until: c.until[name]},
 		From: from.ts, Recover: from.state, ShardMember: true, Shard: name, Board: fenced{c.board, dead, killed},
-		CheckpointInterval: 2 * time.Millisecond, HoldPoll: time.Millisecond, DetectIDReuse: c.detectIDReuse,
+		CheckpointInterval: 2 * time.Millisecond, HoldPoll: time.Millisecond, SourceShardKeys: c.sourceKeys,
 		SaveState: func(_ context.Context, ts bson.Timestamp, st oplog.AssemblerState) error {
 			dead.Lock()
 			defer dead.Unlock()

@@ -228,9 +228,6 @@ func (r *Replayer) dispatchOp(ctx, wctx context.Context, op oplog.Entry, ts bson
 			r.count("filtered", true)
 			continue
 		}
-		if r.o.ShardMember {
-			w = byID(w)
-		}
 		it := item{ts: ts, ns: r.o.Mapper.Target(src), src: src, key: w.DocKey, kind: w.Kind.String(), model: w.Model, bytes: int64(len(op.Raw()))}
 		if w.Model == nil {
 			it.kind = kindRefetch
@@ -289,6 +286,9 @@ func (r *Replayer) dispatchCRUD(ctx context.Context, op oplog.Entry, ts bson.Tim
 	key, err := op.DocKey()
 	if err != nil {
 		return fmt.Errorf("replay: %s: %w", op, err)
+	}
+	if key, err = r.insertKey(ctx, op, rt.src, key); err != nil {
+		return err
 	}
 	tk, err := r.targetKeyOf(ctx, rt.target)
 	if err != nil {
@@ -378,6 +378,7 @@ func (r *Replayer) flushAndDDL(ctx, wctx context.Context, pending []item, ddl op
 		return err
 	}
 	r.forgetTargetKeys()
+	r.forgetSourceKey(catalog.Namespace{})
 	r.count("ddl", false)
 	r.wm.Dispatch(ts, 0)
 	return nil

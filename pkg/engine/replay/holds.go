@@ -7,7 +7,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
-	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 )
 
@@ -40,9 +39,10 @@ type holds struct {
 	held    []heldItem
 	pending map[catalog.Namespace]int
 	since   map[catalog.Namespace]time.Time
-	// idReuse holds every insert of a namespace whose document key does
-	// not start with _id (unless Options.DetectIDReuse).
-	idReuse bool
+	// conflicts are the ts of the writes waiting for the other subtasks
+	// after meeting a document with their _id (conflict.go), with how
+	// many writers wait at each.
+	conflicts map[bson.Timestamp]int
 	// waiting is the commit ts of a transaction part waiting for the
 	// others, first its first entry's.
 	waiting, first bson.Timestamp
@@ -61,6 +61,12 @@ type holds struct {
 	// naming their participants and waited for every subtask.
 	commitWaitAll int64
 	waitTime      time.Duration
+	// conflictWaits counts the writes that waited after meeting a
+	// document with their _id, conflictTime their waiting time;
+	// conflictsMet the writes that met one, stepped over those still
+	// meeting it after the wait.
+	conflictWaits, conflictsMet, steppedOver int64
+	conflictTime                             time.Duration
 }
 
 // heldItem is a held write and the fromMigrate entries it waits for (the
@@ -119,7 +125,7 @@ func (h *holds) hold(it item) bool {
 	needNS := h.lastFrom(it.src, it.ts)
 	needAll := h.lastFrom(catalog.Namespace{}, it.ts)
 	if needNS.IsZero() && needAll.IsZero() && h.pending[it.src] == 0 &&
-		h.need(it.src, it.ts).IsZero() && !h.reused(it) {
+		h.need(it.src, it.ts).IsZero() {
 		return false
 	}
 	if h.pending == nil {
@@ -183,9 +189,6 @@ func (h *holds) release(self string, ps []shard.Position) []item {
 		// positions themselves: after a restart the list holds only the
 		// last one saved, and an earlier one may be missing from it.
 		need := maxTS(h.need(ns, hi.it.ts), maxTS(hi.needNS, hi.needAll))
-		if h.reused(hi.it) {
-			need = maxTS(need, hi.it.ts)
-		}
 		if blocked[ns] || !need.IsZero() && !reachedBy(self, ps, need, bson.Timestamp{}) {
 			if blocked == nil {
 				blocked = map[catalog.Namespace]bool{}
@@ -202,22 +205,32 @@ func (h *holds) release(self string, ps []shard.Position) []item {
 }
 
 // blockedOn returns what the subtask waits for (shard.Position.Needs):
-// its commit wait's, else the lowest need of its held writes.
+// the lowest of its commit wait's, its writers' conflict waits' and the
+// needs of the first held write of each namespace. A held write behind
+// another of its namespace waits for that one, not for its own need: its
+// need, lower or already met, would let another subtask take this one
+// for running when it waits past that subtask's position (the cycle of
+// docs/sharded.md's commit wait).
 func (h *holds) blockedOn() bson.Timestamp {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.needs.IsZero() {
-		return h.needs
-	}
-	var low bson.Timestamp
-	for _, hi := range h.held {
-		n := maxTS(maxTS(hi.needNS, hi.needAll), h.need(hi.it.src, hi.it.ts))
-		if h.reused(hi.it) {
-			n = maxTS(n, hi.it.ts)
-		}
+	low := h.needs
+	lower := func(n bson.Timestamp) {
 		if !n.IsZero() && (low.IsZero() || n.Before(low)) {
 			low = n
 		}
+	}
+	lower(h.lowestConflict())
+	var seen map[catalog.Namespace]bool
+	for _, hi := range h.held {
+		if seen[hi.it.src] {
+			continue
+		}
+		if seen == nil {
+			seen = map[catalog.Namespace]bool{}
+		}
+		seen[hi.it.src] = true
+		lower(maxTS(maxTS(hi.needNS, hi.needAll), h.need(hi.it.src, hi.it.ts)))
 	}
 	return low
 }
@@ -261,6 +274,17 @@ type HoldStatus struct {
 	// subtask: no decision of the transaction's coordinator naming its
 	// participants was on the board (docs/sharded.md).
 	CommitWaitsAll int64 `json:"commitWaitsAll,omitempty"`
+	// Conflicts counts writes that met a document with their _id and
+	// another shard-key value on the target (an _id on two shards of the
+	// source, or a write applied again after a restart); ConflictWaits
+	// those that waited for the other subtasks before going again,
+	// ConflictWaitSeconds their waiting time, and SteppedOver the ones
+	// that still met it after the wait: the other document is newer, and
+	// the write is stepped over (docs/sharded.md).
+	Conflicts           int64   `json:"conflicts"`
+	ConflictWaits       int64   `json:"conflictWaits"`
+	ConflictWaitSeconds float64 `json:"conflictWaitSeconds"`
+	SteppedOver         int64   `json:"steppedOver"`
 	// Barriers is the number of namespaces held at the moment;
 	// Migrations the migrations into the shard not yet released.
 	Barriers   int `json:"barriers"`
@@ -278,16 +302,6 @@ func (h *holds) status() HoldStatus {
 		nss[ns] = true
 	}
 	return HoldStatus{HeldWrites: h.heldTotal, HeldNow: len(h.held), HoldSeconds: h.holdTime.Seconds(),
-		CommitWaits: h.commitWait, CommitWaitSeconds: h.waitTime.Seconds(), CommitWaitsAll: h.commitWaitAll, Barriers: len(nss), Migrations: len(h.migrations)}
-}
-
-// reused reports whether it is an insert held for _id reuse across
-// shards (see Options.DetectIDReuse): its namespace's document key does not
-// start with _id, so another shard may hold a document with its _id.
-func (h *holds) reused(it item) bool {
-	if !h.idReuse || it.kind != oplog.Insert.String() {
-		return false
-	}
-	first, err := it.key.IndexErr(0)
-	return err == nil && first.Key() != "_id"
+		CommitWaits: h.commitWait, CommitWaitSeconds: h.waitTime.Seconds(), CommitWaitsAll: h.commitWaitAll, Barriers: len(nss), Migrations: len(h.migrations),
+		Conflicts: h.conflictsMet, ConflictWaits: h.conflictWaits, ConflictWaitSeconds: h.conflictTime.Seconds(), SteppedOver: h.steppedOver}
 }

@@ -307,14 +307,14 @@ func (m *modelTarget) apply(t *testing.T, ns catalog.Namespace, models []mongo.W
 		switch w := model.(type) {
 		case *mongo.InsertOneModel:
 			doc := asDoc(t, w.Document)
-			id := idOf(t, doc[:1])
+			id := modelID(t, doc[:1])
 			if _, ok := coll[id]; ok {
 				dups = append(dups, mongo.BulkWriteError{WriteError: mongo.WriteError{Index: i, Code: 11000, Message: "E11000 duplicate key"}, Request: model})
 				continue
 			}
 			coll[id] = doc
 		case *mongo.ReplaceOneModel:
-			id := idOf(t, asDoc(t, w.Filter))
+			id := modelID(t, asDoc(t, w.Filter))
 			if _, ok := coll[id]; ok || (w.Upsert != nil && *w.Upsert) {
 				doc := asDoc(t, w.Replacement)
 				if len(doc) == 0 || doc[0].Key != "_id" {
@@ -323,7 +323,7 @@ func (m *modelTarget) apply(t *testing.T, ns catalog.Namespace, models []mongo.W
 				coll[id] = doc
 			}
 		case *mongo.UpdateOneModel:
-			id := idOf(t, asDoc(t, w.Filter))
+			id := modelID(t, asDoc(t, w.Filter))
 			doc, ok := coll[id]
 			if !ok {
 				if w.Upsert == nil || !*w.Upsert {
@@ -333,7 +333,7 @@ func (m *modelTarget) apply(t *testing.T, ns catalog.Namespace, models []mongo.W
 			}
 			coll[id] = applyUpdate(t, doc, asDoc(t, w.Update))
 		case *mongo.DeleteOneModel:
-			delete(coll, idOf(t, asDoc(t, w.Filter)))
+			delete(coll, modelID(t, asDoc(t, w.Filter)))
 		default:
 			t.Errorf("the model target does not take %T", model)
 		}
@@ -365,7 +365,7 @@ func asDoc(t *testing.T, v any) bson.D {
 	return d
 }
 
-func idOf(t *testing.T, filter bson.D) int32 {
+func modelID(t *testing.T, filter bson.D) int32 {
 	t.Helper()
 	if len(filter) != 1 || filter[0].Key != "_id" {
 		t.Errorf("the model target filters on _id alone, not %v", filter)

@@ -110,7 +110,6 @@ func TestCommitWaitsForParticipants(t *testing.T) {
 			logs.add(t, "s0", 20, noopOp()).add(t, "s1", 21, noopOp()).
 				add(t, "s2", 1, insOp(9, 100, 1)).add(t, "s2", 40, noopOp())
 			c := newCluster(t, logs)
-			c.detectIDReuse = true // only the commit waits
 			var released atomic.Bool
 			c.open["s2"] = released.Load
 			c.start(ctx)

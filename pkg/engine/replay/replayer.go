@@ -23,6 +23,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/pipeline"
 	"github.com/mongoferry/mongoferry/pkg/engine/shard"
+	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
@@ -124,15 +125,6 @@ type Options struct {
 	// not published holds nobody back.
 	Shard string
 	Board shard.Board
-	// DetectIDReuse, on a subtask of a sharded source, leaves inserts
-	// unheld. By default every insert of a namespace whose document key
-	// does not start with _id waits until every other subtask has passed
-	// it: MongoDB enforces _id uniqueness per shard only, so an _id
-	// deleted on one shard may be inserted on another, and the two
-	// subtasks must apply them in that order (see docs/sharded.md). With
-	// DetectIDReuse a write that meets the other document is stepped over
-	// and logged instead.
-	DetectIDReuse bool
 	// HoldPoll is how often held writes look at Board; a quarter of
 	// CheckpointInterval, at most 250ms, when zero.
 	HoldPoll time.Duration
@@ -143,6 +135,12 @@ type Options struct {
 	// major version (conn.Profile's Major).
 	ShardKeys   ShardKeys
 	TargetMajor int
+	// SourceShardKeys, on a subtask of a sharded source, reads the
+	// source's shard-key patterns (its Key only, through mongos): an
+	// insert logged without its document key (before FCV 5.3) gets it
+	// from the pattern (srckey.go). Nil leaves such an insert keyed on
+	// _id alone.
+	SourceShardKeys ShardKeys
 	// ApplyAt, when set, is Apply told each write's oplog position too
 	// (ts[i] is that of models[i]); tests that check the order of writes
 	// use it. It takes precedence over Apply.
@@ -177,10 +175,14 @@ type Replayer struct {
 	lastRaw bson.Raw       // the last entry read
 	lastTS  bson.Timestamp // its ts
 	routes  map[string]nsRoute
-	tkeys   map[catalog.Namespace]*targetKey // see targetKeyOf
+	tkeys   map[catalog.Namespace]*targetKey   // see targetKeyOf
+	skeys   map[catalog.Namespace]sharding.Key // see sourceKeyOf
 
-	// Ordering of a shard's subtask (shard.go).
-	hs holds
+	// Ordering of a shard's subtask (shard.go); runCtx is Run's context,
+	// which ends the writers' waits (conflict.go).
+	hs     holds
+	runCtx context.Context
+	parked parking
 
 	// Writers (worker.go, bulk.go): apply sends one command; bulkWrite,
 	// set when the target has the command, one bulkWrite. Counted by
@@ -252,6 +254,9 @@ type item struct {
 	extra bool
 	// tk is how a sharded target shards ns; nil when it does not.
 	tk *targetKey
+	// parked: its document waits after a conflict (conflict.go), and
+	// its unpark applies and finishes it.
+	parked bool
 }
 
 // New builds a Replayer.
@@ -292,7 +297,6 @@ func New(o Options) *Replayer {
 			return admin.RunCommand(ctx, cmd).Raw()
 		}
 	}
-	r.hs.idReuse = !o.DetectIDReuse && o.Board != nil
 	if len(o.Recover.Entries) > 0 {
 		var txns oplog.AssemblerState
 		txns.Entries, r.reapplied = r.hs.recoverState(o.Recover.Entries)
@@ -309,6 +313,10 @@ func (r *Replayer) Run(ctx context.Context) error {
 	if r.recoverErr != nil {
 		return r.recoverErr
 	}
+	// Parked writes wait no longer than the reader runs (conflict.go).
+	pctx, stopParked := context.WithCancel(ctx)
+	defer stopParked()
+	r.runCtx = pctx
 	writers := r.o.Spec.Threads.Writers
 	depth := r.o.Spec.Cache.BucketSize * r.o.Spec.Cache.BatchSize
 	// Writes travel in slices of up to sendBatch: the queue holds about
@@ -327,6 +335,7 @@ func (r *Replayer) Run(ctx context.Context) error {
 	for i := range r.queues {
 		wg.Go(func() error { return r.newWriter(r.queues[i]).run(wctx) })
 	}
+	r.parked.run = wg.Go // parked documents (conflict.go)
 	// A writer that fails stops the reader too: otherwise the reader would
 	// wait forever for room in the failed writer's queue.
 	dctx, stopReader := context.WithCancelCause(ctx)
@@ -341,6 +350,7 @@ func (r *Replayer) Run(ctx context.Context) error {
 	}
 
 	err := g.Wait()
+	stopParked()
 	retired := errors.Is(err, errRetired)
 	if retired {
 		err = nil

@@ -95,7 +95,7 @@ func TestShardRule(t *testing.T) {
 	}, {
 		// Case 7: X deleted on s0, an X with another shard-key value
 		// inserted on s1 (MongoDB enforces _id uniqueness per shard).
-		name: "_id reused on another shard (inserts held, the default)",
+		name: "_id reused on another shard (the old insert meets the new document and is stepped over)",
 		logs: func(t *testing.T) oplogs {
 			return oplogs{}.add(t, "s0", 1, insOp(1, 5, 1)).add(t, "s0", 2, delOp(1, 5)).
 				add(t, "s1", 3, insOp(1, 50, 7)).add(t, "s0", 9, noopOp()).add(t, "s1", 10, noopOp())

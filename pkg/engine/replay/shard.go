@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
@@ -281,6 +279,12 @@ func (r *Replayer) publish(ctx context.Context, retired bool) error {
 	if a := r.applying; a != nil && a.id != "" {
 		p.Prepared = append(p.Prepared, a.id)
 	}
+	if r.oldestOpen != nil {
+		p.OpenFrom = *r.oldestOpen
+	}
+	if a := r.applying; a != nil && (p.OpenFrom.IsZero() || a.first.Before(p.OpenFrom)) {
+		p.OpenFrom = a.first
+	}
 	r.mu.Unlock()
 	p.Needs = r.hs.blockedOn()
 	p.Decided = r.hs.decisions()
@@ -309,39 +313,4 @@ func (r *Replayer) retiring() bool {
 	r.hs.mu.Lock()
 	defer r.hs.mu.Unlock()
 	return r.hs.retire
-}
-
-// byID returns an insert's upsert filtered on _id alone. On a shard an
-// insert's document key holds the shard key too; a shard-key change
-// inserts the document with its new key on one shard while another shard
-// deletes it with the old key, in either order on the target: filtered on
-// _id, the insert replaces the old version instead of adding a second
-// document with the same _id.
-func byID(w oplog.Write) oplog.Write {
-	if w.Kind != oplog.Insert {
-		return w
-	}
-	key, _ := filterOf(w.Model) // an UpdateOneModel: a document with a top-level '$' field (sink.Replace)
-	if key == nil {
-		return w
-	}
-	if n, err := key.Elements(); err != nil || len(n) <= 1 {
-		return w
-	}
-	id, err := key.LookupErr("_id")
-	if err != nil {
-		return w
-	}
-	f := bson.Raw(bsoncore.BuildDocumentFromElements(nil, bsoncore.AppendValueElement(nil, "_id", bsoncore.Value{Type: bsoncore.Type(id.Type), Data: id.Value})))
-	switch m := w.Model.(type) {
-	case *mongo.ReplaceOneModel:
-		c := *m
-		c.Filter = f
-		w.Model = &c
-	case *mongo.UpdateOneModel:
-		c := *m
-		c.Filter = f
-		w.Model = &c
-	}
-	return w
 }

@@ -1,7 +1,9 @@
 package replay
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"strings"
@@ -217,11 +219,16 @@ func (tk *targetKey) route(m mongo.WriteModel, f bson.Raw, id bson.RawValue, st 
 		c := *m
 		switch {
 		case st.unknown && tk.relaxed:
-			c.Filter = filterDoc(nil, nil, id) // found by mongos, on any shard
-		case st.present && !st.unknown:
-			c.Filter = filterDoc(tk.key, st.key, id)
+			c.Filter = withOwn(filterDoc(nil, nil, id), f) // found by mongos, on any shard
+		case st.present && !st.unknown && !tk.differs(f, st.key):
+			c.Filter = withOwn(filterDoc(tk.key, st.key, id), f)
 		default:
-			c.Filter = filterDoc(tk.key, written, id)
+			// Nothing there, or a document with this _id and another
+			// value of a field of the write's own document key (a
+			// shard's subtask: another shard's document): filtered on
+			// the written key, the upsert meets it on _id (E11000)
+			// instead of replacing it (conflict.go).
+			c.Filter = withOwn(filterDoc(tk.key, written, id), f)
 		}
 		if m.Upsert != nil && *m.Upsert || st.present {
 			st.present, st.unknown, st.key = true, false, written
@@ -243,9 +250,9 @@ func (tk *targetKey) route(m mongo.WriteModel, f bson.Raw, id bson.RawValue, st 
 		next, known := tk.change(m.Update, base)
 		if !tk.hasKey(f) && !st.unknown {
 			if st.present {
-				c.Filter = filterDoc(tk.key, st.key, id)
+				c.Filter = withOwn(filterDoc(tk.key, st.key, id), f)
 			} else {
-				c.Filter = filterDoc(tk.key, next, id)
+				c.Filter = withOwn(filterDoc(tk.key, next, id), f)
 			}
 		}
 		st.present, st.key, st.unknown = true, next, st.unknown || !known
@@ -253,12 +260,63 @@ func (tk *targetKey) route(m mongo.WriteModel, f bson.Raw, id bson.RawValue, st 
 	case *mongo.DeleteOneModel:
 		c := *m
 		if !tk.hasKey(f) && st.present && !st.unknown {
-			c.Filter = filterDoc(tk.key, st.key, id)
+			c.Filter = withOwn(filterDoc(tk.key, st.key, id), f)
 		}
 		st.present, st.unknown, st.key = false, false, nil
 		return &c
 	}
 	return m
+}
+
+// differs reports whether filter (a write's own document key) holds a
+// field of the key with another value than vals (the document the target
+// has): the write is another document's with the same _id.
+func (tk *targetKey) differs(filter bson.Raw, vals []bsoncore.Value) bool {
+	for i, f := range tk.key {
+		if f.Name == "_id" {
+			continue
+		}
+		v, err := filter.LookupErr(f.Name)
+		if err != nil {
+			continue
+		}
+		cur := vals[i]
+		if cur.Type == 0 {
+			cur = bsoncore.Value{Type: bsoncore.TypeNull}
+		}
+		if bsoncore.Type(v.Type) != cur.Type || !bytes.Equal(v.Value, cur.Data) {
+			return true
+		}
+	}
+	return false
+}
+
+// withOwn returns built (a filter on the target's key and _id) with the
+// other fields of the write's own filter own (a shard's document key
+// holds the source's shard-key fields, which the target's key may not):
+// so that a write of one shard's document never matches another shard's
+// document with the same _id. A filter of _id alone is built as it is.
+func withOwn(built, own bson.Raw) bson.Raw {
+	els, err := own.Elements()
+	if err != nil || len(els) < 2 {
+		return built
+	}
+	var extra []bsoncore.Element
+	for _, e := range els {
+		if _, err := built.LookupErr(e.Key()); err != nil {
+			extra = append(extra, bsoncore.Element(e))
+		}
+	}
+	if len(extra) == 0 {
+		return built
+	}
+	out := append([]byte(nil), built[:len(built)-1]...)
+	for _, e := range extra {
+		out = append(out, e...)
+	}
+	out = append(out, 0)
+	binary.LittleEndian.PutUint32(out, uint32(len(out)))
+	return bson.Raw(out)
 }
 
 // filterOf returns a write's filter (nil for a model with none, or one not

@@ -66,6 +66,7 @@ func (r *Replayer) checkTopology(e oplog.Entry) error {
 		return nil
 	}
 	ns := catalog.ParseNamespace(name)
+	r.forgetSourceKey(ns)
 	if ns.Coll == "" && !r.dbSelected(ns.DB) || ns.Coll != "" && !r.o.Mapper.Selected(ns) {
 		return nil
 	}

@@ -91,6 +91,9 @@ func (w *writer) send(ctx context.Context, take []*lot) error {
 		items = w.combined
 		defer clear(w.combined)
 	}
+	if items = r.parkedOut(items); len(items) == 0 {
+		return nil
+	}
 	runs := w.p.plan(items)
 	if r.bulkWrite != nil && len(runs) > 1 {
 		err := r.applyBulk(ctx, runs)
@@ -147,35 +150,45 @@ func (w *writer) take(s *[]item) {
 
 // finish releases the bytes of applied (or failed) writes and, when err
 // is nil, marks them done.
-func (w *writer) finish(items []item, err error) {
-	r := w.r
+func (w *writer) finish(items []item, err error) { w.tss = w.r.finishItems(items, err, w.tss) }
+
+// finishItems is writer.finish, with tss as scratch space (returned);
+// parked writes (conflict.go) are left to their unpark.
+func (r *Replayer) finishItems(items []item, err error, tss []bson.Timestamp) []bson.Timestamp {
 	var bytes int64
 	for _, it := range items {
-		bytes += it.bytes
+		if !it.parked {
+			bytes += it.bytes
+		}
 	}
 	r.budget.Release(bytes)
 	if err != nil {
-		return
+		return tss
 	}
-	w.tss = w.tss[:0]
+	tss = tss[:0]
 	for _, it := range items {
-		if !it.extra {
-			w.tss = append(w.tss, it.ts)
+		if !it.extra && !it.parked {
+			tss = append(tss, it.ts)
 		}
 	}
-	r.wm.DoneAll(w.tss)
+	r.wm.DoneAll(tss)
 	r.mu.Lock()
+	n := 0
 	for i := 0; i < len(items); {
 		j := i + 1
-		for j < len(items) && items[j].kind == items[i].kind {
+		for j < len(items) && items[j].kind == items[i].kind && items[j].parked == items[i].parked {
 			j++
 		}
-		r.counts[items[i].kind] += int64(j - i)
+		if !items[i].parked {
+			r.counts[items[i].kind] += int64(j - i)
+			n += j - i
+		}
 		i = j
 	}
-	r.rate.add(len(items))
+	r.rate.add(n)
 	r.lastAppliedWall = time.Now()
 	r.mu.Unlock()
+	return tss
 }
 
 // expand appends batch's writes to out: an item that carries its entry
@@ -212,7 +225,7 @@ func (r *Replayer) expand(batch, out []item, ws []oplog.Write) ([]item, []oplog.
 		ws = shardKeyed(it.tk, ws)
 		for j, w := range ws {
 			if r.o.ShardMember {
-				w = byID(w)
+				w = keyed(w, it.key)
 			}
 			x := it
 			x.model, x.cmd = w.Model, commandOf(w.Model)
@@ -228,6 +241,9 @@ func (r *Replayer) expand(batch, out []item, ws []oplog.Write) ([]item, []oplog.
 
 // applyRun applies one run.
 func (r *Replayer) applyRun(ctx context.Context, rn run) error {
+	if rn.items = r.parkedOut(rn.items); len(rn.items) == 0 {
+		return nil
+	}
 	switch rn.cmd {
 	case cmdRefetch:
 		for _, it := range rn.items {
@@ -310,6 +326,21 @@ func (r *Replayer) replaceExisting(ctx context.Context, batch []item, idx []int)
 // applyBatch writes a run of one kind in order, retrying retryable
 // errors and stepping over duplicate keys of the copy/replay overlap.
 func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
+	return r.applyOrdered(ctx, batch, false, false)
+}
+
+// applyParked is applyBatch for a parked document's writes, on its own
+// goroutine (conflict.go): a write that meets another document with its
+// _id waits where it is, unless waited (batch[0] has waited already),
+// and is stepped over if it meets it again after its wait.
+func (r *Replayer) applyParked(ctx context.Context, batch []item, waited bool) error {
+	return r.applyOrdered(ctx, batch, true, waited)
+}
+
+// applyOrdered is applyBatch; inline: a write that meets a document with
+// its _id waits where it is instead of parking its document; waited:
+// batch[0] has waited already.
+func (r *Replayer) applyOrdered(ctx context.Context, batch []item, inline, waited bool) error {
 	backoff := 200 * time.Millisecond
 	for attempt := 0; len(batch) > 0; attempt++ {
 		err := r.command(ctx, batch[0].cmd, batch)
@@ -336,9 +367,24 @@ func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
 			}
 			k := bwe.WriteErrors[0].Index
 			it := batch[k]
-			if r.o.ShardMember && staleUpsert(it, bwe.WriteErrors[0]) {
+			if r.o.ShardMember && conflictOnID(it, bwe.WriteErrors[0]) {
+				// Writes before k were applied (ordered). k waits for
+				// the other subtasks once, then goes again; if it still
+				// meets the other document, that one is newer.
+				if k > 0 || !waited {
+					r.hs.met()
+					if !inline && r.o.Board != nil {
+						batch, waited = r.park(batch[k:]), false
+						continue
+					}
+					if err := r.waitConflict(ctx, it); err != nil {
+						return err
+					}
+					batch, waited = batch[k:], true
+					continue
+				}
 				r.stepOver(it)
-				batch = batch[k+1:]
+				batch, waited = batch[1:], false
 				continue
 			}
 			if !r.inOverlap(it.ns, it.ts) {
@@ -352,7 +398,7 @@ func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
 			r.tolerated++
 			r.mu.Unlock()
 			r.log.Debug("duplicate key tolerated in the copy/replay overlap", "ns", it.ns.String(), "ts", it.ts)
-			batch = batch[k+1:]
+			batch, waited = batch[k+1:], false
 			continue
 		default:
 			if k, ok := stalePath(err, batch); ok {
@@ -364,7 +410,7 @@ func (r *Replayer) applyBatch(ctx context.Context, batch []item) error {
 				if err := r.refetch(ctx, batch[k]); err != nil {
 					return err
 				}
-				batch = batch[k+1:]
+				batch, waited = batch[k+1:], false
 				continue
 			}
 			return fmt.Errorf("replay into %s: %w", batch[0].ns, err)

@@ -47,6 +47,32 @@ type Position struct {
 	// participant pass: a participant's commit waits only for the shards
 	// a decision names (see replay.Replayer.waitCommit).
 	Decided []Decision `bson:"decided,omitempty" json:"decided,omitempty"`
+	// OpenFrom is the first entry of the oldest transaction the subtask
+	// has read and not yet applied (buffered, prepared, or being
+	// applied); zero when there is none. Its durable position may pass
+	// such a transaction's entries (saved as state) before its writes are
+	// on the target: a write that waits for another shard's writes below
+	// its own ts to be applied (replay's conflict wait) looks at it.
+	OpenFrom bson.Timestamp `bson:"openFrom,omitempty" json:"openFrom,omitzero"`
+}
+
+// Settled reports whether every write of p's shard before ts is applied
+// on the target as far as a subtask at ts waiting on it can tell: p
+// reaches ts, and no transaction of p's shard that began before ts is
+// still unapplied, unless p waits for something past ts (Needs after ts;
+// at ts itself, the shard whose name sorts first goes on, self being
+// the waiting one), where it applies nothing before the waiter goes on.
+func (p Position) Settled(self string, ts bson.Timestamp) bool {
+	if p.Retired || p.Drained {
+		return true
+	}
+	if !p.Reaches(ts, bson.Timestamp{}) {
+		return false
+	}
+	if p.OpenFrom.IsZero() || !p.OpenFrom.Before(ts) {
+		return true
+	}
+	return p.Needs.After(ts) || p.Needs.Equal(ts) && p.Shard > self
 }
 
 // Decision is a coordinator's commit decision: transaction Txn

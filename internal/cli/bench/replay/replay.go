@@ -43,7 +43,7 @@ type benchReplayFlags struct {
 	shards     int
 	migrate    int64
 	shardKey   string
-	idReuse    string
+	rehome     float64
 	wire       benchWireFlags
 }
 
@@ -98,10 +98,13 @@ interval later, its end marker), during which that shard holds the
 namespace's writes until the others have applied up to them (subtasks
 publish every 200ms here). It reports the writes held and the time they were held.
 With --shard-key FIELD the collections are sharded on {FIELD: 1, _id: 1}
-(entries carry that document key, as a sharded source logs it), so
-incremental.idReuseAcrossShards applies: --id-reuse detect (incremental.idReuseAcrossShards' default) holds no
-insert; --id-reuse hold holds every insert until the other shards have
-passed it.
+(entries carry that document key, as a sharded source logs it, and
+every write is filtered on it). --rehome PCT moves that percentage of
+the entries' documents to another shard as applications do without a
+transaction: the document's home shard logs an earlier document with
+its _id and another shard-key value (inserted, then deleted) and the
+next shard inserts it. The discarding sink never answers with a
+duplicate key, so no write meets the other document here.
 
 --cpuprofile writes a CPU profile of each shape's rounds (FILE.<shape> with
 --shape both); read them with 'go tool pprof -top bin/ferry FILE*'.
@@ -125,8 +128,11 @@ func NewCommand() *cobra.Command {
   # Three shards with chunk migrations: ops/s and writes held
   ferry bench replay --shards 3
 
-  # The cost of idReuseAcrossShards: hold, with a shard key not led by _id
-  ferry bench replay --shards 3 --shard-key sk --id-reuse hold
+  # With a shard key not led by _id: writes filtered on {sk, _id}
+  ferry bench replay --shards 3 --shard-key sk
+
+  # The same with 1% of the entries moving a document to another shard
+  ferry bench replay --shards 3 --shard-key sk --rehome 1
 
   # The same through go test
   go test ./pkg/engine/replay/ -run '^$' -bench Replay -benchmem` + benchWireExamples,
@@ -150,8 +156,8 @@ func NewCommand() *cobra.Command {
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the rounds to this file (FILE.<shape> with --shape both)")
 	fl.IntVar(&f.shards, "shards", 1, "replay as a sharded source with this many shards, one replayer each")
 	fl.Int64Var(&f.migrate, "migrate-every", replaybench.DefaultMigrateEvery, "with --shards: entries between chunk migrations (start marker, fromMigrate entry, end marker); 0 for none")
-	fl.StringVar(&f.shardKey, "shard-key", "", "with --shards: shard the collections on {FIELD: 1, _id: 1}: documents get an int field FIELD and entries carry the document key {FIELD, _id}, so idReuseAcrossShards applies")
-	fl.StringVar(&f.idReuse, "id-reuse", string(config.IDReuseDetect), "with --shards: incremental.idReuseAcrossShards, detect (its default) or hold")
+	fl.StringVar(&f.shardKey, "shard-key", "", "with --shards: shard the collections on {FIELD: 1, _id: 1}: documents get an int field FIELD and entries carry the document key {FIELD, _id}, on which every write is filtered")
+	fl.Float64Var(&f.rehome, "rehome", 0, "with --shard-key: the percentage of entries (0 to 100) whose document the application moves to another shard (a delete, then an insert of its _id with another shard-key value)")
 	addBenchWireFlags(fl, &f.wire)
 	return cmd
 }
@@ -185,10 +191,12 @@ func (f benchReplayFlags) validate() error {
 		return fmt.Errorf("--shards must be between 1 and 255, got %d", f.shards)
 	case f.migrate < 0:
 		return fmt.Errorf("--migrate-every must be 0 or more, got %d", f.migrate)
-	case f.idReuse != string(config.IDReuseHold) && f.idReuse != string(config.IDReuseDetect):
-		return fmt.Errorf("--id-reuse must be hold or detect, got %q", f.idReuse)
 	case f.shardKey != "" && (f.shardKey == "_id" || strings.ContainsAny(f.shardKey, ".$")):
 		return fmt.Errorf("--shard-key %q: give a field name other than _id, without '.' or '$' (e.g. sk)", f.shardKey)
+	case f.rehome < 0 || f.rehome > 100:
+		return fmt.Errorf("--rehome must be between 0 and 100, got %v", f.rehome)
+	case f.rehome > 0 && f.shardKey == "":
+		return fmt.Errorf("--rehome needs --shard-key (and --shards 2 or more)")
 	case f.shardKey != "" && f.shards < 2:
 		return fmt.Errorf("--shard-key needs --shards 2 or more")
 	}
@@ -220,7 +228,7 @@ func runBenchReplay(ctx context.Context, out io.Writer, f benchReplayFlags) erro
 	if f.shards > 1 {
 		fmt.Fprintf(out, "sharded:   %d shards, one replayer each (the pipeline figures are per replayer), a migration every %d entries\n", f.shards, f.migrate)
 		if f.shardKey != "" {
-			fmt.Fprintf(out, "shard key: {%s: 1, _id: 1}, idReuseAcrossShards: %s\n", f.shardKey, f.idReuse)
+			fmt.Fprintf(out, "shard key: {%s: 1, _id: 1}, %.2f%% of the entries moving a document to another shard\n", f.shardKey, f.rehome)
 		}
 	}
 	var results []benchReplayShape
@@ -278,12 +286,12 @@ func benchReplayRounds(ctx context.Context, out io.Writer, f benchReplayFlags, s
 			}
 			var sr replaybench.ShardResult
 			sr, err = replaybench.RunShards(ctx, in, replaybench.ShardConfig{Config: cfg, Shards: f.shards, MigrateEvery: migrate,
-				DetectIDReuse: f.idReuse == string(config.IDReuseDetect)})
+				Rehome: f.rehome / 100})
 			rr = sr.Result
 			res.held, res.migrations, res.holdSeconds = append(res.held, sr.HeldWrites), append(res.migrations, sr.Migrations), append(res.holdSeconds, sr.HoldSeconds)
 			if err == nil {
-				fmt.Fprintf(out, "round %d: %d shards, %d migrations, %d writes held (%.2f%% of the writes) for %.2fs in all\n",
-					r, f.shards, sr.Migrations, sr.HeldWrites, 100*measure.Div(float64(sr.HeldWrites), float64(rr.Ops)), sr.HoldSeconds)
+				fmt.Fprintf(out, "round %d: %d shards, %d migrations, %d writes held (%.2f%% of the writes) for %.2fs in all, %d documents moved to another shard\n",
+					r, f.shards, sr.Migrations, sr.HeldWrites, 100*measure.Div(float64(sr.HeldWrites), float64(rr.Ops)), sr.HoldSeconds, sr.Moves)
 			}
 		} else {
 			rr, err = replaybench.Run(ctx, in, cfg)

@@ -105,9 +105,8 @@ func TestRunShards(t *testing.T) {
 // TestGenerateKeyedCarriesTheDocumentKey: with a shard key not led by
 // _id, every entry carries the document key {sk, _id} where a sharded
 // source logs it (o2 of inserts and updates, o of deletes), each document
-// has the sk of its key, and a sharded run holds every insert with
-// idReuseAcrossShards: hold (and the later writes of its collection)
-// and nothing with detect.
+// has the sk of its key, and a sharded run holds nothing (no migration):
+// writes filtered on their whole document key wait only on a conflict.
 func TestGenerateKeyedCarriesTheDocumentKey(t *testing.T) {
 	in, err := GenerateKeyed(ShapeDDT, 2000, Mix{}, 3, "sk")
 	if err != nil {
@@ -132,17 +131,34 @@ func TestGenerateKeyedCarriesTheDocumentKey(t *testing.T) {
 			}
 		}
 	}
-	inserts := in.Counts(300).Inserts
-	for _, detect := range []bool{false, true} {
-		r, err := RunShards(context.Background(), in, ShardConfig{Config: Config{Ops: 300, Writers: 2, BatchSize: 50},
-			Shards: 2, MigrateEvery: -1, Publish: 10 * time.Millisecond, DetectIDReuse: detect})
-		if err != nil {
-			t.Fatalf("detect %v: %v", detect, err)
-		}
-		// With hold every insert is held, and the writes of its
-		// collection behind it.
-		if held := r.HeldWrites; detect && held != 0 || !detect && held < inserts {
-			t.Fatalf("detect %v: %d writes held, %d inserts", detect, held, inserts)
-		}
+	r, err := RunShards(context.Background(), in, ShardConfig{Config: Config{Ops: 300, Writers: 2, BatchSize: 50},
+		Shards: 2, MigrateEvery: -1, Publish: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.HeldWrites != 0 {
+		t.Fatalf("%d writes held, want none", r.HeldWrites)
+	}
+}
+
+// TestRunShardsRehome: with 5% of the entries moving a document to
+// another shard (an earlier document with its _id inserted and deleted
+// on its home shard first), every write reaches the sink, once, and every
+// subtask's checkpoint reaches its shard's end.
+func TestRunShardsRehome(t *testing.T) {
+	in, err := GenerateKeyed(ShapeDDT, 2000, Mix{}, 3, "sk")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := RunShards(context.Background(), in, ShardConfig{Config: Config{Ops: 3000, Writers: 2, BatchSize: 50},
+		Shards: 3, MigrateEvery: -1, Publish: 10 * time.Millisecond, Rehome: 0.05})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Moves < 100 || r.HeldWrites != 0 {
+		t.Fatalf("%d documents moved, %d writes held; want about 150 and none", r.Moves, r.HeldWrites)
+	}
+	if _, err := RunShards(context.Background(), in, ShardConfig{Config: Config{Ops: 10}, Shards: 1, Rehome: 0.05}); err == nil {
+		t.Fatal("a move with one shard: no error")
 	}
 }

@@ -39,10 +39,10 @@ type ShardConfig struct {
 	// Publish is the subtasks' checkpoint and publication interval;
 	// 200ms when zero.
 	Publish time.Duration
-	// DetectIDReuse is incremental.idReuseAcrossShards: detect (hold
-	// when false). It matters only for an Input with a ShardKey: with
-	// hold, each of its inserts waits until every other shard passes it.
-	DetectIDReuse bool
+	// Rehome, with an Input with a ShardKey, is the share of the run's
+	// entries (0 to 1) whose document the application moves to another
+	// shard (rehome.go).
+	Rehome float64
 }
 
 // ShardResult is what a sharded run measured.
@@ -53,6 +53,8 @@ type ShardResult struct {
 	HeldWrites, Migrations int64
 	// HoldSeconds is the time namespaces spent held, summed over shards.
 	HoldSeconds float64
+	// Moves are the documents moved to another shard (ShardConfig.Rehome).
+	Moves int64
 }
 
 // shardPlan assigns the pool's entries to shards.
@@ -62,16 +64,26 @@ type shardPlan struct {
 	shards int
 	every  int64
 	of     []uint8 // the shard of each pool entry
+	// moved marks the pool's inserts whose document comes from another
+	// shard (rehome.go); moves counts them over the run's entries.
+	moved []bool
+	moves int64
 }
 
-// ts is the position of entry k of a sharded run: entries get even
-// increments so that a migration's entry fits just before one.
+// ts is the position of entry k of a sharded run: entries get
+// increments of four so that a migration's entry (extra) and a moved
+// document's earlier insert and delete (rehome.go) fit just before one.
 func (p *shardPlan) ts(k int64, extra bool) bson.Timestamp {
-	i := uint32(k%10_000)*2 + 2
+	sub := uint32(0)
 	if extra {
-		i--
+		sub = 1
 	}
-	return bson.Timestamp{T: p.in.From.T + uint32(k/10_000), I: i}
+	return p.tsBefore(k, sub)
+}
+
+// tsBefore is the position sub slots before entry k's.
+func (p *shardPlan) tsBefore(k int64, sub uint32) bson.Timestamp {
+	return bson.Timestamp{T: p.in.From.T + uint32(k/10_000), I: uint32(k%10_000)*4 + 4 - sub}
 }
 
 // What a migration into a shard logs there, each entry just before one
@@ -161,6 +173,9 @@ func (r *shardReader) Next(ctx context.Context) ([]bson.Raw, error) {
 	for ; r.next < r.p.ops && len(out) < r.batch; r.next++ {
 		k := r.next
 		i := k % pool
+		if r.p.moved != nil && r.p.moved[i] && r.p.home(i) == r.s {
+			out = r.p.earlier(out, i, k)
+		}
 		switch x := r.p.extraAt(k, r.s); x {
 		case extraCopy:
 			out = append(out, r.p.stamp(i, k, true))
@@ -267,11 +282,16 @@ func RunShards(ctx context.Context, in *Input, c ShardConfig) (ShardResult, erro
 	if err != nil {
 		return ShardResult{}, err
 	}
+	if err := plan.rehome(c.Rehome); err != nil {
+		return ShardResult{}, err
+	}
 	batch := c.ReadBatch
 	if batch <= 0 {
 		batch = DefaultReadBatch
 	}
 	want := in.Counts(ops)
+	want.Inserts += plan.moves // each moved document's earlier insert and delete
+	want.Deletes += plan.moves
 	sink := NewSink(want.Writes())
 	res := ShardResult{Result: Result{Ops: ops, Writers: spec.Threads.Writers, BatchSize: spec.Cache.BatchSize}}
 	board := shard.NewMemoryBoard()
@@ -284,7 +304,7 @@ func RunShards(ctx context.Context, in *Input, c ShardConfig) (ShardResult, erro
 		rs[s] = replay.New(replay.Options{
 			Task: "bench-replay", Spec: &spec, Reader: &shardReader{p: plan, s: s, batch: batch},
 			Mapper: mapper, From: in.From, Apply: sink.Apply,
-			ShardMember: true, Shard: name, Board: board, CheckpointInterval: publish, DetectIDReuse: c.DetectIDReuse,
+			ShardMember: true, Shard: name, Board: board, CheckpointInterval: publish,
 			// As a task's subtasks do: the checkpoint passes open
 			// migrations with their markers saved (here, nowhere).
 			SaveState: func(context.Context, bson.Timestamp, oplog.AssemblerState) error { return nil },
@@ -301,6 +321,7 @@ func RunShards(ctx context.Context, in *Input, c ShardConfig) (ShardResult, erro
 		res.HeldWrites += st.Holds.HeldWrites
 		res.HoldSeconds += st.Holds.HoldSeconds
 		res.Migrations += st.Skipped[oplog.ReasonFromMigrate]
+		res.Moves = plan.moves
 		res.addCommands(st)
 	}
 	if err := stop(); err != nil {

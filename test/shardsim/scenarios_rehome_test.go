@@ -1,0 +1,140 @@
+package shardsim
+
+import (
+	"fmt"
+	"testing"
+)
+
+// The scenarios of this file move a document to another shard the way
+// applications did before 4.2 and many still do: a plain delete of _id X
+// on its shard, then an insert of X with a shard-key value another shard
+// owns, no transaction (MongoDB checks _id uniqueness per shard, and the
+// application keeps it unique at every moment). Each runs under the
+// task's default options, at every version, inserts without o2 before
+// FCV 5.3, with each shard's reader far behind in turn.
+
+// rehomeBehaviours are the versions the scenarios run at: every one,
+// and 6.0 at FCV 5.0.
+func rehomeBehaviours() []Behaviours {
+	var out []Behaviours
+	for _, v := range versions {
+		out = append(out, Behaviours{Version: v, ConfigDocs: true, RecordIDClone: true})
+	}
+	return append(out, Behaviours{Version: 60, FCV: 50, ConfigDocs: true, RecordIDClone: true})
+}
+
+func (b Behaviours) name() string {
+	if b.FCV != 0 {
+		return fmt.Sprintf("%d at FCV %d", b.Version, b.FCV)
+	}
+	return fmt.Sprint(b.Version)
+}
+
+// otherChunk returns a chunk that s does not own.
+func otherChunk(m *Model, s *Shard) int {
+	for c := range chunkCount {
+		if m.Owner(c) != s {
+			return c
+		}
+	}
+	panic("every chunk on one shard")
+}
+
+// TestScenarioRehome: X is inserted and updated on one shard, deleted,
+// inserted with a key of another shard and updated there; in the second
+// case it then moves back. Whichever subtask runs first, the target ends
+// with the source's document: a lagging old shard's insert meets the new
+// document, waits, meets it again and is stepped over, and its update and
+// delete, filtered on its own key, change nothing; a new shard whose
+// insert meets the old document waits until the old shard deleted it.
+func TestScenarioRehome(t *testing.T) {
+	for _, b := range rehomeBehaviours() {
+		for _, back := range []bool{false, true} {
+			for slow := range 2 {
+				t.Run(fmt.Sprintf("%s back %v slow %d", b.name(), back, slow), func(t *testing.T) {
+					m := NewModel(41, "app.users", 2, false).With(b)
+					old := m.Owner(0)
+					c := otherChunk(m, old)
+					x := m.Insert(3)
+					m.Update(x.ID)
+					m.Delete(x.ID)
+					m.InsertID(x.ID, int64(c*chunkWidth+5))
+					m.Update(x.ID)
+					if back {
+						m.Delete(x.ID)
+						m.InsertID(x.ID, 4)
+						m.Update(x.ID)
+					}
+					m.Finish()
+					rec := NewRecorder(m)
+					mustRun(t, Schedule{Seed: 41, Model: m}, Config{Seed: 41, Recorder: rec, Speeds: slowFast(m, m.Shards[slow])})
+					wantDoc(t, rec, m, x.ID)
+				})
+			}
+		}
+	}
+}
+
+// TestScenarioRehomeDuringMigration: a chunk migrates from A to B while
+// the application moves X. Out of it: X lives in the migrating chunk, is
+// deleted on the donor during the clone and inserted on C. Into it: X
+// lives on C, is deleted there and inserted into the migrating chunk on
+// the donor, reaching the recipient as a transferred write (fromMigrate,
+// skipped); the recipient then updates it. Each shard's reader is far
+// behind in turn.
+func TestScenarioRehomeDuringMigration(t *testing.T) {
+	for _, b := range rehomeBehaviours() {
+		for _, into := range []bool{false, true} {
+			for slow := range 3 {
+				t.Run(fmt.Sprintf("%s into %v slow %d", b.name(), into, slow), func(t *testing.T) {
+					m := NewModel(43, "app.users", 3, false).With(b)
+					a := m.Owner(0)
+					var to, other *Shard
+					for _, s := range m.Shards {
+						switch {
+						case s == a:
+						case to == nil:
+							to = s
+						default:
+							other = s
+						}
+					}
+					oc := -1
+					for c := range chunkCount {
+						if m.Owner(c) == other {
+							oc = c
+						}
+					}
+					if oc < 0 {
+						t.Skip("no chunk on the third shard")
+					}
+					m.Insert(2)
+					var x Doc
+					if into {
+						x = m.Insert(int64(oc*chunkWidth + 1))
+					} else {
+						x = m.Insert(3)
+					}
+					g := m.StartMigration(0, to)
+					g.Clone(1)
+					if into {
+						m.Delete(x.ID)
+						m.InsertID(x.ID, 7) // chunk 0, still the donor's
+						g.mods = append(g.mods, mod{x.ID, 'r'})
+					} else {
+						g.DonorDelete(x.ID)
+						m.InsertID(x.ID, int64(oc*chunkWidth+2))
+					}
+					g.Clone(-1)
+					g.Transfer()
+					g.Commit()
+					m.Update(x.ID)
+					m.Finish()
+					rec := NewRecorder(m)
+					mustRun(t, Schedule{Seed: 43, Model: m}, Config{Seed: 43, Recorder: rec, Speeds: slowFast(m, m.Shards[slow])})
+					wantDoc(t, rec, m, x.ID)
+				})
+			}
+		}
+	}
+}
