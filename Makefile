@@ -82,7 +82,7 @@ lint: $(BIN)/golangci-lint ## Run golangci-lint in both modules.
 UNIT_PKGS := ./...
 
 .PHONY: test
-test: ferretdb envtest-assets prometheus verify-generated $(BIN)/golangci-lint $(BIN)/helm ## Run every check and test, as CI does: gofmt, vet, golangci-lint, the unit tier with -race, then every test (integration, end to end, the short chaos and simulation runs).
+test: ferretdb envtest-assets prometheus postgres-server verify-generated $(BIN)/golangci-lint $(BIN)/helm ## Run every check and test, as CI does: gofmt, vet, golangci-lint, the unit tier with -race, then every test (integration, end to end, the short chaos and simulation runs).
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed on:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	cd $(TEST_MOD) && $(GO) vet ./...
@@ -101,7 +101,7 @@ test-integration: ferretdb envtest-assets ## Run the root module's tests in full
 	$(GO) test -count=1 -timeout 20m $(UNIT_PKGS)
 
 .PHONY: test-e2e
-test-e2e: ferretdb envtest-assets prometheus $(BIN)/helm ## Run the test/ module's tests: end to end on FerretDB (one with a real Prometheus), the chart's, the short chaos and simulation runs.
+test-e2e: ferretdb envtest-assets prometheus postgres-server $(BIN)/helm ## Run the test/ module's tests: end to end on FerretDB (one with a real Prometheus), the chart's, the short chaos and simulation runs.
 	cd $(TEST_MOD) && $(GO) test -count=1 -timeout 40m ./...
 
 .PHONY: test-long
@@ -206,6 +206,13 @@ container-tools: ## Install podman, runc, ca-certificates and tzdata from Debian
 	if [ -n "$$missing" ]; then \
 	  echo "installing$$missing from Debian packages (apt-get install)"; \
 	  apt-get install -y $$missing || { apt-get update && apt-get install -y $$missing; }; \
+	fi
+
+.PHONY: postgres-server
+postgres-server: ## Install PostgreSQL from Debian packages when missing (the PLAIN authentication test runs FerretDB on a password-protected PostgreSQL).
+	@if ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && ! command -v postgres >/dev/null; then \
+	  echo "installing postgresql from Debian packages (apt-get install)"; \
+	  apt-get install -y postgresql || { apt-get update && apt-get install -y postgresql; }; \
 	fi
 
 # The end-to-end tests make test-containers runs in container mode: the

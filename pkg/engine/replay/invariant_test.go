@@ -139,8 +139,8 @@ func runSchedule(t *testing.T, seed uint64) scheduleStats {
 				if stall && coin(0.3) {
 					time.Sleep(time.Millisecond)
 				}
-				switch {
-				case k == killAt:
+				switch k {
+				case killAt:
 					// Killed while this command was on its way: the
 					// server may have applied it, or not.
 					if coin(0.5) {
@@ -148,7 +148,7 @@ func runSchedule(t *testing.T, seed uint64) scheduleStats {
 					}
 					kill()
 					return errors.New("the process is dead")
-				case k == failAt:
+				case failAt:
 					// The target fails the command after applying part
 					// of it (an ordered command stops at a write).
 					rngMu.Lock()
