@@ -25,6 +25,32 @@ import (
 // lost it after writing every document (the shared copy's stall at its
 // end).
 func TestSlowCopierKeepsItsRange(t *testing.T) {
+	if lease, st := slowCopier(t, 0); lease != nil {
+		t.Errorf("another worker took the range over (attempt %d) while its holder was slow but alive", lease.Attempt)
+	} else if st.Ranges != 1 || st.Lost != 0 {
+		t.Errorf("holder: %+v, want its range recorded done and none lost", st)
+	}
+}
+
+// TestStuckCopierLosesItsRange: a holder that reads and writes nothing
+// for longer than its StallAfter stops renewing, so another worker takes
+// the range over after the TTL (a call that never returns cannot hold a
+// range for ever); the stuck holder then writes nothing more of it.
+func TestStuckCopierLosesItsRange(t *testing.T) {
+	lease, st := slowCopier(t, 100*time.Millisecond)
+	if lease == nil {
+		t.Fatal("no other worker took over the range of a holder that made no progress for longer than StallAfter")
+	}
+	if st.Lost != 1 {
+		t.Errorf("stuck holder: %+v, want its range lost once", st)
+	}
+}
+
+// slowCopier copies one range whose first batch takes three lease TTLs
+// while another worker tries to claim it, with the given StallAfter (the
+// default when 0), and returns the other worker's lease if it got one,
+// with the holder's stats.
+func slowCopier(t *testing.T, stallAfter time.Duration) (*rangelease.Lease, shardcopy.Stats) {
 	ctx := context.Background()
 	src := testserver.Start(t).MustClient(t)
 	dst := testserver.Start(t).MustClient(t)
@@ -45,7 +71,7 @@ func TestSlowCopierKeepsItsRange(t *testing.T) {
 	claimed := make(chan *rangelease.Lease, 1)
 	slow := true
 	c := &shardcopy.Copier{Shard: "s0", Source: src, NS: "app.c", Target: dst.Database("app").Collection("c"), BatchDocs: 10,
-		Writer: &sink.Writer{MaxRetries: 3}, RenewEvery: ttl / 6,
+		Writer: &sink.Writer{MaxRetries: 3}, RenewEvery: ttl / 6, StallAfter: stallAfter,
 		Leaser: rangelease.New(meta, rangelease.Options{Task: "h", Owner: "slow", TTL: ttl}),
 		Hook: func(shardcopy.Range, int) error {
 			if !slow {
@@ -68,16 +94,21 @@ func TestSlowCopierKeepsItsRange(t *testing.T) {
 			}
 			return nil
 		}}
-	if err := c.Copy(ctx, nil, ranges); err != nil {
+	if stallAfter > 0 {
+		// The stuck holder gives the range up; stop at its first pass.
+		if _, err := c.CopyClaimable(ctx, nil, ranges); err != nil {
+			t.Fatal(err)
+		}
+	} else if err := c.Copy(ctx, nil, ranges); err != nil {
 		t.Fatal(err)
 	}
+	var lease *rangelease.Lease
 	select {
-	case lease := <-claimed:
-		t.Errorf("another worker took the range over (attempt %d) while its holder was slow but alive", lease.Attempt)
+	case lease = <-claimed:
 	default:
 	}
-	if st := c.Stats(); st.Ranges != 1 || st.Lost != 0 {
-		t.Errorf("holder: %+v, want its range recorded done and none lost", st)
+	if lease == nil {
+		assertSame(ctx, t, src.Database("app").Collection("c"), dst.Database("app").Collection("c"))
 	}
-	assertSame(ctx, t, src.Database("app").Collection("c"), dst.Database("app").Collection("c"))
+	return lease, c.Stats()
 }
