@@ -45,9 +45,6 @@ type Report struct {
 	Elapsed         time.Duration
 	LoadOps         int64
 	LoadErrors      int64
-	// ShapeSteps counts the shapes writer's multi-operation entries by
-	// shape (shapes.go).
-	ShapeSteps map[string]int64
 }
 
 func newReport(cfg Config) *Report {
@@ -106,12 +103,6 @@ func (r *Report) addLoad(l *Load) {
 	defer r.mu.Unlock()
 	r.LoadOps += ops
 	r.LoadErrors += errs
-	if r.ShapeSteps == nil {
-		r.ShapeSteps = map[string]int64{}
-	}
-	for k, v := range l.ShapeSteps() {
-		r.ShapeSteps[k] += v
-	}
 }
 
 func (r *Report) addDiff(db string, d Diff) {
@@ -160,10 +151,9 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "worker exits on its own (restarted): %s\n", countsString(r.Exits))
 	fmt.Fprintf(w, "wedged test servers (restarted by the watchdog): %s\n", countsString(r.Wedges))
 	fmt.Fprintf(w, "workload: %d writes, %d failed, %d documents written again after a failed write\n", r.LoadOps, r.LoadErrors, r.Repaired)
-	fmt.Fprintf(w, "multi-operation entries replayed (shapes): %s\n", countsString(r.ShapeSteps))
 }
 
-func countsString[K comparable, V int | int64](m map[K]V) string {
+func countsString[K comparable](m map[K]int) string {
 	if len(m) == 0 {
 		return "none"
 	}
