@@ -21,7 +21,7 @@ func (r *Replayer) checkpointLoop(ctx context.Context) error {
 		case <-t.C:
 			// A save cut short by the end of the run is not a failure: the
 			// final save uses its own context.
-			if err := r.saveCheckpoint(ctx); err != nil && ctx.Err() == nil {
+			if err := r.saveCheckpoint(ctx, false); err != nil && ctx.Err() == nil {
 				r.log.Warn("checkpoint not saved; retrying", "err", err)
 			} else if err == nil && r.o.Board != nil {
 				if err := r.publish(ctx, false); err != nil && ctx.Err() == nil {
@@ -114,10 +114,13 @@ type settledReader interface {
 	Settled() bson.Timestamp
 }
 
-func (r *Replayer) saveCheckpoint(ctx context.Context) error {
+// saveCheckpoint saves the checkpoint; final is Run's save on a clean
+// stop, which is not capped at the reader's settled position: a clean
+// stop (a drained cut-over above all) records everything applied.
+func (r *Replayer) saveCheckpoint(ctx context.Context, final bool) error {
 	r.mu.Lock()
 	ts := r.checkpointLocked()
-	if sr, ok := r.o.Reader.(settledReader); ok && r.o.Board == nil {
+	if sr, ok := r.o.Reader.(settledReader); ok && r.o.Board == nil && !final {
 		// A resume reads only entries after the saved position: one the
 		// reader may still hand out below it (a late entry of a source
 		// whose oplog shows entries out of order) would be lost with a

@@ -61,10 +61,12 @@ func TestLateEntryNotLostAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
+	var killed bool
 	saved := bson.Timestamp{T: at - 1}
 	run := func(stopWhen func() bool) {
 		t.Helper()
 		mu.Lock()
+		killed = false
 		from := saved
 		mu.Unlock()
 		tailer := source.NewTailer(sc, from)
@@ -73,7 +75,9 @@ func TestLateEntryNotLostAcrossRestart(t *testing.T) {
 			CheckpointInterval: 100 * time.Millisecond,
 			SaveApplied: func(_ context.Context, ts bson.Timestamp) error {
 				mu.Lock()
-				saved = ts
+				if !killed { // a killed process saves nothing more
+					saved = ts
+				}
 				mu.Unlock()
 				return nil
 			}})
@@ -85,6 +89,9 @@ func TestLateEntryNotLostAcrossRestart(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		time.Sleep(300 * time.Millisecond) // a periodic checkpoint after the last write
+		mu.Lock()
+		killed = true // as SIGKILL: no save on the way out
+		mu.Unlock()
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 			t.Fatalf("replay: %v", err)

@@ -364,7 +364,7 @@ func (r *Replayer) Run(ctx context.Context) error {
 	}
 	// The last checkpoint, whatever stopped us: everything at or below it
 	// is on the target.
-	if serr := r.saveCheckpoint(context.WithoutCancel(ctx)); serr != nil {
+	if serr := r.saveCheckpoint(context.WithoutCancel(ctx), true); serr != nil {
 		err = errors.Join(err, serr)
 	} else if r.o.Board != nil {
 		if perr := r.publish(context.WithoutCancel(ctx), retired && err == nil); perr != nil {
