@@ -53,6 +53,13 @@ func MajorityCommit(client *mongo.Client) CommitReader {
 			return CommitPoint{}, nil
 		}
 		st, err := primaryAdmin(client).RunCommand(ctx, bson.D{{Key: "replSetGetStatus", Value: 1}}).Raw()
+		var ce mongo.CommandError
+		if errors.As(err, &ce) && ce.Code == 59 {
+			// CommandNotFound: a server that names a set in hello but
+			// has no replication to report (FerretDB run with a
+			// replica set name) keeps no other copy to roll back to.
+			return CommitPoint{}, nil
+		}
 		if err != nil {
 			return CommitPoint{}, fmt.Errorf("%w: hello has no lastWrite.majorityOpTime and replSetGetStatus failed: %w", ErrNoCommitPoint, err)
 		}
