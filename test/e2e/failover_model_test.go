@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -229,6 +230,22 @@ func newSubtask(ctx context.Context, t *testing.T, rs *replSet, target *mongo.Cl
 		}
 	}
 	return &subtask{tailer: tl, r: replay.New(o), store: store}
+}
+
+// start runs the subtask's replay until the returned stop is called;
+// stop fails the test if replay ended with an error of its own.
+func (st *subtask) start(ctx context.Context, t *testing.T) (stop func()) {
+	t.Helper()
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- st.r.Run(rctx) }()
+	return func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("replay: %v", err)
+		}
+	}
 }
 
 // waitSame waits until the target's app.c holds exactly want, byte for

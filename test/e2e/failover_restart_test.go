@@ -26,22 +26,10 @@ func TestFailoverWhileStopped(t *testing.T) {
 	dst := testserver.Start(t)
 	dc := dst.MustClient(t)
 	rs := startReplSet(t, "rs0")
-	ids := make([]int, 40)
-	for i := range ids {
-		ids[i] = i
-	}
-	l := newLoad(seed, ids)
+	l := newLoad(seed, 0, 40)
 	run := func(from bson.Timestamp) (*subtask, func()) {
 		st := newSubtask(ctx, t, rs, dc, nil, "", withCap(), from)
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan error, 1)
-		go func() { done <- st.r.Run(rctx) }()
-		return st, func() {
-			stop()
-			if err := <-done; err != nil && ctx.Err() == nil && rctx.Err() == nil {
-				t.Fatalf("replay: %v", err)
-			}
-		}
+		return st, st.start(ctx, t)
 	}
 	st, stop := run(bson.Timestamp{})
 	l.writes(t, rs, 30, "committed")
@@ -59,9 +47,7 @@ func TestFailoverWhileStopped(t *testing.T) {
 		t.Fatalf("checkpoint %v saved past the majority commit point %v", rec.AppliedTS, commit)
 	}
 	rolled := rs.failover(t)
-	after := map[string]bson.Raw{}
-	rs.docs(after)
-	l.resync(after)
+	l.resync(rs)
 	l.writes(t, rs, 20, "new-primary")
 	if rec.AppliedEntry == nil {
 		t.Fatal("checkpoint saved without its entry")
@@ -94,14 +80,8 @@ func TestFailoverRepeated(t *testing.T) {
 	dc := dst.MustClient(t)
 	rs := startReplSet(t, "rs0")
 	st := newSubtask(ctx, t, rs, dc, nil, "", withCap(), bson.Timestamp{})
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- st.r.Run(rctx) }()
-	ids := make([]int, 30)
-	for i := range ids {
-		ids[i] = i
-	}
-	l := newLoad(seed, ids)
+	stop := st.start(ctx, t)
+	l := newLoad(seed, 0, 30)
 	total := 0
 	for round := range 3 {
 		l.writes(t, rs, 5+l.rng.IntN(20), fmt.Sprintf("committed%d", round))
@@ -113,18 +93,13 @@ func TestFailoverRepeated(t *testing.T) {
 			time.Sleep(time.Duration(l.rng.IntN(300)) * time.Millisecond)
 		}
 		total += rs.failover(t)
-		after := map[string]bson.Raw{}
-		rs.docs(after)
-		l.resync(after)
+		l.resync(rs)
 	}
 	l.writes(t, rs, 10, "last")
 	want := map[string]bson.Raw{}
 	rs.docs(want)
 	diff := waitSame(t, dc, want, 20*time.Second)
 	stop()
-	if err := <-done; err != nil && ctx.Err() == nil && rctx.Err() == nil {
-		t.Fatalf("replay: %v", err)
-	}
 	if diff != "" {
 		t.Fatalf("seed %d, %d entries rolled back over three failovers: %s", seed, total, diff)
 	}

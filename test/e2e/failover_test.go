@@ -54,8 +54,10 @@ func (l *failoverLoad) writes(t *testing.T, rs *replSet, n int, tag string) {
 	}
 }
 
-// resync makes live what the source holds after a rollback.
-func (l *failoverLoad) resync(docs map[string]bson.Raw) {
+// resync makes live what rs holds after a rollback.
+func (l *failoverLoad) resync(rs *replSet) {
+	docs := map[string]bson.Raw{}
+	rs.docs(docs)
 	clear(l.live)
 	for _, d := range docs {
 		id, _ := d.Lookup("_id").AsInt64OK()
@@ -63,7 +65,12 @@ func (l *failoverLoad) resync(docs map[string]bson.Raw) {
 	}
 }
 
-func newLoad(seed uint64, ids []int) *failoverLoad {
+// newLoad writes to the n documents with _id first, first+1, ...
+func newLoad(seed uint64, first, n int) *failoverLoad {
+	ids := make([]int, n)
+	for i := range ids {
+		ids[i] = first + i
+	}
 	return &failoverLoad{rng: rand.New(rand.NewPCG(seed, 35)), live: map[int]bool{}, ids: ids}
 }
 
@@ -82,9 +89,7 @@ func failover(t *testing.T, rs *replSet, l *failoverLoad) (rolled int) {
 	l.writes(t, rs, 12, "rolled-back")
 	time.Sleep(time.Second) // the tailer has read them: a cap must hold them
 	rolled = rs.failover(t)
-	after := map[string]bson.Raw{}
-	rs.docs(after)
-	l.resync(after)
+	l.resync(rs)
 	l.writes(t, rs, 20, "new-primary")
 	return rolled
 }
@@ -103,21 +108,12 @@ func TestFailoverReplicaSet(t *testing.T) {
 	dc := dst.MustClient(t)
 	rs := startReplSet(t, "rs0")
 	st := newSubtask(ctx, t, rs, dc, nil, "", withCap(), bson.Timestamp{})
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- st.r.Run(rctx) }()
-	ids := make([]int, 40)
-	for i := range ids {
-		ids[i] = i
-	}
-	rolled := failover(t, rs, newLoad(seed, ids))
+	stop := st.start(ctx, t)
+	rolled := failover(t, rs, newLoad(seed, 0, 40))
 	want := map[string]bson.Raw{}
 	rs.docs(want)
 	diff := waitSame(t, dc, want, 20*time.Second)
 	stop()
-	if err := <-done; err != nil && ctx.Err() == nil && rctx.Err() == nil {
-		t.Fatalf("replay: %v", err)
-	}
 	if diff != "" {
 		t.Fatalf("seed %d, %d entries rolled back: the target differs from the source after the failover: %s", seed, rolled, diff)
 	}
@@ -142,22 +138,14 @@ func TestFailoverShardOfCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, len(sets))
 	subs := make([]*subtask, len(sets))
+	stops := make([]func(), len(sets))
 	for i, rs := range sets {
 		subs[i] = newSubtask(ctx, t, rs, dc, board, rs.name, withCap(), bson.Timestamp{})
-		go func() { done <- subs[i].r.Run(rctx) }()
+		stops[i] = subs[i].start(ctx, t)
 	}
 	// Each shard owns its chunk of _id: shard0 0-39, shard1 40-79.
-	owned := func(s int) []int {
-		out := make([]int, 40)
-		for i := range out {
-			out[i] = 40*s + i
-		}
-		return out
-	}
-	steady := newLoad(seed, owned(0))
+	steady := newLoad(seed, 0, 40)
 	wrote := make(chan struct{})
 	go func() {
 		defer close(wrote)
@@ -166,18 +154,15 @@ func TestFailoverShardOfCluster(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 		}
 	}()
-	rolled := failover(t, sets[1], newLoad(seed+1000, owned(1)))
+	rolled := failover(t, sets[1], newLoad(seed+1000, 40, 40))
 	<-wrote
 	want := map[string]bson.Raw{}
 	for _, rs := range sets {
 		rs.docs(want)
 	}
 	diff := waitSame(t, dc, want, 20*time.Second)
-	stop()
-	for range sets {
-		if err := <-done; err != nil && ctx.Err() == nil && rctx.Err() == nil {
-			t.Fatalf("replay: %v", err)
-		}
+	for _, stop := range stops {
+		stop()
 	}
 	if diff != "" {
 		t.Fatalf("seed %d, %d entries of shard1 rolled back: the target differs from the source after the failover: %s", seed, rolled, diff)
