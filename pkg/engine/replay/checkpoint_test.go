@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -31,16 +30,14 @@ func mustRaw(t *testing.T, d bson.D) bson.Raw {
 // without its prepare.
 func TestCheckpointStaysBelowAppliedTransaction(t *testing.T) {
 	ts := func(i uint32) bson.Timestamp { return bson.Timestamp{T: 100, I: i} }
-	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: bytes.Repeat([]byte{1}, 16)}}}
+	insert := func(id int32) bson.D {
+		return bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "db.c"}, {Key: "o", Value: bson.D{{Key: "_id", Value: id}}}}
+	}
 	entries := []bson.Raw{
-		mustRaw(t, bson.D{{Key: "ts", Value: ts(1)}, {Key: "t", Value: int64(1)}, {Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
-			{Key: "o", Value: bson.D{{Key: "applyOps", Value: bson.A{bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "db.c"}, {Key: "o", Value: bson.D{{Key: "_id", Value: 1}}}}}}, {Key: "prepare", Value: true}}},
-			{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: bson.Timestamp{}}, {Key: "t", Value: int64(-1)}}}}),
-		mustRaw(t, bson.D{{Key: "ts", Value: ts(2)}, {Key: "t", Value: int64(1)}, {Key: "op", Value: "n"}, {Key: "ns", Value: ""}, {Key: "o", Value: bson.D{{Key: "msg", Value: "periodic noop"}}}}),
-		mustRaw(t, bson.D{{Key: "ts", Value: ts(3)}, {Key: "t", Value: int64(1)}, {Key: "op", Value: "i"}, {Key: "ns", Value: "db.c"}, {Key: "o", Value: bson.D{{Key: "_id", Value: 2}}}}),
-		mustRaw(t, bson.D{{Key: "ts", Value: ts(4)}, {Key: "t", Value: int64(1)}, {Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
-			{Key: "o", Value: bson.D{{Key: "commitTransaction", Value: 1}, {Key: "commitTimestamp", Value: ts(4)}}},
-			{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: ts(1)}, {Key: "t", Value: int64(1)}}}}),
+		entry(t, ts(1), prepareOp(1, insert(1))),
+		entry(t, ts(2), bson.D{{Key: "op", Value: "n"}, {Key: "ns", Value: ""}, {Key: "o", Value: bson.D{{Key: "msg", Value: "periodic noop"}}}}),
+		entry(t, ts(3), insert(2)),
+		entry(t, ts(4), commitOp(1, ts(4), ts(1))),
 	}
 	spec := config.Spec{Threads: config.Threads{Writers: 2}}
 	spec.SetDefaults()
@@ -90,14 +87,9 @@ func TestCheckpointStaysBelowAppliedTransaction(t *testing.T) {
 // entry, so an idle source shows no lag once it is read.
 func TestAbortedTransactionMovesCheckpoint(t *testing.T) {
 	ts := func(i uint32) bson.Timestamp { return bson.Timestamp{T: 100, I: i} }
-	lsid := bson.D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: bytes.Repeat([]byte{2}, 16)}}}
 	entries := []bson.Raw{
-		mustRaw(t, bson.D{{Key: "ts", Value: ts(1)}, {Key: "t", Value: int64(1)}, {Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
-			{Key: "o", Value: bson.D{{Key: "applyOps", Value: bson.A{bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "db.c"}, {Key: "o", Value: bson.D{{Key: "_id", Value: 1}}}}}}, {Key: "prepare", Value: true}}},
-			{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: bson.Timestamp{}}, {Key: "t", Value: int64(-1)}}}}),
-		mustRaw(t, bson.D{{Key: "ts", Value: ts(2)}, {Key: "t", Value: int64(1)}, {Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
-			{Key: "o", Value: bson.D{{Key: "abortTransaction", Value: 1}}},
-			{Key: "lsid", Value: lsid}, {Key: "txnNumber", Value: int64(1)}, {Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: ts(1)}, {Key: "t", Value: int64(1)}}}}),
+		entry(t, ts(1), prepareOp(2, bson.D{{Key: "op", Value: "i"}, {Key: "ns", Value: "db.c"}, {Key: "o", Value: bson.D{{Key: "_id", Value: 1}}}})),
+		entry(t, ts(2), abortOp(2, ts(1))),
 	}
 	spec := config.Spec{Threads: config.Threads{Writers: 2}}
 	spec.SetDefaults()

@@ -115,6 +115,12 @@ func commitOp(txn int64, cts, prepared bson.Timestamp) bson.D {
 		bson.E{Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: prepared}, {Key: "t", Value: int64(1)}}})
 }
 
+func abortOp(txn int64, prepared bson.Timestamp) bson.D {
+	return append(append(bson.D{{Key: "op", Value: "c"}, {Key: "ns", Value: "admin.$cmd"},
+		{Key: "o", Value: bson.D{{Key: "abortTransaction", Value: int32(1)}}}}, session(txn)...),
+		bson.E{Key: "prevOpTime", Value: bson.D{{Key: "ts", Value: prepared}, {Key: "t", Value: int64(1)}}})
+}
+
 // oplogs builds shards' oplogs from (shard, tick, entry) lines.
 type oplogs map[string][]bson.Raw
 
