@@ -16,8 +16,9 @@ type Behaviours struct {
 	// picks the config.* document shapes and, on 44, $v:1 updates.
 	Version int
 	// FCV is the cluster's featureCompatibilityVersion (Version when
-	// zero): a 6.0 binary may still run at 50. Inserts carry their
-	// document key in o2 from 5.3 only (insertKey).
+	// zero): a 6.0 binary may still run at 50. It does not change the
+	// inserts: they carry their document key in o2 from the 5.3 binary
+	// on, whatever the FCV (insertKey).
 	FCV int
 	// Clocks gives each shard its own hybrid logical clock: the wall
 	// second and a counter, advanced past any cluster time a message
@@ -75,7 +76,7 @@ func AllBehaviours(rng *rand.Rand) Behaviours {
 	b := Behaviours{Version: versions[rng.IntN(len(versions))], Clocks: true, ConfigDocs: true,
 		RecordIDClone: true, EmptyMigrations: true, Sessions: true, Coordinator: true, IDReuse: true}
 	if b.Version == 60 && rng.IntN(2) == 0 {
-		b.FCV = 50 // upgraded binaries, FCV not raised yet
+		b.FCV = 50 // upgraded binaries, FCV not raised yet (inserts carry o2 all the same)
 	}
 	return b
 }

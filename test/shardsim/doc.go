@@ -93,10 +93,10 @@
 //     another shard owns (scenarios_rehome_test.go names the
 //     interleavings, during migrations too).
 //
-// Inserts carry their document key in o2 from FCV 5.3 only (fcv.go): at
-// 4.4 and 5.0, and at 6.0 with FCV 5.0 (half the 6.0 schedules), they
-// are logged without it, and the replayers read the collection's shard
-// key as config.collections has it.
+// Inserts carry their document key in o2 from the 5.3 binary on, at any
+// FCV (fcv.go): at 4.4 and 5.0 they are logged without it, and the
+// replayers read the collection's shard key as config.collections has
+// it.
 //
 // docs/oplog-shapes.md shows the shapes by version; testdata holds them as
 // extended JSON (TestConfigShapeFixtures). scenarios_mongod_test.go has

@@ -9,17 +9,18 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 )
 
-// insertKey returns the o2 of an insert of d: its document key from FCV
-// 5.3 (OpObserverImpl::onInserts logs the shard key and _id from then; the
-// server's jstest of write entries' document keys is tagged
-// requires_fcv_53), none before, in applyOps operations too. The first
-// model (no Version) keeps it.
+// insertKey returns the o2 of an insert of d: its document key on a
+// binary of 5.3 or later, none before, in applyOps operations too. The
+// gate is the binary, not the FCV: OpObserverImpl::onInserts
+// (db/op_observer/op_observer_impl.cpp, 6.0 to 8.0) sets o2 to
+// getDocumentKey(...).getShardKeyAndId() with no FCV check, and
+// MutableOplogEntry::makeInsertOperation (db/repl/oplog_entry.cpp) takes
+// the key for transactions and batched writes; the 5.0 source logs
+// neither. The server's jstest of write entries' document keys is tagged
+// requires_fcv_53, which keeps it out of suites with older binaries; a
+// 6.0 binary at FCV 5.0 logs o2. The first model (no Version) keeps it.
 func (m *Model) insertKey(d Doc) bson.D {
-	fcv := m.B.FCV
-	if fcv == 0 {
-		fcv = m.B.Version
-	}
-	if fcv != 0 && fcv < 53 {
+	if v := m.B.Version; v != 0 && v < 53 {
 		m.Fired["NoInsertKey"]++
 		return nil
 	}

@@ -244,7 +244,7 @@ func (m *Model) skOf(id int64, e bson.D) int64 {
 	}
 	for _, f := range e {
 		if f.Key == "op" && f.Value == "i" {
-			// An insert without o2 (before FCV 5.3): its document.
+			// An insert without o2 (a binary before 5.3): its document.
 			for _, g := range e {
 				if g.Key == "o" {
 					return decodeD(g.Value.(bson.D)).SK

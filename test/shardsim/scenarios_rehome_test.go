@@ -11,10 +11,10 @@ import (
 // owns, no transaction (MongoDB checks _id uniqueness per shard, and the
 // application keeps it unique at every moment). Each runs under the
 // task's default options, at every version, inserts without o2 before
-// FCV 5.3, with each shard's reader far behind in turn.
+// the 5.3 binary, with each shard's reader far behind in turn.
 
 // rehomeBehaviours are the versions the scenarios run at: every one,
-// and 6.0 at FCV 5.0.
+// and 6.0 at FCV 5.0 (its inserts carry o2 as 6.0's do).
 func rehomeBehaviours() []Behaviours {
 	var out []Behaviours
 	for _, v := range versions {

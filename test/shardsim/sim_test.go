@@ -150,7 +150,7 @@ func TestSim(t *testing.T) {
 	t.Logf("writes that met another document with their _id (each shard's last subtask): %d, %d waits (%.1f s in all), %d stepped over",
 		stats.conflicts, stats.conflictWaits, stats.conflictWaitSeconds, stats.steppedOver)
 	if os.Getenv("SHARDSIM_BEHAVIOURS") != "none" {
-		t.Logf("inserts logged without o2 (FCV below 5.3): in %d of %d schedules (%d inserts)", fired["NoInsertKey"], n, firedEvents["NoInsertKey"])
+		t.Logf("inserts logged without o2 (binaries before 5.3): in %d of %d schedules (%d inserts)", fired["NoInsertKey"], n, firedEvents["NoInsertKey"])
 		for _, name := range BehaviourNames {
 			t.Logf("%s: in %d of %d schedules (%d events)", name, fired[name], n, firedEvents[name])
 		}

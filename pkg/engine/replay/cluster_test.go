@@ -55,7 +55,7 @@ func crudOp(op string, o, o2 bson.D) bson.D {
 func insOp(id, sk, v int64) bson.D { return crudOp("i", udoc(id, sk, v), dkey(id, sk)) }
 func delOp(id, sk int64) bson.D    { return crudOp("d", dkey(id, sk), nil) }
 
-// insOp44 is an insert as a shard logs it before FCV 5.3: no o2.
+// insOp44 is an insert as a shard logs it before 5.3: no o2.
 func insOp44(id, sk, v int64) bson.D { return crudOp("i", udoc(id, sk, v), nil) }
 
 // setOp sets v (and sk, when it changes) of document {sk, _id}.

@@ -137,7 +137,7 @@ type Options struct {
 	TargetMajor int
 	// SourceShardKeys, on a subtask of a sharded source, reads the
 	// source's shard-key patterns (its Key only, through mongos): an
-	// insert logged without its document key (before FCV 5.3) gets it
+	// insert logged without its document key (a binary before 5.3) gets it
 	// from the pattern (srckey.go). Nil leaves such an insert keyed on
 	// _id alone.
 	SourceShardKeys ShardKeys

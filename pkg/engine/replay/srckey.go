@@ -15,8 +15,9 @@ import (
 )
 
 // The document key of a shard's insert. mongod logs it in an insert's o2
-// only from FCV 5.3; before that (4.4, 5.0, or a 6.0 binary whose FCV is
-// still 5.0) an insert is {op: "i", o: <document>} and its key would be
+// from the 5.3 binary on, whatever the FCV (OpObserverImpl::onInserts has
+// no FCV check); before that (4.4, 5.0, or a 5.0 member during a rolling
+// upgrade) an insert is {op: "i", o: <document>} and its key would be
 // {_id} alone. A shard's subtask filters every write on its whole
 // document key (conflict.go), so an insert without o2 gets it from the
 // collection's shard-key pattern as the source's config.collections has
