@@ -61,7 +61,8 @@
 //     db/logical_time.h): a router's request, the donor's and recipient's
 //     migration commands, a coordinator's prepare and commit; the
 //     application's client gossips the cluster time of a document's last
-//     write. Entries of two shards can share a ts. A periodic no-op is
+//     write, except an insert from an unrelated client
+//     (InsertIDUnrelated), which can lie below the delete it follows. Entries of two shards can share a ts. A periodic no-op is
 //     written only after 10 s without a write (repl/noop_writer.cpp).
 //   - ConfigDocs: config.migrationCoordinators on the donor,
 //     config.rangeDeletions on both sides, from 6.0 the recipient's
