@@ -60,6 +60,7 @@ var (
 	idWaitsDesc        = desc("replay_id_conflict_waits_total", "Of those, the writes that waited for the other subtasks before going again.", "shard")
 	idWaitSecondsDesc  = desc("replay_id_conflict_wait_seconds_total", "Time writes spent waiting for the other subtasks after meeting a document with their _id, summed.", "shard")
 	idSteppedDesc      = desc("replay_id_conflicts_stepped_over_total", "Writes stepped over because the document with their _id was still there after the wait: it is newer.", "shard")
+	idReReadDesc       = desc("replay_id_conflicts_reread_total", "Writes that still met a document with their _id after the wait while the source holds their own document: the other one is older, removed, and the document written as the source has it.", "shard")
 	shardPhaseDesc     = desc("shard_phase", "1 for a shard subtask's current phase (Pending, Streaming, Retiring, Retired, Failed), 0 for the others.", "shard", "phase")
 	shardLagDesc       = desc("shard_replay_lag_seconds", "Seconds between a shard's newest oplog entry and its subtask's applied checkpoint.", "shard")
 	shardAppliedTSDesc = desc("shard_replay_checkpoint_timestamp_seconds", "Source time (Unix seconds) of a shard subtask's applied checkpoint.", "shard")
@@ -104,7 +105,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		verifyOKDesc, verifyDiffDesc, lagDesc, appliedDesc, skippedDesc, replayRateDesc, replayBufDesc, checkpointDesc, conflictsTolDesc,
 		writeCmdsDesc, writesSentDesc,
 		heldDesc, heldNowDesc, holdSecondsDesc, commitWaitsDesc, commitWaitsAllDesc, reopensDesc, newestReadsDesc, lateEntriesDesc, planningDesc,
-		idConflictsDesc, idWaitsDesc, idWaitSecondsDesc, idSteppedDesc,
+		idConflictsDesc, idWaitsDesc, idWaitSecondsDesc, idSteppedDesc, idReReadDesc,
 
 		shardPhaseDesc, shardLagDesc, shardAppliedTSDesc, shardReadTSDesc, shardRateDesc, shardAppliedDesc, shardSkippedDesc,
 		headroomDesc, spanDesc,
@@ -233,6 +234,7 @@ func (e emitter) emitShard(sh engine.ShardStatus) {
 	e.counter(idWaitsDesc, float64(r.Holds.ConflictWaits), sh.Shard)
 	e.counter(idWaitSecondsDesc, r.Holds.ConflictWaitSeconds, sh.Shard)
 	e.counter(idSteppedDesc, float64(r.Holds.SteppedOver), sh.Shard)
+	e.counter(idReReadDesc, float64(r.Holds.ConflictsReRead), sh.Shard)
 	for op, n := range r.Applied {
 		e.counter(shardAppliedDesc, float64(n), sh.Shard, op)
 	}

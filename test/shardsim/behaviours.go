@@ -137,7 +137,7 @@ func (m *Model) gossip(from, to *Shard) { m.see(to, from.hlc) }
 // application's client and its router bring the cluster time of the
 // document's last write (drivers gossip $clusterTime) and router r's.
 func (m *Model) route(s *Shard, id int64) {
-	if !m.B.Clocks {
+	if !m.B.Clocks || m.unrelated {
 		return
 	}
 	m.see(s, m.lastWrite[id])

@@ -1,6 +1,7 @@
 package shardsim
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -8,6 +9,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 )
 
 // Doc is a document of the model's sharded collection: _id, the shard key
@@ -17,6 +20,25 @@ type Doc struct{ ID, SK, V int64 }
 // raw returns the document as the server stores it.
 func (d Doc) raw() bson.D {
 	return bson.D{{Key: "_id", Value: d.ID}, {Key: "sk", Value: d.SK}, {Key: "v", Value: d.V}}
+}
+
+// Lookup is the source's find of one document by filter ({_id} and
+// optionally sk) through mongos once the schedule is written: the
+// collection as it ends (Docs), which a replayer reads ahead of what it
+// has applied, as it reads a live source. nil when none matches.
+func (m *Model) Lookup(_ context.Context, _ catalog.Namespace, filter bson.Raw) (bson.Raw, error) {
+	id, ok := filter.Lookup("_id").AsInt64OK()
+	if !ok {
+		return nil, fmt.Errorf("lookup by %s: the model finds documents by their int64 _id", filter)
+	}
+	d, ok := m.Docs[id]
+	if !ok {
+		return nil, nil
+	}
+	if sk, err := filter.LookupErr("sk"); err == nil && sk.AsInt64() != d.SK {
+		return nil, nil
+	}
+	return bson.Marshal(d.raw())
 }
 
 // key returns its document key, shard key first.
@@ -108,6 +130,9 @@ type Model struct {
 	routers    [2]bson.Timestamp
 	routerNext int
 	lastWrite  map[int64]bson.Timestamp
+	// unrelated marks the write being logged as one no cluster time
+	// reaches but its shard's own (InsertIDUnrelated).
+	unrelated bool
 	// sessions are the retryable-write sessions (Sessions) and, per
 	// shard, each session's last write there (config.transactions).
 	sessions []*session
@@ -215,6 +240,20 @@ func (m *Model) InsertID(id, sk int64) Doc {
 	m.userWrite(s, id, m.crud("i", d.raw(), m.insertKey(d), false), 'i')
 	m.Docs[d.ID] = d
 	return d
+}
+
+// InsertIDUnrelated is InsertID from a client that carries no cluster
+// time of the document's earlier writes, through a router that has not
+// seen them: another process of the application, told of a delete by
+// its own messages, not by MongoDB. Only a message that carries a
+// cluster time orders two shards' ts (VectorClock::gossipIn,
+// db/vector_clock.cpp; a driver sends the highest $clusterTime its own
+// client has seen), so the insert's ts is its shard's clock alone and may
+// lie below the delete's on the other shard.
+func (m *Model) InsertIDUnrelated(id, sk int64) Doc {
+	m.unrelated = true
+	defer func() { m.unrelated = false }()
+	return m.InsertID(id, sk)
 }
 
 // userWrite logs a user's write of document id on s, routed (Clocks) and,

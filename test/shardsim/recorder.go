@@ -28,7 +28,10 @@ type Recorder struct {
 	// deletes are, per _id, the numbers of the model's deletes that end
 	// a document (deletedBetween).
 	deletes map[int64][]int
-	errs    []string
+	// removals counts older documents a write removed before its own
+	// (replay's settleConflict).
+	removals int
+	errs     []string
 	// target, when set, routes every write first (a sharded target).
 	target *Target
 }
@@ -98,6 +101,14 @@ func (r *Recorder) Apply(_ context.Context, shard string, inst int, models []mon
 				r.failf("shard %s: the target refuses %s of _id %d with filter %s: %v", shard, kindOf(wm), id, filter, err)
 				return err
 			}
+		}
+		if _, del := wm.(*mongo.DeleteOneModel); del && w.Kind != 'd' {
+			// A write that met an older document with its _id while the
+			// source holds its own removes the older one first
+			// (replay's settleConflict); the write itself follows.
+			delete(r.docs, id)
+			r.removals++
+			continue
 		}
 		next, effect, dup := r.effect(wm, filter)
 		if dup {

@@ -437,7 +437,7 @@ func (rn *runner) start(ctx context.Context, name string, from saved) {
 		Task: "sim", Spec: &rn.spec, Reader: &reader{f: rn.feeds[name], from: from.ts}, Mapper: rn.mapper, From: from.ts,
 		ShardMember: true, Shard: name, Board: fc, CheckpointInterval: rn.cfg.CheckpointInterval, HoldPoll: time.Millisecond,
 		WriteTimeout: 20 * time.Second, SourceShardKeys: sourceKeys{ns: rn.sc.Model.NS},
-		Recover: from.txns,
+		Lookup: rn.sc.Model.Lookup, Recover: from.txns,
 		SaveState: func(_ context.Context, ts bson.Timestamp, txns oplog.AssemblerState) error {
 			if killed.Load() {
 				return nil // a killed process saves nothing more

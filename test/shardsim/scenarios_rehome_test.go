@@ -3,6 +3,8 @@ package shardsim
 import (
 	"fmt"
 	"testing"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // The scenarios of this file move a document to another shard the way
@@ -132,6 +134,80 @@ func TestScenarioRehomeDuringMigration(t *testing.T) {
 					m.Finish()
 					rec := NewRecorder(m)
 					mustRun(t, Schedule{Seed: 43, Model: m}, Config{Seed: 43, Recorder: rec, Speeds: slowFast(m, m.Shards[slow])})
+					wantDoc(t, rec, m, x.ID)
+				})
+			}
+		}
+	}
+}
+
+// TestScenarioRehomeInsertBelowDelete: the application deletes X on A and
+// inserts X with a key B owns, in that order in real time, but the insert
+// comes from another client through another router (InsertIDUnrelated):
+// nothing carries the delete's cluster time to B, whose clock is a second
+// behind A's, and the insert's ts lies between X's insert and its delete
+// on A. MongoDB orders two shards' ts only through the cluster time a
+// message carries (VectorClock::gossipIn, db/vector_clock.cpp); the
+// scenarios above gossip the document's last write to its next one, as one
+// client does. In the held case a migration of another chunk from B into
+// A is open when A deletes X, so A's delete waits for B (the migration
+// rule). The source ends with B's document; in the held case the target
+// ends without X: B's insert meets A's X, waits until A is settled below
+// its ts (A waits at its delete, above it), meets it again and is stepped
+// over as if A's X were newer, and A's delete then removes A's X. The
+// conflict rule takes cluster time for real time; it stays failing until
+// the rule tells an older document from a newer one.
+func TestScenarioRehomeInsertBelowDelete(t *testing.T) {
+	for _, b := range rehomeBehaviours() {
+		b.Clocks = true
+		for _, held := range []bool{false, true} {
+			for slow := range 3 { // 2: no reader behind
+				t.Run(fmt.Sprintf("%s held %v slow %d", b.name(), held, slow), func(t *testing.T) {
+					m := NewModel(47, "app.users", 2, false).With(b)
+					a := m.Owner(0)
+					c := otherChunk(m, a)
+					other := m.Owner(c)
+					a.skew, other.skew = 1, 0
+					x := m.Insert(3)
+					m.Elapse(2)
+					var g *Migration
+					if held { // another chunk of B's than X's new one
+						for d := c + 1; d < chunkCount && g == nil; d++ {
+							if m.Owner(d) == other {
+								g = m.StartMigration(d, a)
+							}
+						}
+					}
+					m.Delete(x.ID)
+					m.InsertIDUnrelated(x.ID, int64(c*chunkWidth+5))
+					var ins, del, mine bson.Timestamp
+					for _, w := range m.Writes {
+						switch {
+						case w.ID != x.ID:
+						case w.Shard == a.Name && w.Kind == 'i':
+							ins = w.TS
+						case w.Shard == a.Name && w.Kind == 'd':
+							del = w.TS
+						default:
+							mine = w.TS
+						}
+					}
+					if !ins.Before(mine) || !mine.Before(del) {
+						t.Fatalf("want X's insert on %s below the insert on %s below the delete: %v, %v, %v", a.Name, other.Name, ins, mine, del)
+					}
+					m.Elapse(1)
+					if g != nil {
+						g.Clone(-1)
+						g.Transfer()
+						g.Commit()
+					}
+					m.Finish()
+					speeds := map[string]int{a.Name: 1000, other.Name: 1000}
+					if slow < 2 {
+						speeds = slowFast(m, m.Shards[slow])
+					}
+					rec := NewRecorder(m)
+					mustRun(t, Schedule{Seed: 47, Model: m}, Config{Seed: 47, Recorder: rec, Speeds: speeds})
 					wantDoc(t, rec, m, x.ID)
 				})
 			}

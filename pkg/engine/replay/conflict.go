@@ -27,13 +27,15 @@ import (
 // write that meets such a document, an upsert that fails on the _id
 // index (E11000), waits until every other subtask has applied everything
 // of its shard below the write's ts (waitConflict), then goes again. If
-// it still meets it, that document is newer than the write: at the
-// write's ts the source held no other document with its _id, so one that
-// is still there once every earlier write of every shard is applied was
-// written later. The write is stepped over and counted; its document's
-// later writes, filtered on its key, then match nothing, and the newer
-// document's writes bring it where the source has it. Nothing waits
-// unless a write meets a conflict, and a wait asks for nothing past the
+// it still meets it, that document is either newer than the write, or
+// older with its delete above the write in cluster time (two clients,
+// two routers: settleConflict); the source, read by the write's document
+// key, tells which. A newer one stays and the write is stepped over and
+// counted; its document's later writes, filtered on its key, then match
+// nothing, and the newer document's writes bring it where the source has
+// it. An older one is removed and the write's document written as the
+// source has it. Nothing waits unless a write meets a conflict, and a
+// wait asks for nothing past the
 // write's own ts (docs/sharded.md, "Why no cycle of waits forms").
 
 // Parking. A write that meets another shard's document waits without

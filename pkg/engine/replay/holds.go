@@ -65,8 +65,8 @@ type holds struct {
 	// document with their _id, conflictTime their waiting time;
 	// conflictsMet the writes that met one, stepped over those still
 	// meeting it after the wait.
-	conflictWaits, conflictsMet, steppedOver int64
-	conflictTime                             time.Duration
+	conflictWaits, conflictsMet, steppedOver, reread int64
+	conflictTime                                     time.Duration
 }
 
 // heldItem is a held write and the fromMigrate entries it waits for (the
@@ -280,11 +280,15 @@ type HoldStatus struct {
 	// those that waited for the other subtasks before going again,
 	// ConflictWaitSeconds their waiting time, and SteppedOver the ones
 	// that still met it after the wait: the other document is newer, and
-	// the write is stepped over (docs/sharded.md).
+	// the write is stepped over (docs/sharded.md), unless the source
+	// holds the write's document now: ConflictsReRead counts those, the
+	// older document removed and the write's written as the source has
+	// it (settleConflict).
 	Conflicts           int64   `json:"conflicts"`
 	ConflictWaits       int64   `json:"conflictWaits"`
 	ConflictWaitSeconds float64 `json:"conflictWaitSeconds"`
 	SteppedOver         int64   `json:"steppedOver"`
+	ConflictsReRead     int64   `json:"conflictsReRead,omitempty"`
 	// Barriers is the number of namespaces held at the moment;
 	// Migrations the migrations into the shard not yet released.
 	Barriers   int `json:"barriers"`
@@ -303,5 +307,6 @@ func (h *holds) status() HoldStatus {
 	}
 	return HoldStatus{HeldWrites: h.heldTotal, HeldNow: len(h.held), HoldSeconds: h.holdTime.Seconds(),
 		CommitWaits: h.commitWait, CommitWaitSeconds: h.waitTime.Seconds(), CommitWaitsAll: h.commitWaitAll, Barriers: len(nss), Migrations: len(h.migrations),
-		Conflicts: h.conflictsMet, ConflictWaits: h.conflictWaits, ConflictWaitSeconds: h.conflictTime.Seconds(), SteppedOver: h.steppedOver}
+		Conflicts: h.conflictsMet, ConflictWaits: h.conflictWaits, ConflictWaitSeconds: h.conflictTime.Seconds(), SteppedOver: h.steppedOver,
+		ConflictsReRead: h.reread}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
@@ -57,16 +58,13 @@ func stalePath(err error, batch []item) (int, bool) {
 // deleted when the source no longer has it. Later entries of the document
 // then apply on top, as they do over the full copy.
 func (r *Replayer) refetch(ctx context.Context, it item) error {
-	if r.o.Source == nil {
-		return fmt.Errorf("replay: %s at %d,%d must be re-read from the source, and there is no source to read it from", it.src, it.ts.T, it.ts.I)
-	}
 	var model mongo.WriteModel
-	doc, err := r.o.Source.Database(it.src.DB).Collection(it.src.Coll).FindOne(ctx, it.key).Raw()
+	doc, err := r.lookup(ctx, it)
 	switch {
-	case errors.Is(err, mongo.ErrNoDocuments):
-		model = mongo.NewDeleteOneModel().SetFilter(it.key)
 	case err != nil:
-		return fmt.Errorf("replay: re-read %s %s from the source: %w", it.src, it.key, err)
+		return err
+	case doc == nil:
+		model = mongo.NewDeleteOneModel().SetFilter(it.key)
 	default:
 		model = sink.Replace(it.key, doc)
 	}
@@ -76,6 +74,29 @@ func (r *Replayer) refetch(ctx context.Context, it item) error {
 	}
 	r.count(kindRefetch, false)
 	return nil
+}
+
+// lookup reads the source's document with it's document key as it is
+// now: nil when the source has none.
+func (r *Replayer) lookup(ctx context.Context, it item) (bson.Raw, error) {
+	if r.o.Lookup != nil {
+		doc, err := r.o.Lookup(ctx, it.src, it.key)
+		if err != nil {
+			return nil, fmt.Errorf("replay: re-read %s %s from the source: %w", it.src, it.key, err)
+		}
+		return doc, nil
+	}
+	if r.o.Source == nil {
+		return nil, fmt.Errorf("replay: %s at %d,%d must be re-read from the source, and there is no source to read it from", it.src, it.ts.T, it.ts.I)
+	}
+	doc, err := r.o.Source.Database(it.src.DB).Collection(it.src.Coll).FindOne(ctx, it.key).Raw()
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("replay: re-read %s %s from the source: %w", it.src, it.key, err)
+	}
+	return doc, nil
 }
 
 // sourceOf returns the source namespace of a write.

@@ -33,9 +33,15 @@ type Options struct {
 	Task   string
 	Spec   *config.Spec
 	Reader source.OplogReader
-	// Source is read only for a late entry (see Replayer.late); may be nil
-	// when the reader never returns one.
+	// Source is read only for a late entry (see Replayer.late), a
+	// collection renamed into the task and a write that still meets
+	// another shard's document with its _id after waiting (rehome); may be
+	// nil when none of these can happen.
 	Source *mongo.Client
+	// Lookup, when set, reads one source document by filter instead of
+	// a find on Source (nil, nil when there is none): a model of a
+	// source that has no server.
+	Lookup func(ctx context.Context, ns catalog.Namespace, filter bson.Raw) (bson.Raw, error)
 	Target *mongo.Client
 	Store  *checkpoint.Store
 	// SaveApplied, when set, saves the checkpoint instead of
@@ -257,6 +263,9 @@ type item struct {
 	// parked: its document waits after a conflict (conflict.go), and
 	// its unpark applies and finishes it.
 	parked bool
+	// settled: a write settleConflict placed; it steps over a document it
+	// meets.
+	settled bool
 }
 
 // New builds a Replayer.

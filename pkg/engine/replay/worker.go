@@ -383,7 +383,9 @@ func (r *Replayer) applyOrdered(ctx context.Context, batch []item, inline, waite
 					batch, waited = batch[k:], true
 					continue
 				}
-				r.stepOver(it)
+				if err := r.settleConflict(ctx, it); err != nil {
+					return err
+				}
 				batch, waited = batch[1:], false
 				continue
 			}
