@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,8 +69,15 @@ func TestUpdateManyReplayOnFerretDB(t *testing.T) {
 	tailer.Settle = 2 * time.Second
 	tailer.NewestFromReads = true
 	p := conn.FerretDBProfile
+	var mu sync.Mutex
+	spent := map[string]time.Duration{} // time in commands, by kind
+	observe := func(op string, d time.Duration) {
+		mu.Lock()
+		spent[op] += d
+		mu.Unlock()
+	}
 	r := New(Options{Task: "updatemany", Spec: &spec, Reader: tailer, Source: sc, Target: dc, Mapper: mapper, From: from,
-		SaveApplied:   func(context.Context, bson.Timestamp) error { return nil },
+		SaveApplied: func(context.Context, bson.Timestamp) error { return nil }, ObserveWrite: observe,
 		MaxWriteBatch: p.MaxWriteBatch, SerialUpdates: p.SerialUpdates, IndexesOneByOne: p.IndexesOneByOne,
 		ReinsertReplacements: p.ReinsertReplacements,
 		Translator:           oplog.Translator{WholeDocumentUpdates: true}})
@@ -98,8 +106,10 @@ func TestUpdateManyReplayOnFerretDB(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := r.Status()
-	t.Logf("replayed %d updates in %s (%.1f ops/s; first entry read after %s): commands %v, writes %v, tailer %+v",
-		n, took, float64(n)/took.Seconds(), firstRead, st.WriteCommands, st.WritesSent, tailer.Stats())
+	mu.Lock()
+	t.Logf("replayed %d updates in %s (%.1f ops/s; first entry read after %s): commands %v, writes %v, time in commands (summed over writers) %v, tailer %+v",
+		n, took, float64(n)/took.Seconds(), firstRead, st.WriteCommands, st.WritesSent, spent, tailer.Stats())
+	mu.Unlock()
 
 	if st.WritesSent["update"] != 0 {
 		t.Errorf("%d update statements sent for %d replacements by _id; want deletes and inserts", st.WritesSent["update"], n)
