@@ -329,7 +329,9 @@ func TestWritersOverCopy(t *testing.T) {
 			if c.whole && c.copiedAt < 0 && f.replaces*5 > updateEntries {
 				t.Errorf("%d of %d replacements by _id written as update statements; want most as deletes and inserts (%v)", f.replaces, updateEntries, st.WritesSent)
 			}
-			if c.serial && (overlapped.Load() > 0 || updates.Load() == 0) {
+			// With whole-document updates reinserted, a round may send no
+			// update command at all.
+			if c.serial && (overlapped.Load() > 0 || updates.Load() == 0 && !c.whole) {
 				t.Errorf("%d of %d update commands ran beside another to the same database; want one at a time", overlapped.Load(), updates.Load())
 			}
 			t.Logf("%d commands, %.1f writes per command: %v", len(f.commands), st.WritesPerCommand, st.WriteCommands)
