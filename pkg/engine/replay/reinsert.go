@@ -55,6 +55,9 @@ import (
 // a single replacement goes as one update statement.
 const minReinsert = 2
 
+// maxReinsertKeyBytes bounds the _ids of one delete by {_id: {$in}}.
+const maxReinsertKeyBytes = 8 << 20
+
 // applyUpdates applies an update run: its stretches of replacements by
 // _id as deletes and inserts when the target wants them so, the rest as
 // ordered update commands.
@@ -157,6 +160,11 @@ func (r *Replayer) reinsertRun(ctx context.Context, batch []item) error {
 		ids = bsoncore.AppendValueElement(ids, strconv.Itoa(len(at)), id)
 		at[k] = len(inserts)
 		inserts = append(inserts, x)
+	}
+	if len(ids) > maxReinsertKeyBytes {
+		// Large _ids: a delete this size would come near the server's
+		// limit on a command; the writes go one statement each.
+		return r.applyBatch(ctx, batch)
 	}
 	ids, _ = bsoncore.AppendArrayEnd(ids, aidx)
 	filter := bsoncore.NewDocumentBuilder().

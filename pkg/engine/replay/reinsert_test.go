@@ -128,3 +128,38 @@ func TestReinsertFailureKeepsCheckpoint(t *testing.T) {
 	}
 	t.Logf("commands: %v", f.commands)
 }
+
+// TestReinsertable: only a replacement upsert by {_id} alone, whose
+// document carries that _id, outside a serial namespace and system
+// collections, may go as a delete and an insert.
+func TestReinsertable(t *testing.T) {
+	raw := func(d bson.D) bson.Raw { return mustRaw(t, d) }
+	yes, no := true, false
+	id := bson.D{{Key: "_id", Value: int32(1)}}
+	doc := raw(bson.D{{Key: "_id", Value: int32(1)}, {Key: "v", Value: int32(2)}})
+	ns := catalog.Namespace{DB: "db", Coll: "c"}
+	tests := []struct {
+		name string
+		it   item
+		want bool
+	}{
+		{"replacement upsert by _id", item{ns: ns, model: &mongo.ReplaceOneModel{Filter: raw(id), Replacement: doc, Upsert: &yes}}, true},
+		{"not an upsert", item{ns: ns, model: &mongo.ReplaceOneModel{Filter: raw(id), Replacement: doc, Upsert: &no}}, false},
+		{"upsert unset", item{ns: ns, model: &mongo.ReplaceOneModel{Filter: raw(id), Replacement: doc}}, false},
+		{"a fuller key", item{ns: ns, model: &mongo.ReplaceOneModel{Filter: raw(bson.D{{Key: "sk", Value: 1}, {Key: "_id", Value: int32(1)}}), Replacement: doc, Upsert: &yes}}, false},
+		{"document without the _id", item{ns: ns, model: &mongo.ReplaceOneModel{Filter: raw(id), Replacement: raw(bson.D{{Key: "v", Value: 1}}), Upsert: &yes}}, false},
+		{"document with another _id type", item{ns: ns, model: &mongo.ReplaceOneModel{Filter: raw(id), Replacement: raw(bson.D{{Key: "_id", Value: int64(1)}}), Upsert: &yes}}, false},
+		{"regex _id", item{ns: ns, model: &mongo.ReplaceOneModel{Filter: raw(bson.D{{Key: "_id", Value: bson.Regex{Pattern: "a"}}}), Replacement: raw(bson.D{{Key: "_id", Value: bson.Regex{Pattern: "a"}}}), Upsert: &yes}}, false},
+		{"serial namespace", item{ns: ns, serial: true, model: &mongo.ReplaceOneModel{Filter: raw(id), Replacement: doc, Upsert: &yes}}, false},
+		{"system collection", item{ns: catalog.Namespace{DB: "db", Coll: "system.buckets.m"}, model: &mongo.ReplaceOneModel{Filter: raw(id), Replacement: doc, Upsert: &yes}}, false},
+		{"operator update", item{ns: ns, model: &mongo.UpdateOneModel{Filter: raw(id), Update: raw(bson.D{{Key: "$set", Value: bson.D{{Key: "v", Value: 1}}}}), Upsert: &yes}}, false},
+		{"filter not raw", item{ns: ns, model: &mongo.ReplaceOneModel{Filter: id, Replacement: doc, Upsert: &yes}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := reinsertable(tt.it); got != tt.want {
+				t.Errorf("reinsertable = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
