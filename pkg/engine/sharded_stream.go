@@ -232,7 +232,8 @@ func (e *Engine) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, p repla
 		Mapper: e.mapper, Log: e.baseLog().With("shard", st.shard.Name), From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: p.unique, Selected: p.selected,
 		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(e.task.Target.URI), IndexesOneByOne: e.dstProfile.IndexesOneByOne, SerialUpdates: e.dstProfile.SerialUpdates,
-		ShardKeys: e.replayShardKeys(), TargetMajor: e.dstProfile.Major,
+		ReinsertReplacements: e.dstProfile.ReinsertReplacements,
+		ShardKeys:            e.replayShardKeys(), TargetMajor: e.dstProfile.Major,
 		// The source's shard keys, through its mongos, for inserts logged
 		// without their document key (before FCV 5.3).
 		SourceShardKeys: replay.TargetShardKeys{Router: e.source},

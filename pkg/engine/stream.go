@@ -126,7 +126,8 @@ func (e *Engine) newStreamReplayer(ctx context.Context, rec checkpoint.TaskRecor
 		Mapper: e.mapper, Log: e.baseLog(), From: from, OverlapUntil: rec.CopyEndTS,
 		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique, Selected: p.selected,
 		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(e.task.Target.URI), IndexesOneByOne: e.dstProfile.IndexesOneByOne, SerialUpdates: e.dstProfile.SerialUpdates,
-		ShardKeys: e.replayShardKeys(), TargetMajor: e.dstProfile.Major,
+		ReinsertReplacements: e.dstProfile.ReinsertReplacements,
+		ShardKeys:            e.replayShardKeys(), TargetMajor: e.dstProfile.Major,
 		Translator: oplog.Translator{
 			WholeDocumentUpdates: e.srcProfile.UpdateShape == conn.UpdatesAsWholeDocument,
 			PipelineUpdates:      e.dstProfile.PipelineUpdates,

@@ -21,7 +21,7 @@ func TestProfileFromBuildInfo(t *testing.T) {
 		{"MongoDB 10.0", bson.D{{Key: "version", Value: "10.0.0"}, {Key: "versionArray", Value: bson.A{int32(10), int32(0), int32(0), int32(0)}}, {Key: "ok", Value: 1.0}},
 			Profile{Flavor: FlavorMongoDB, Version: "10.0.0", Major: 10, IndexedRangeReads: true, UpdateShape: UpdatesAsApplied, PipelineUpdates: true, BulkWriteCommand: true}},
 		{"FerretDB v1.24.0", bson.D{{Key: "version", Value: "7.0.77"}, {Key: "ferretdbVersion", Value: "v1.24.0"}, {Key: "ok", Value: 1.0}},
-			Profile{Flavor: FlavorFerretDB, Version: "v1.24.0", OplogHasHoles: true, OplogQueriesScan: true, MaxWriteBatch: FerretDBMaxWriteBatch, UpdateShape: UpdatesAsWholeDocument, IndexesOneByOne: true, SerialUpdates: true}},
+			Profile{Flavor: FlavorFerretDB, Version: "v1.24.0", OplogHasHoles: true, OplogQueriesScan: true, MaxWriteBatch: FerretDBMaxWriteBatch, UpdateShape: UpdatesAsWholeDocument, IndexesOneByOne: true, SerialUpdates: true, ReinsertReplacements: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,7 +11,8 @@
 // dispatch.go reads, orders and partitions entries; worker.go is the
 // writers; gate.go decides when their batches go and combines them into
 // fuller commands; bulk.go and bulkcmd.go build the commands from a
-// batch; ddl.go applies DDL barriers; refetch.go and stale.go re-read
+// batch, reinsert.go turns runs of replacements into a delete and an
+// insert where the target wants them so; ddl.go applies DDL barriers; refetch.go and stale.go re-read
 // documents from the source (late entries, stale paths), recopy.go a
 // whole collection renamed into the task; timeseries.go writes
 // time-series buckets; shardkey.go gives writes to a sharded target their

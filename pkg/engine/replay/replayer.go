@@ -76,7 +76,9 @@ type Options struct {
 	// replay benchmark discards them): inserts (InsertOneModel, to apply
 	// in any order; a document that exists must be reported as a
 	// mongo.BulkWriteException with a duplicate key at its index), or
-	// updates or deletes (to apply in order). Target may then be nil.
+	// updates or deletes (to apply in order; with ReinsertReplacements
+	// a DeleteManyModel by {_id: {$in: [...]}} too). Target may then be
+	// nil.
 	Apply func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel) error
 	// Translator turns entries into writes; its WholeDocumentUpdates comes
 	// from the source's profile, its PipelineUpdates from the target's.
@@ -100,6 +102,13 @@ type Options struct {
 	// SerialUpdates: FerretDB v1 can hang for good on concurrent updates
 	// to one database). Inserts and deletes still go in parallel.
 	SerialUpdates bool
+	// ReinsertReplacements applies a run of replacement upserts by _id
+	// (a multi-document update on a source that logs whole documents) as
+	// one delete of their _ids and one insert of their new versions
+	// (conn.Profile's ReinsertReplacements: FerretDB v1 spends tens of
+	// milliseconds on each update statement). Ignored on a shard member
+	// and on a sharded target; see reinsert.go.
+	ReinsertReplacements bool
 	// MaxWriteBatch caps the writes of one bulk write; cache.batchSize
 	// when zero (or larger).
 	MaxWriteBatch int
@@ -197,7 +206,9 @@ type Replayer struct {
 	// updateTurns are the target databases' turns to send an update
 	// command (Options.SerialUpdates).
 	updateTurns sink.Turns
-	bulkWrite   func(ctx context.Context, writes []mongo.ClientBulkWrite) error
+	// reinsert: Options.ReinsertReplacements, where it applies.
+	reinsert  bool
+	bulkWrite func(ctx context.Context, writes []mongo.ClientBulkWrite) error
 	// rawBulk sends a bulkWrite command built from the writes' raw
 	// documents (bulkcmd.go) and returns the server's reply; set with
 	// bulkWrite, which carries what the builder does not cover.
@@ -296,6 +307,7 @@ func New(o Options) *Replayer {
 	}
 	r.o.Translator.InsertModels = !o.ShardMember
 	r.apply = r.applier()
+	r.reinsert = o.ReinsertReplacements && !o.ShardMember && o.ShardKeys == nil
 	if o.BulkWrite && o.Apply == nil && o.ApplyAt == nil && o.Target != nil && o.ShardKeys == nil {
 		r.bulkWrite = func(ctx context.Context, writes []mongo.ClientBulkWrite) error {
 			_, err := o.Target.BulkWrite(ctx, writes, options.ClientBulkWrite().SetOrdered(true).SetBypassDocumentValidation(true))

@@ -254,6 +254,8 @@ func (r *Replayer) applyRun(ctx context.Context, rn run) error {
 		return nil
 	case cmdInsert:
 		return r.applyInserts(ctx, rn.items)
+	case cmdUpdate:
+		return r.applyUpdates(ctx, rn.items)
 	}
 	return r.applyBatch(ctx, rn.items)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
@@ -31,6 +32,7 @@ type fakeTarget struct {
 	mu       sync.Mutex
 	docs     map[string]map[int32]int32 // namespace -> _id -> v
 	commands []string                   // kind and writes per command
+	replaces int                        // replacements written
 }
 
 func (f *fakeTarget) coll(ns string) map[int32]int32 {
@@ -51,6 +53,7 @@ func (f *fakeTarget) write(ns string, m any) (dup bool, err error) {
 		}
 		docs[id(m.Document)] = m.Document.(bson.Raw).Lookup("v").Int32()
 	case *mongo.ReplaceOneModel:
+		f.replaces++
 		k := id(m.Filter)
 		if _, ok := docs[k]; ok || m.Upsert != nil && *m.Upsert {
 			docs[k] = m.Replacement.(bson.Raw).Lookup("v").Int32()
@@ -66,6 +69,18 @@ func (f *fakeTarget) write(ns string, m any) (dup bool, err error) {
 		}
 	case *mongo.DeleteOneModel:
 		delete(docs, id(m.Filter))
+	case *mongo.DeleteManyModel:
+		in, err := m.Filter.(bson.Raw).LookupErr("_id", "$in")
+		if err != nil {
+			return false, fmt.Errorf("delete %s: only {_id: {$in}} is modelled", m.Filter)
+		}
+		vals, err := in.Array().Values()
+		if err != nil {
+			return false, err
+		}
+		for _, v := range vals {
+			delete(docs, v.Int32())
+		}
 	default:
 		return false, fmt.Errorf("unexpected model %T", m)
 	}
@@ -80,7 +95,7 @@ func (f *fakeTarget) apply(_ context.Context, ns catalog.Namespace, models []mon
 	switch models[0].(type) {
 	case *mongo.InsertOneModel:
 		kind = "insert"
-	case *mongo.DeleteOneModel:
+	case *mongo.DeleteOneModel, *mongo.DeleteManyModel:
 		kind = "delete"
 	}
 	f.commands = append(f.commands, fmt.Sprintf("%s %d", kind, len(models)))
@@ -181,6 +196,24 @@ func workload(t *testing.T, seed uint64, n int) ([]bson.Raw, []map[string]map[in
 	return entries, states
 }
 
+// wholeDocuments rewrites workload's updates as a FerretDB source logs
+// them: {$v: 1, $set: <the whole new document>}, o2 {_id}.
+func wholeDocuments(t *testing.T, entries []bson.Raw) []bson.Raw {
+	out := make([]bson.Raw, len(entries))
+	for i, e := range entries {
+		out[i] = e
+		if e.Lookup("op").StringValue() != "u" {
+			continue
+		}
+		id := e.Lookup("o2", "_id").Int32()
+		v := e.Lookup("o", "diff", "u", "v").Int32()
+		out[i] = mustRaw(t, bson.D{{Key: "ts", Value: e.Lookup("ts")}, {Key: "t", Value: int64(1)}, {Key: "ns", Value: e.Lookup("ns").StringValue()},
+			{Key: "op", Value: "u"}, {Key: "o", Value: bson.D{{Key: "$v", Value: 1}, {Key: "$set", Value: bson.D{{Key: "_id", Value: id}, {Key: "v", Value: v}}}}},
+			{Key: "o2", Value: bson.D{{Key: "_id", Value: id}}}})
+	}
+	return out
+}
+
 // TestWritersOverCopy replays a mixed oplog over a target that already
 // holds the source's documents as of an entry within it (the copy/replay
 // overlap; a resume from an older checkpoint looks the same): inserts of
@@ -195,17 +228,33 @@ func TestWritersOverCopy(t *testing.T) {
 		bulkWrite bool
 		writers   int
 		serial    bool // Options.SerialUpdates, checked to hold
+		// whole: updates logged as whole documents (FerretDB), applied
+		// with Options.ReinsertReplacements: runs of them go as deletes
+		// and inserts.
+		whole bool
 	}{
-		{"empty target", 1, -1, false, 2, false},
-		{"overlap", 2, 300, false, 4, false},
-		{"overlap, one writer", 3, 150, false, 1, false},
-		{"empty target, bulkWrite", 4, -1, true, 2, false},
-		{"overlap, bulkWrite", 5, 300, true, 4, false},
-		{"overlap, serial updates", 6, 300, false, 4, true},
+		{"empty target", 1, -1, false, 2, false, false},
+		{"overlap", 2, 300, false, 4, false, false},
+		{"overlap, one writer", 3, 150, false, 1, false, false},
+		{"empty target, bulkWrite", 4, -1, true, 2, false, false},
+		{"overlap, bulkWrite", 5, 300, true, 4, false, false},
+		{"overlap, serial updates", 6, 300, false, 4, true, false},
+		{"empty target, whole-document updates reinserted", 7, -1, false, 2, true, true},
+		{"overlap, whole-document updates reinserted", 8, 300, false, 4, true, true},
+		{"overlap, whole-document updates reinserted, one writer", 9, 150, false, 1, false, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			entries, states := workload(t, c.seed, 1200)
+			updateEntries := 0
+			if c.whole {
+				entries = wholeDocuments(t, entries)
+				for _, e := range entries {
+					if e.Lookup("op").StringValue() == "u" {
+						updateEntries++
+					}
+				}
+			}
 			f := &fakeTarget{docs: map[string]map[int32]int32{}}
 			if c.copiedAt >= 0 {
 				for ns, m := range states[c.copiedAt] {
@@ -229,7 +278,8 @@ func TestWritersOverCopy(t *testing.T) {
 					if _, ins := models[0].(*mongo.InsertOneModel); ins {
 						return f.apply(ctx, ns, models)
 					}
-					if _, del := models[0].(*mongo.DeleteOneModel); del {
+					switch models[0].(type) {
+					case *mongo.DeleteOneModel, *mongo.DeleteManyModel:
 						return f.apply(ctx, ns, models)
 					}
 					v, _ := updating.LoadOrStore(ns.DB, new(atomic.Int32))
@@ -244,6 +294,7 @@ func TestWritersOverCopy(t *testing.T) {
 				}
 			}
 			r := New(Options{Task: "t", Spec: &spec, Reader: reader, Mapper: mapper, From: from, SerialUpdates: c.serial,
+				Translator: oplog.Translator{WholeDocumentUpdates: c.whole}, ReinsertReplacements: c.whole,
 				OverlapUntil: bson.Timestamp{T: 100, I: uint32(max(c.copiedAt, 0) + 1)}, CheckpointInterval: time.Hour, Apply: apply})
 			if c.bulkWrite {
 				r.bulkWrite = f.bulkWrite
@@ -273,7 +324,14 @@ func TestWritersOverCopy(t *testing.T) {
 			if c.bulkWrite && st.WriteCommands["bulkWrite"] == 0 {
 				t.Errorf("no bulkWrite command sent: %v", st.WriteCommands)
 			}
-			if c.serial && (overlapped.Load() > 0 || updates.Load() == 0) {
+			// Over a copy, inserts that meet its documents are replaced
+			// too: counted on an empty target only.
+			if c.whole && c.copiedAt < 0 && f.replaces*5 > updateEntries {
+				t.Errorf("%d of %d replacements by _id written as update statements; want most as deletes and inserts (%v)", f.replaces, updateEntries, st.WritesSent)
+			}
+			// With whole-document updates reinserted, a round may send no
+			// update command at all.
+			if c.serial && (overlapped.Load() > 0 || updates.Load() == 0 && !c.whole) {
 				t.Errorf("%d of %d update commands ran beside another to the same database; want one at a time", overlapped.Load(), updates.Load())
 			}
 			t.Logf("%d commands, %.1f writes per command: %v", len(f.commands), st.WritesPerCommand, st.WriteCommands)
