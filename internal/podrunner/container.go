@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -53,6 +55,120 @@ const (
 // (MONGOFERRY_POD_RUNTIME=podman).
 func ContainerMode() bool { return os.Getenv(RuntimeEnv) == RuntimePodman }
 
+// RequiredEnv names the variable that makes container mode mandatory:
+// with MONGOFERRY_CONTAINERS=required (make test-containers, and so make
+// test, set it) a test that needs containers fails instead of skipping.
+const RequiredEnv = "MONGOFERRY_CONTAINERS"
+
+// Required reports whether the environment makes container mode mandatory
+// (MONGOFERRY_CONTAINERS=required).
+func Required() bool { return os.Getenv(RequiredEnv) == "required" }
+
+// RequireContainerMode is the first call of a test that runs containers:
+// it returns the image under test (MONGOFERRY_POD_IMAGE) once podman has
+// run a container of it (Preflight). Outside container mode it skips, or
+// fails when container mode is required; it fails when podman cannot run
+// a container, saying why.
+func RequireContainerMode(t testing.TB) string {
+	t.Helper()
+	if !ContainerMode() {
+		if Required() {
+			t.Fatalf("%s=required, but %s=%q: the container tests need %s=%s (make test-containers sets both)",
+				RequiredEnv, RuntimeEnv, os.Getenv(RuntimeEnv), RuntimeEnv, RuntimePodman)
+		}
+		t.Skipf("runs containers: needs %s=%s (make test-containers)", RuntimeEnv, RuntimePodman)
+	}
+	img := FromEnv(Options{}).Image
+	if err := Preflight(img, ""); err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+// preflights holds Preflight's result per image and OCI runtime.
+var preflights struct {
+	sync.Mutex
+	done map[[2]string]error
+}
+
+// Preflight runs CheckPodman once per process for an image and OCI
+// runtime ("" for runc) and returns its result every time: container
+// mode's tests and runners fail at once, with the cause, rather than
+// wait for pods that will never start.
+func Preflight(image, ociRuntime string) error {
+	if ociRuntime == "" {
+		ociRuntime = defaultOCIRuntime()
+	}
+	preflights.Lock()
+	defer preflights.Unlock()
+	key := [2]string{image, ociRuntime}
+	if err, ok := preflights.done[key]; ok {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := CheckPodman(ctx, image, ociRuntime)
+	if preflights.done == nil {
+		preflights.done = map[[2]string]error{}
+	}
+	preflights.done[key] = err
+	return err
+}
+
+// CheckPodman runs one container of image with the OCI runtime
+// ociRuntime (runc from the PATH or /usr/sbin/runc when empty), as
+// container mode runs every container (explicit ulimits, no pull): its
+// /ferry version. The error names what failed, podman's own words and
+// what to do.
+func CheckPodman(ctx context.Context, image, ociRuntime string) error {
+	const install = "install podman and runc from Debian packages (make container-tools, as root)"
+	if _, err := exec.LookPath("podman"); err != nil {
+		return fmt.Errorf("podrunner: podman is not installed (%v): %s", err, install)
+	}
+	if ociRuntime == "" {
+		ociRuntime = defaultOCIRuntime()
+	}
+	run := func(args ...string) (string, error) {
+		var stdout, stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, "podman", append([]string{"--runtime", ociRuntime}, args...)...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if err != nil {
+			msg := strings.TrimSpace(stderr.String())
+			if msg == "" {
+				msg = strings.TrimSpace(stdout.String())
+			}
+			if msg == "" {
+				msg = "no output"
+			}
+			return "", fmt.Errorf("%w: %s", err, msg)
+		}
+		return stdout.String(), nil
+	}
+	if _, err := run("image", "inspect", "--format", "{{.Id}}", image); err != nil {
+		return fmt.Errorf("podrunner: podman cannot read the image %s (podman image inspect: %v): build it with make image IMG=%s; if podman itself fails, %s", image, err, image, install)
+	}
+	args := append([]string{"run", "--rm", "--pull", "never", "--network", "none"}, ulimits()...)
+	args = append(args, "--entrypoint", "/ferry", image, "version")
+	out, err := run(args...)
+	if err != nil {
+		return fmt.Errorf("podrunner: podman cannot run a container of %s with the runtime %s (podman run ... /ferry version: %v): %s, on a machine where podman may create containers (root or user namespaces, cgroups); then `podman --runtime %s run --rm --entrypoint /ferry %s version` prints the version",
+			image, ociRuntime, err, install, ociRuntime, image)
+	}
+	if strings.TrimSpace(out) == "" {
+		return fmt.Errorf("podrunner: a container of %s ran /ferry version and printed nothing: rebuild the image (make image IMG=%s)", image, image)
+	}
+	return nil
+}
+
+// defaultOCIRuntime is runc from the PATH, or Debian's /usr/sbin/runc.
+func defaultOCIRuntime() string {
+	if p, err := exec.LookPath("runc"); err == nil {
+		return p
+	}
+	return "/usr/sbin/runc"
+}
+
 // FromEnv sets opts.Runtime and opts.Image from MONGOFERRY_POD_RUNTIME and
 // MONGOFERRY_POD_IMAGE (DefaultImage when unset), unless already set.
 func FromEnv(opts Options) Options {
@@ -78,17 +194,14 @@ func (r *Runner) checkContainerMode() error {
 	default:
 		return fmt.Errorf("podrunner: runtime %q: want %q or empty (local processes)", r.opts.Runtime, RuntimePodman)
 	}
-	if _, err := exec.LookPath("podman"); err != nil {
-		return errors.New("podrunner: podman is not installed: apt-get install -y podman runc (make test-containers does)")
-	}
 	if r.opts.OCIRuntime == "" {
-		r.opts.OCIRuntime = "/usr/sbin/runc"
-		if p, err := exec.LookPath("runc"); err == nil {
-			r.opts.OCIRuntime = p
-		}
+		r.opts.OCIRuntime = defaultOCIRuntime()
 	}
 	if r.opts.Image == "" {
 		return errors.New("podrunner: container mode needs Options.Image (MONGOFERRY_POD_IMAGE)")
+	}
+	if err := Preflight(r.opts.Image, r.opts.OCIRuntime); err != nil {
+		return err
 	}
 	out, err := r.podman(context.Background(), "image", "inspect", "--format", "{{.Config.User}}", r.opts.Image)
 	if err != nil {

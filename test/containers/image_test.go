@@ -20,17 +20,12 @@ import (
 	"github.com/mongoferry/mongoferry/internal/podrunner"
 )
 
-// image returns the image under test, or skips.
+// image returns the image under test once podman has run a container of
+// it; it skips outside container mode, and fails when container mode is
+// required (make test-containers) or podman cannot run a container.
 func image(t *testing.T) string {
 	t.Helper()
-	if !podrunner.ContainerMode() {
-		t.Skipf("the image's tests run with %s=%s (make test-containers)", podrunner.RuntimeEnv, podrunner.RuntimePodman)
-	}
-	img := podrunner.FromEnv(podrunner.Options{}).Image
-	if err := exec.Command("podman", "image", "exists", img).Run(); err != nil {
-		t.Fatalf("image %s not found: make image IMG=%s", img, img)
-	}
-	return img
+	return podrunner.RequireContainerMode(t)
 }
 
 // stage is what the Dockerfile's final stage sets.

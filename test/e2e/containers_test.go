@@ -33,12 +33,12 @@ import (
 
 // The tests of this file check what only a real container shows (a
 // kubelet would catch it, a local process does not); they run with
-// MONGOFERRY_POD_RUNTIME=podman (make test-containers) and skip otherwise.
+// MONGOFERRY_POD_RUNTIME=podman (make test-containers) and skip otherwise,
+// unless MONGOFERRY_CONTAINERS=required (make test-containers): then they
+// fail, as they do when podman cannot run a container.
 func requireContainerMode(t *testing.T) {
 	t.Helper()
-	if !podrunner.ContainerMode() {
-		t.Skipf("runs the workers as containers: %s=%s (make test-containers)", podrunner.RuntimeEnv, podrunner.RuntimePodman)
-	}
+	podrunner.RequireContainerMode(t)
 }
 
 // runnerLines keeps the pod runner's lines for a test to read.
