@@ -263,7 +263,15 @@ func (m *Model) reuseID(rng *rand.Rand) {
 	}
 	c := cs[rng.IntN(len(cs))]
 	m.Delete(id)
-	m.InsertID(id, int64(c*chunkWidth+rng.IntN(chunkWidth)))
+	if rng.IntN(2) == 0 {
+		m.InsertID(id, int64(c*chunkWidth+rng.IntN(chunkWidth)))
+	} else { // from another client: may lie below the delete (Clocks)
+		del := m.lastTS
+		m.InsertIDUnrelated(id, int64(c*chunkWidth+rng.IntN(chunkWidth)))
+		if m.lastTS.Before(del) {
+			m.Fired["IDReuseBelowDelete"]++
+		}
+	}
 	m.Fired["IDReuse"]++
 }
 

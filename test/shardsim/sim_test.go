@@ -69,7 +69,7 @@ func TestSim(t *testing.T) {
 			target                                                                     TargetStats
 			commitWaits, commitWaitsAll                                                int64
 			commitWaitSeconds                                                          float64
-			conflicts, conflictWaits, steppedOver                                      int64
+			conflicts, conflictWaits, steppedOver, reread                              int64
 			conflictWaitSeconds                                                        float64
 		}
 	)
@@ -128,6 +128,7 @@ func TestSim(t *testing.T) {
 				stats.conflicts += h.Conflicts
 				stats.conflictWaits += h.ConflictWaits
 				stats.steppedOver += h.SteppedOver
+				stats.reread += h.ConflictsReRead
 				stats.conflictWaitSeconds += h.ConflictWaitSeconds
 			}
 			if err != nil {
@@ -147,10 +148,11 @@ func TestSim(t *testing.T) {
 		stats.sharded, TargetShapes, tg.Writes, tg.Inserts, tg.WithKey, tg.Writes-tg.Inserts, tg.KeyChanges, tg.Moves)
 	t.Logf("commit waits (each shard's last subtask): %d, %d of them for every subtask (no decision naming the participants on the board), %.1f s in all",
 		stats.commitWaits, stats.commitWaitsAll, stats.commitWaitSeconds)
-	t.Logf("writes that met another document with their _id (each shard's last subtask): %d, %d waits (%.1f s in all), %d stepped over",
-		stats.conflicts, stats.conflictWaits, stats.conflictWaitSeconds, stats.steppedOver)
+	t.Logf("writes that met another document with their _id (each shard's last subtask): %d, %d waits (%.1f s in all), %d stepped over, %d the source held (the other one older: removed)",
+		stats.conflicts, stats.conflictWaits, stats.conflictWaitSeconds, stats.steppedOver, stats.reread)
 	if os.Getenv("SHARDSIM_BEHAVIOURS") != "none" {
 		t.Logf("inserts logged without o2 (binaries before 5.3): in %d of %d schedules (%d inserts)", fired["NoInsertKey"], n, firedEvents["NoInsertKey"])
+		t.Logf("_ids moved by a client that had not seen the delete, logged below it: in %d of %d schedules (%d moves)", fired["IDReuseBelowDelete"], n, firedEvents["IDReuseBelowDelete"])
 		for _, name := range BehaviourNames {
 			t.Logf("%s: in %d of %d schedules (%d events)", name, fired[name], n, firedEvents[name])
 		}
