@@ -49,7 +49,8 @@ servers (built by 'make ferretdb' into bin/ferretdb): the source has a
 --oplog-size MiB oplog and --records YCSB documents of ~1.1 KB.
 
 Each tool runs a full copy followed by oplog replay. Both are watched the
-same way, from the target, every 100 ms:
+same way, from the target (collStats counts, documents read by _id), every
+100 ms:
 
   start → first document   from the tool's process start until the target
                            holds a document;

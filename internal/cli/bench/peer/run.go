@@ -149,7 +149,7 @@ func (w watcher) countAtLeast(ctx context.Context, n int64, seen func(int64, tim
 	defer tk.Stop()
 	deadline := time.After(w.timeout)
 	for {
-		got, err := w.coll.EstimatedDocumentCount(ctx)
+		got, err := w.count(ctx)
 		at := time.Now()
 		if err == nil {
 			if seen != nil {
@@ -163,6 +163,27 @@ func (w watcher) countAtLeast(ctx context.Context, n int64, seen func(int64, tim
 			return time.Time{}, err
 		}
 	}
+}
+
+// count is the target collection's document count from collStats:
+// FerretDB answers it from its storage's row count, while a count
+// command decodes every document (4 minutes for 50,000 documents on a
+// busy machine, against about a second for collStats), which would slow
+// the target it measures.
+func (w watcher) count(ctx context.Context) (int64, error) {
+	raw, err := w.coll.Database().RunCommand(ctx, bson.D{{Key: "collStats", Value: w.coll.Name()}}).Raw()
+	if err != nil {
+		return 0, err
+	}
+	v, err := raw.LookupErr("count")
+	if err != nil {
+		return 0, fmt.Errorf("collStats of %s: no count", w.coll.Name())
+	}
+	n, ok := v.AsInt64OK()
+	if !ok {
+		return 0, fmt.Errorf("collStats of %s: count is a %s", w.coll.Name(), v.Type)
+	}
+	return n, nil
 }
 
 // change is one live update or delete, still to show on the target.
