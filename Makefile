@@ -3,6 +3,8 @@
 
 SHELL := /usr/bin/env bash -o pipefail
 BIN   := $(CURDIR)/bin
+# MONGOSHAKE is the MongoShake collector `make bench-peer` runs (empty: MongoFerry only).
+MONGOSHAKE ?=
 GO    ?= go
 GOLANGCI_LINT_VERSION ?= v2.6.2
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
@@ -160,6 +162,10 @@ demo-sharded: ferry ferretdb ## Run a sync from a 3-shard cluster stand-in with 
 .PHONY: bench
 bench: ferry ferretdb ## Run the benchmarks (figures go to docs/benchmarks.md).
 	$(BIN)/ferry bench full
+
+.PHONY: bench-peer
+bench-peer: ferry ferretdb ## MongoShake's collector (MONGOSHAKE=path, built as docs/benchmarks.md says) beside MongoFerry on the same data.
+	$(BIN)/ferry bench peer --peer-bin "$(MONGOSHAKE)"
 
 .PHONY: bench-wire
 bench-wire: ferry ## Run the replay benchmark over the wire protocol (in-process servers; targets for ddt with 16 writers).

@@ -98,6 +98,7 @@ func (e *Engine) openReader(ctx context.Context, rec checkpoint.TaskRecord, from
 		tailer.SkipDatabases = []string{"local", "config", e.task.Checkpoint.Database}
 		if e.srcProfile.OplogHasHoles {
 			tailer.Settle = 2 * time.Second
+			tailer.Log = e.baseLog()
 			e.log.Info("the source's oplog may show entries out of order: entries are applied once 2s old, and one that shows up later has its documents re-read from the source")
 		}
 		// Lag from the tailer's own reads: a query for the newest entry

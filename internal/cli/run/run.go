@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -55,6 +56,7 @@ type Flags struct {
 	discoverEvery    time.Duration
 	awaitShardMap    bool
 	copyOnly         bool
+	cpuProfile       string
 	// Edit, when set, changes the task once it is loaded (ferry cutover
 	// requests the cut-over with it).
 	Edit func(*config.Task) error
@@ -146,7 +148,16 @@ func NewCommand() *cobra.Command {
   target: {uri: "mongodb://10.0.0.2:27017/"}
   namespaces: {include: ["shop\\..*"], rename: [{from: shop, to: shop_v2}]}`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return Run(cmd.Context(), f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.cpuProfile != "" {
+				stop, err := startCPUProfile(f.cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			return Run(cmd.Context(), f)
+		},
 	}
 	AddFlags(cmd, &f)
 	addRunFlags(cmd, &f)
@@ -161,6 +172,7 @@ func addRunFlags(cmd *cobra.Command, f *Flags) {
 	cmd.Flags().StringVar(&f.shard, "shard", os.Getenv(workerapi.EnvShard), "sharded source: run only this shard's replay subtask (its name in config.shards); default $MONGOFERRY_SHARD, empty runs every shard")
 	cmd.Flags().BoolVar(&f.copyOnly, copyOnly, false,
 		"with fullSync.workers above 1: only help the task's run with its full copy (copy ranges of its plan claimed through leases), then exit once it records the copy done")
+	cmd.Flags().StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file (read it with go tool pprof; ferry bench peer --cpuprofile uses it)")
 	cmd.MarkFlagsMutuallyExclusive(copyOnly, "shard")
 	cmd.MarkFlagsMutuallyExclusive(copyOnly, "until-caught-up")
 	cmd.MarkFlagsOneRequired("file", "task-env")
@@ -187,6 +199,23 @@ func AddFlags(cmd *cobra.Command, f *Flags) {
 	cmd.Flags().BoolVar(&f.awaitShardMap, strings.TrimPrefix(workerapi.FlagAwaitShardMap, "--"), false,
 		"with no shard given (--shard, $MONGOFERRY_SHARD_MAP): on a sharded source copy and replay nothing, report the shards in /status and wait to be restarted with a shard (the operator's first worker); on a replica set run as usual")
 	cmd.MarkFlagsRequiredTogether("tls-cert-file", "tls-key-file", "tls-client-ca-file")
+}
+
+// startCPUProfile writes a CPU profile to the file name until the
+// returned stop is called.
+func startCPUProfile(name string) (stop func(), err error) {
+	pf, err := os.Create(name)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(pf); err != nil {
+		_ = pf.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = pf.Close()
+	}, nil
 }
 
 func newLogger(format, level string) (*slog.Logger, error) {

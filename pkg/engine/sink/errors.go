@@ -3,6 +3,7 @@ package sink
 import (
 	"errors"
 	"slices"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
@@ -69,9 +70,19 @@ func Classify(err error) Class {
 				return Retryable
 			}
 		}
+		if strings.Contains(err.Error(), sqliteBusy) {
+			return Retryable
+		}
 	}
 	return Fatal
 }
+
+// sqliteBusy ends the InternalError of a FerretDB v1 (SQLite) server that
+// could not take its database's write lock in time ("database is locked
+// (5) (SQLITE_BUSY)"): the statement did not run, and it goes through
+// once the other writer is done. On a busy machine a replay delete met it
+// and stopped the task.
+const sqliteBusy = "(SQLITE_BUSY)"
 
 // mixedWriteErrors reports whether a bulk error holds other errors besides
 // duplicate keys.

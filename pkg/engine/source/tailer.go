@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"sync/atomic"
 	"time"
@@ -112,6 +113,19 @@ type Tailer struct {
 	// settled is what Settled reads from any goroutine: the last position
 	// handed out and the look-back window then in force.
 	settled settledState
+	// Log, when set, gets a debug line for each Settle-mode read: how long
+	// its query took, what it handed out and held back, and when the next
+	// read is due (where replay's latency goes on such a server).
+	Log *slog.Logger
+	// read is the open Settle-mode read, for that line.
+	read readTiming
+}
+
+// readTiming is what one Settle-mode read took and gave.
+type readTiming struct {
+	opened time.Time
+	query  time.Duration // until the find answered its first batch
+	handed int
 }
 
 // settledState is the part of a Tailer's state that Settled reads.
@@ -269,6 +283,7 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 	if len(out) > 0 {
 		t.lastEntry = time.Now()
 		t.reads.handedOut(t.last)
+		t.read.handed += len(out)
 	}
 	t.publishSettled()
 	if err := t.endRead(ctx, held, heldTS, len(out) > 0); err != nil {
@@ -355,6 +370,7 @@ func (t *Tailer) endRead(ctx context.Context, held bool, heldTS bson.Timestamp, 
 		t.reads.failed()
 	}
 	t.planNextRead(gotAny, held, heldTS)
+	t.logRead(held, heldTS, err)
 	if err != nil && ctx.Err() == nil && !gotAny {
 		return fmt.Errorf("read oplog after %v: %w", t.last, err)
 	}
@@ -390,7 +406,9 @@ func (t *Tailer) open(ctx context.Context) error {
 	t.scanNewest = t.last
 	t.reads.started()
 	t.stats.reopens.Add(1)
+	t.read = readTiming{opened: time.Now()}
 	cur, err := t.oplog().Find(ctx, filter, opts)
+	t.read.query = time.Since(t.read.opened)
 	if err != nil {
 		t.reads.failed()
 		return fmt.Errorf("open oplog cursor after %v: %w", t.last, err)
@@ -398,6 +416,23 @@ func (t *Tailer) open(ctx context.Context) error {
 	t.cur = cur
 	t.lastEntry = time.Now()
 	return nil
+}
+
+// logRead logs the Settle-mode read just finished, at debug level.
+func (t *Tailer) logRead(held bool, heldTS bson.Timestamp, err error) {
+	if t.Log == nil || t.Settle == 0 {
+		return
+	}
+	now := time.Now()
+	attrs := []any{"querySeconds", t.read.query.Seconds(), "readSeconds", now.Sub(t.read.opened).Seconds(),
+		"handedOut", t.read.handed, "last", t.last, "newestSeen", t.scanNewest, "nextReadIn", max(t.nextRead.Sub(now), 0).Seconds()}
+	if held {
+		attrs = append(attrs, "heldBackFrom", heldTS)
+	}
+	if err != nil {
+		attrs = append(attrs, "err", err)
+	}
+	t.Log.Debug("oplog read", attrs...)
 }
 
 // drainNewest reads the rest of an open read for the highest ts in it.

@@ -1,0 +1,306 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/mongoferry/mongoferry/internal/cli/bench/measure"
+	"github.com/mongoferry/mongoferry/internal/cli/progress"
+	"github.com/mongoferry/mongoferry/internal/cli/servers"
+	"github.com/mongoferry/mongoferry/pkg/workload"
+)
+
+// pollEvery is how often the target is read for the figures.
+const pollEvery = 100 * time.Millisecond
+
+// result is one tool's figures; times in seconds.
+type result struct {
+	tool               string
+	firstDoc, copyDone float64 // since the tool's process started
+	copyRate           float64 // documents per second, first to last document
+	insertRate         float64 // live inserts per second, first insert to the target holding all
+	lastVisible        float64 // since the source acknowledged the last update or delete
+	cpuCopy, cpuReplay cpuSeconds
+	loadStart, loadEnd string
+	log                string
+}
+
+// cpuSeconds is the CPU seconds of the tool's process and of the servers.
+type cpuSeconds struct{ tool, source, target float64 }
+
+type cpuSampler struct{ tool, source, target int }
+
+func (s cpuSampler) sample() cpuSeconds {
+	return cpuSeconds{measure.ProcessCPU(s.tool), measure.ProcessCPU(s.source), measure.ProcessCPU(s.target)}
+}
+
+func (c cpuSeconds) sub(o cpuSeconds) cpuSeconds {
+	return cpuSeconds{c.tool - o.tool, c.source - o.source, c.target - o.target}
+}
+
+// runTool loads a fresh source, starts the tool on it, and measures it
+// from the target.
+func runTool(ctx context.Context, out io.Writer, t tool, o workload.Options, f benchPeerFlags) (result, error) {
+	r := result{tool: t.name()}
+	fmt.Fprintf(out, "\n== %s\n", t.name())
+	pair, err := servers.StartPair(ctx, f.oplogMiB<<20)
+	if err != nil {
+		return r, err
+	}
+	defer pair.Stop()
+	sc, err := pair.Source.Client(ctx)
+	if err != nil {
+		return r, fmt.Errorf("connect to the source: %w", err)
+	}
+	defer func() { _ = sc.Disconnect(context.Background()) }()
+	tc, err := pair.Target.Client(ctx)
+	if err != nil {
+		return r, fmt.Errorf("connect to the target: %w", err)
+	}
+	defer func() { _ = tc.Disconnect(context.Background()) }()
+
+	fmt.Fprintf(out, "load:      %d documents into the source... ", o.RecordCount)
+	ls, err := workload.Load(ctx, sc, o)
+	if err != nil {
+		return r, fmt.Errorf("load the source: %w", err)
+	}
+	fmt.Fprintf(out, "%.1fs (%s docs/s)\n", ls.Elapsed.Seconds(), progress.Count(int64(ls.OpsPerSec)))
+
+	r.loadStart = loadAverage()
+	fmt.Fprintf(out, "start:     %s (%s)\n", t.name(), r.loadStart)
+	p, err := startTool(t, f.dir, pair.Source, pair.Target)
+	if err != nil {
+		return r, err
+	}
+	r.log = p.log
+	defer p.stop()
+	cpu := cpuSampler{tool: p.pid(), source: pair.Source.Pid(), target: pair.Target.Pid()}
+	cpu0 := cpu.sample()
+	coll := tc.Database(measure.DB).Collection(measure.Collection)
+	w := watcher{coll: coll, exited: p.exited, timeout: f.timeout}
+
+	var first time.Time
+	last, err := w.countAtLeast(ctx, o.RecordCount, func(n int64, at time.Time) {
+		if n > 0 && first.IsZero() {
+			first = at
+		}
+	})
+	if err != nil {
+		return r, fmt.Errorf("full copy: %w (log: %s)", err, p.log)
+	}
+	cpuCopy := cpu.sample()
+	r.cpuCopy = cpuCopy.sub(cpu0)
+	r.firstDoc, r.copyDone = first.Sub(p.started).Seconds(), last.Sub(p.started).Seconds()
+	r.copyRate = measure.Div(float64(o.RecordCount), last.Sub(first).Seconds())
+	fmt.Fprintf(out, "copy:      first document after %.1fs, all %d after %.1fs: %.0f docs/s first to last (%s)\n",
+		r.firstDoc, o.RecordCount, r.copyDone, r.copyRate, loadAverage())
+
+	visible, lastOp, err := measureLive(ctx, out, w, sc.Database(measure.DB).Collection(measure.Collection), o, f, &r)
+	if err != nil {
+		return r, fmt.Errorf("%w (log: %s)", err, p.log)
+	}
+	r.cpuReplay = cpu.sample().sub(cpuCopy)
+	r.lastVisible = visible.Sub(lastOp).Seconds()
+	r.loadEnd = loadAverage()
+	fmt.Fprintf(out, "updates:   %d updates and %d deletes, the last visible on the target %.1fs after the source acknowledged it (%s)\n",
+		f.updates, f.deletes, r.lastVisible, r.loadEnd)
+	fmt.Fprintf(out, "cpu:       %s %.1fs copying, %.1fs replaying; source %.1fs, %.1fs; target %.1fs, %.1fs\n",
+		t.name(), r.cpuCopy.tool, r.cpuReplay.tool, r.cpuCopy.source, r.cpuReplay.source, r.cpuCopy.target, r.cpuReplay.target)
+	return r, nil
+}
+
+// watcher reads the target until a step shows there.
+type watcher struct {
+	coll    *mongo.Collection
+	exited  <-chan struct{}
+	timeout time.Duration
+}
+
+var errToolExited = errors.New("the tool's process exited")
+
+// tick waits for the next poll; it fails when the tool exited or the
+// step took longer than the timeout.
+func (w watcher) tick(ctx context.Context, tk *time.Ticker, deadline <-chan time.Time) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-w.exited:
+		return errToolExited
+	case <-deadline:
+		return fmt.Errorf("not on the target within --timeout %s", w.timeout)
+	case <-tk.C:
+		return nil
+	}
+}
+
+// countAtLeast returns when the target collection holds at least n
+// documents; seen (when not nil) is called with every count read.
+func (w watcher) countAtLeast(ctx context.Context, n int64, seen func(int64, time.Time)) (time.Time, error) {
+	tk := time.NewTicker(pollEvery)
+	defer tk.Stop()
+	deadline := time.After(w.timeout)
+	for {
+		got, err := w.count(ctx)
+		at := time.Now()
+		if err == nil {
+			if seen != nil {
+				seen(got, at)
+			}
+			if got >= n {
+				return at, nil
+			}
+		}
+		if err := w.tick(ctx, tk, deadline); err != nil {
+			return time.Time{}, err
+		}
+	}
+}
+
+// count is the target collection's document count from collStats:
+// FerretDB answers it from its storage's row count, while a count
+// command decodes every document (4 minutes for 50,000 documents on a
+// busy machine, against about a second for collStats), which would slow
+// the target it measures.
+func (w watcher) count(ctx context.Context) (int64, error) {
+	raw, err := w.coll.Database().RunCommand(ctx, bson.D{{Key: "collStats", Value: w.coll.Name()}}).Raw()
+	if err != nil {
+		return 0, err
+	}
+	v, err := raw.LookupErr("count")
+	if err != nil {
+		return 0, fmt.Errorf("collStats of %s: no count", w.coll.Name())
+	}
+	n, ok := v.AsInt64OK()
+	if !ok {
+		return 0, fmt.Errorf("collStats of %s: count is a %s", w.coll.Name(), v.Type)
+	}
+	return n, nil
+}
+
+// change is one live update or delete, still to show on the target.
+type change struct {
+	id      any
+	deleted bool
+	field0  string
+}
+
+// allVisible returns when every change shows on the target (each read by
+// _id, as FerretDB finds one document by _id without a scan).
+func (w watcher) allVisible(ctx context.Context, pending []change) (time.Time, error) {
+	tk := time.NewTicker(pollEvery)
+	defer tk.Stop()
+	deadline := time.After(w.timeout)
+	for {
+		rest := pending[:0]
+		for _, c := range pending {
+			var doc bson.Raw
+			err := w.coll.FindOne(ctx, bson.D{{Key: "_id", Value: c.id}}).Decode(&doc)
+			switch {
+			case c.deleted && errors.Is(err, mongo.ErrNoDocuments):
+			case !c.deleted && err == nil && doc.Lookup("field0").StringValue() == c.field0:
+			default:
+				rest = append(rest, c)
+			}
+		}
+		pending = rest
+		if len(pending) == 0 {
+			return time.Now(), nil
+		}
+		if err := w.tick(ctx, tk, deadline); err != nil {
+			return time.Time{}, fmt.Errorf("%d changes not shown: %w", len(pending), err)
+		}
+	}
+}
+
+// liveInserts inserts n new documents (keys after the loaded ones) from 2
+// clients, one document per insert.
+func liveInserts(ctx context.Context, coll *mongo.Collection, o workload.Options, n int) error {
+	next := make(chan int64)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(next)
+		for i := range int64(n) {
+			select {
+			case next <- o.RecordCount + i:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+	for range 2 {
+		g.Go(func() error {
+			for k := range next {
+				if _, err := coll.InsertOne(gctx, o.Document(k)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// updatesAndDeletes makes f.updates updates and f.deletes deletes of
+// distinct loaded documents, shuffled, from one client; it returns when the
+// source acknowledged the last one, and what the target must then show.
+func updatesAndDeletes(ctx context.Context, coll *mongo.Collection, o workload.Options, f benchPeerFlags) (time.Time, []change, error) {
+	var cs []change
+	for i := range f.updates {
+		cs = append(cs, change{id: o.KeyType.Key(int64(i)), field0: "live-" + strconv.Itoa(i)})
+	}
+	for i := range f.deletes {
+		cs = append(cs, change{id: o.KeyType.Key(int64(f.updates + i)), deleted: true})
+	}
+	rng := rand.New(rand.NewPCG(7, 7))
+	rng.Shuffle(len(cs), func(i, j int) { cs[i], cs[j] = cs[j], cs[i] })
+	for _, c := range cs {
+		var err error
+		if c.deleted {
+			_, err = coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: c.id}})
+		} else {
+			_, err = coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: c.id}}, bson.D{{Key: "$set", Value: bson.D{{Key: "field0", Value: c.field0}}}})
+		}
+		if err != nil {
+			return time.Time{}, nil, fmt.Errorf("%v: %w", c.id, err)
+		}
+	}
+	return time.Now(), cs, nil
+}
+
+// measureLive makes the live inserts, then the updates and deletes, and
+// returns when the target showed the last of them and when the source
+// acknowledged it; it sets r's insert rate.
+func measureLive(ctx context.Context, out io.Writer, w watcher, src *mongo.Collection, o workload.Options, f benchPeerFlags, r *result) (visible, lastOp time.Time, err error) {
+	t0 := time.Now()
+	if err := liveInserts(ctx, src, o, f.inserts); err != nil {
+		return time.Time{}, time.Time{}, fmt.Errorf("live inserts: %w", err)
+	}
+	wrote := time.Now()
+	all, err := w.countAtLeast(ctx, o.RecordCount+int64(f.inserts), nil)
+	if err != nil {
+		return time.Time{}, time.Time{}, fmt.Errorf("replay of the inserts: %w", err)
+	}
+	r.insertRate = measure.Div(float64(f.inserts), all.Sub(t0).Seconds())
+	fmt.Fprintf(out, "inserts:   %d on the source in %.1fs, all on the target %.1fs after the first: %.1f ops/s (%s)\n",
+		f.inserts, wrote.Sub(t0).Seconds(), all.Sub(t0).Seconds(), r.insertRate, loadAverage())
+
+	lastOp, pending, err := updatesAndDeletes(ctx, src, o, f)
+	if err != nil {
+		return time.Time{}, time.Time{}, fmt.Errorf("live updates and deletes: %w", err)
+	}
+	visible, err = w.allVisible(ctx, pending)
+	if err != nil {
+		return time.Time{}, time.Time{}, fmt.Errorf("replay of the updates and deletes: %w", err)
+	}
+	return visible, lastOp, nil
+}
