@@ -65,7 +65,7 @@ const visibleWithin = 1500 * time.Millisecond
 // it has entries and writes its entries at those positions, as FerretDB
 // writes its own entries after taking their ts. A step first makes its
 // changes on the source (FerretDB logs no DDL; its CRUD entries for them
-// are then deleted from the oplog), then takes its ts values, then writes
+// then become no-ops in the oplog), then takes its ts values, then writes
 // its entries, all within visibleWithin of the first ts or not at all.
 // The source's documents and indexes are then what its oplog says: an
 // entry that replay loses or applies wrongly shows in the comparison. A
@@ -228,8 +228,9 @@ func (s *Shapes) ops(kind string, writes []shapeWrite) bson.A {
 	return ops
 }
 
-// change makes a step's changes on the source, then deletes the CRUD
-// entries FerretDB logged for them: the step's own entries stand for them.
+// change makes a step's changes on the source, then turns the CRUD
+// entries FerretDB logged for them into no-ops: the step's own entries,
+// at later ts values, stand for them.
 func (s *Shapes) change(ctx context.Context, kind string, writes []shapeWrite) error {
 	if kind == shapeAborted {
 		return nil // an aborted transaction changes nothing
@@ -260,7 +261,14 @@ func (s *Shapes) change(ctx context.Context, kind string, writes []shapeWrite) e
 			return err
 		}
 	}
-	_, err := s.local.DeleteMany(ctx, bson.D{{Key: "ns", Value: s.db.Name() + "." + coll.Name()}, {Key: "wall", Value: bson.D{{Key: "$gte", Value: started}}}})
+	// Rewritten, never deleted: the tailer may have handed them out
+	// already (the rewrite can come seconds later on a loaded machine),
+	// and a checkpoint saved at an entry that then vanished reads as a
+	// rollback on restart. Their ts and term stay; a tailer that read
+	// them applied their changes, which the step's entries apply again.
+	_, err := s.local.UpdateMany(ctx, bson.D{{Key: "ns", Value: s.db.Name() + "." + coll.Name()}, {Key: "wall", Value: bson.D{{Key: "$gte", Value: started}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "op", Value: "n"}, {Key: "ns", Value: ""}, {Key: "o", Value: bson.D{{Key: "msg", Value: "chaos shapes: stands for a step's entry"}}}}},
+			{Key: "$unset", Value: bson.D{{Key: "o2", Value: ""}}}})
 	return err
 }
 
