@@ -261,12 +261,17 @@ func (s *Shapes) change(ctx context.Context, kind string, writes []shapeWrite) e
 			return err
 		}
 	}
+	done := time.Now().UTC().Truncate(time.Millisecond).Add(time.Millisecond)
 	// Rewritten, never deleted: the tailer may have handed them out
 	// already (the rewrite can come seconds later on a loaded machine),
 	// and a checkpoint saved at an entry that then vanished reads as a
 	// rollback on restart. Their ts and term stay; a tailer that read
 	// them applied their changes, which the step's entries apply again.
-	_, err := s.local.UpdateMany(ctx, bson.D{{Key: "ns", Value: s.db.Name() + "." + coll.Name()}, {Key: "wall", Value: bson.D{{Key: "$gte", Value: started}}}},
+	// Only this step's: the server may still run the rewrite after the
+	// step gave up on it, when repair has logged the same documents'
+	// writes again.
+	_, err := s.local.UpdateMany(ctx, bson.D{{Key: "ns", Value: s.db.Name() + "." + coll.Name()},
+		{Key: "wall", Value: bson.D{{Key: "$gte", Value: started}, {Key: "$lte", Value: done}}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "op", Value: "n"}, {Key: "ns", Value: ""}, {Key: "o", Value: bson.D{{Key: "msg", Value: "chaos shapes: stands for a step's entry"}}}}},
 			{Key: "$unset", Value: bson.D{{Key: "o2", Value: ""}}}})
 	return err
