@@ -135,7 +135,7 @@ func (l *Load) Start(seed uint64, rate int) {
 	l.startShapes(ctx, seed)
 }
 
-// startShapes runs the shapes writer: a step every second or two.
+// startShapes runs the shapes writer: a step, then a pause of 0.4-1 s.
 func (l *Load) startShapes(ctx context.Context, seed uint64) {
 	l.wg.Add(1)
 	go func() {
@@ -147,7 +147,7 @@ func (l *Load) startShapes(ctx context.Context, seed uint64) {
 			l.gate.RUnlock()
 			select {
 			case <-ctx.Done():
-			case <-time.After(time.Second + time.Duration(rng.IntN(1000))*time.Millisecond):
+			case <-time.After(400*time.Millisecond + time.Duration(rng.IntN(600))*time.Millisecond):
 			}
 		}
 	}()
