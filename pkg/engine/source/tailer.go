@@ -93,8 +93,10 @@ type Tailer struct {
 	// counts reads in a row that found nothing new.
 	nextRead time.Time
 	idle     int
-	// scanNewest is the highest ts the open Settle-mode read has seen.
+	// scanNewest is the highest ts the open Settle-mode read has seen;
+	// opened is when that read's query was sent.
 	scanNewest bson.Timestamp
+	opened     time.Time
 	// stats counts the tailer's queries; read by Stats from any goroutine.
 	stats tailerCounters
 	reads readClock
@@ -229,7 +231,13 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 	}
 	var out []bson.Raw
 	held := false
-	cutoff := uint32(time.Now().Add(-t.Settle).Unix())
+	// Too young is judged by when the read opened, not by now: a read
+	// goes on over several calls while it has more than a batch, and the
+	// server computed its result (a sorted query) when it opened, so an
+	// entry written since is not in it. Judged by now, the later entries
+	// of a second that settled after the read opened were handed out
+	// without one written in between, which then showed up late.
+	cutoff := uint32(t.opened.Add(-t.Settle).Unix())
 	var heldTS bson.Timestamp
 	for len(out) < t.BatchEntries && t.cur.TryNext(ctx) {
 		raw := bson.Raw(append([]byte(nil), t.cur.Current...))
@@ -390,6 +398,7 @@ func (t *Tailer) open(ctx context.Context) error {
 	t.scanNewest = t.last
 	t.reads.started()
 	t.stats.reopens.Add(1)
+	sent := time.Now()
 	cur, err := t.oplog().Find(ctx, filter, opts)
 	if err != nil {
 		t.reads.failed()
@@ -397,6 +406,7 @@ func (t *Tailer) open(ctx context.Context) error {
 	}
 	t.cur = cur
 	t.lastEntry = time.Now()
+	t.opened = sent
 	return nil
 }
 
