@@ -19,6 +19,8 @@
 //
 // Parts: schedule.go (fault kinds and the seeded schedule), harness.go
 // (epochs, cycles and the faults), worker.go (the ferry process), load.go
-// (the workload), compare.go (the comparator), watchdog.go and report.go
-// (the figures `make chaos` prints).
+// (the workload) and shapes.go (its entries of the shapes FerretDB never
+// logs: applyOps, transactions, DDL, prepared transactions), compare.go
+// (the comparator), watchdog.go and report.go (the figures `make chaos`
+// prints).
 package chaos

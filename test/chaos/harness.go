@@ -288,9 +288,27 @@ func (h *Harness) restartWorker() error {
 }
 
 // cycle injects one fault, then settles: the task catches up and the
-// databases are compared.
+// databases are compared. A worker kill's cycle counts the shapes steps
+// written from its start to its comparison, which replay met around the
+// kill.
 func (h *Harness) cycle(ctx context.Context, i int, f Fault) error {
 	h.cfg.Logf("cycle %d/%d: %s (epoch %d)", i+1, h.cfg.Cycles, f.Kind, h.epoch)
+	var before map[string]int64
+	if !f.Kind.startsEpoch() {
+		before, _ = h.load.ShapeSteps()
+	}
+	if err := h.fault(ctx, f); err != nil {
+		return err
+	}
+	if f.Kind.isKill() {
+		after, _ := h.load.ShapeSteps()
+		h.rep.addKillShapes(after, before)
+	}
+	return nil
+}
+
+// fault injects one fault, then settles.
+func (h *Harness) fault(ctx context.Context, f Fault) error {
 	if f.Kind.startsEpoch() {
 		if err := h.newEpoch(ctx, &f); err != nil {
 			return err
@@ -625,17 +643,25 @@ func (h *Harness) targetState(ctx context.Context) (string, error) {
 	return b.String(), err
 }
 
+// newestTS returns the highest ts among the entries a task reads (not
+// those of local and config, which the tailer leaves out). The oplog's
+// last entry in $natural order is not always that on FerretDB: an entry is
+// inserted after it takes its ts, and an insert into local.oplog.rs (the
+// shapes writer's) is logged again there, under local, with a later ts.
 func newestTS(ctx context.Context, c *mongo.Client) (bson.Timestamp, error) {
-	return edgeTS(ctx, c, -1)
+	filter := bson.D{{Key: "ns", Value: bson.D{{Key: "$nin", Value: bson.A{bson.Regex{Pattern: `^local\.`}, bson.Regex{Pattern: `^config\.`}}}}}}
+	raw, err := c.Database("local").Collection("oplog.rs").FindOne(ctx, filter,
+		options.FindOne().SetSort(bson.D{{Key: "ts", Value: -1}}).SetProjection(bson.D{{Key: "ts", Value: 1}})).Raw()
+	if err != nil {
+		return bson.Timestamp{}, err
+	}
+	t, i := raw.Lookup("ts").Timestamp()
+	return bson.Timestamp{T: t, I: i}, nil
 }
 
 func oldestTS(ctx context.Context, c *mongo.Client) (bson.Timestamp, error) {
-	return edgeTS(ctx, c, 1)
-}
-
-func edgeTS(ctx context.Context, c *mongo.Client, dir int) (bson.Timestamp, error) {
 	raw, err := c.Database("local").Collection("oplog.rs").FindOne(ctx, bson.D{},
-		options.FindOne().SetSort(bson.D{{Key: "$natural", Value: dir}}).SetProjection(bson.D{{Key: "ts", Value: 1}})).Raw()
+		options.FindOne().SetSort(bson.D{{Key: "$natural", Value: 1}}).SetProjection(bson.D{{Key: "ts", Value: 1}})).Raw()
 	if err != nil {
 		return bson.Timestamp{}, err
 	}

@@ -59,6 +59,10 @@ type Load struct {
 	writers int
 	gate    sync.RWMutex
 
+	// shapes writes two more collections only through entries of shapes
+	// FerretDB never logs (shapes.go).
+	shapes *Shapes
+
 	mu        sync.Mutex
 	next      []int // next new document number per writer
 	live      []map[int]bool
@@ -73,7 +77,7 @@ type Load struct {
 // builds.
 func Seed(ctx context.Context, db *mongo.Database, seed uint64, n, writers int) (*Load, error) {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	l := &Load{db: db, writers: writers, uncertain: map[int]bool{}}
+	l := &Load{db: db, writers: writers, uncertain: map[int]bool{}, shapes: newShapes(db)}
 	for w := 0; w < writers; w++ {
 		l.live = append(l.live, map[int]bool{})
 		l.next = append(l.next, n+w)
@@ -128,7 +132,30 @@ func (l *Load) Start(seed uint64, rate int) {
 			}
 		}()
 	}
+	l.startShapes(ctx, seed)
 }
+
+// startShapes runs the shapes writer: a step, then a pause of 0.4-1 s.
+func (l *Load) startShapes(ctx context.Context, seed uint64) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		rng := rand.New(rand.NewPCG(seed, 7))
+		for ctx.Err() == nil {
+			l.gate.RLock()
+			l.shapes.step(ctx, rng)
+			l.gate.RUnlock()
+			select {
+			case <-ctx.Done():
+			case <-time.After(400*time.Millisecond + time.Duration(rng.IntN(600))*time.Millisecond):
+			}
+		}
+	}()
+}
+
+// ShapeSteps returns the shapes writer's steps by shape, and those it
+// abandoned (Shapes.Steps).
+func (l *Load) ShapeSteps() (map[string]int64, int64) { return l.shapes.Steps() }
 
 // Stop ends the writers.
 func (l *Load) Stop() {
@@ -260,5 +287,6 @@ func (l *Load) Repair(ctx context.Context) (int, error) {
 		delete(l.uncertain, i)
 		l.mu.Unlock()
 	}
-	return len(ids), nil
+	n, err := l.shapes.repair(ctx)
+	return len(ids) + n, err
 }

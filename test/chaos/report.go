@@ -45,6 +45,13 @@ type Report struct {
 	Elapsed         time.Duration
 	LoadOps         int64
 	LoadErrors      int64
+	// ShapeSteps counts the shapes writer's steps by shape (shapes.go),
+	// ShapesAbandoned those whose ts values came too late to be used;
+	// KillShapes the steps written in the cycles of worker kills, from
+	// the cycle's start to its comparison.
+	ShapeSteps      map[string]int64
+	ShapesAbandoned int64
+	KillShapes      map[string]int64
 }
 
 func newReport(cfg Config) *Report {
@@ -103,6 +110,29 @@ func (r *Report) addLoad(l *Load) {
 	defer r.mu.Unlock()
 	r.LoadOps += ops
 	r.LoadErrors += errs
+	steps, abandoned := l.ShapeSteps()
+	if r.ShapeSteps == nil {
+		r.ShapeSteps = map[string]int64{}
+	}
+	for k, v := range steps {
+		r.ShapeSteps[k] += v
+	}
+	r.ShapesAbandoned += abandoned
+}
+
+// addKillShapes counts the shapes steps of a kill's cycle: after less
+// before (nil when the cycle began a new epoch).
+func (r *Report) addKillShapes(after, before map[string]int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.KillShapes == nil {
+		r.KillShapes = map[string]int64{}
+	}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			r.KillShapes[k] += d
+		}
+	}
 }
 
 func (r *Report) addDiff(db string, d Diff) {
@@ -151,6 +181,14 @@ func (r *Report) Write(w io.Writer) {
 	fmt.Fprintf(w, "worker exits on its own (restarted): %s\n", countsString(r.Exits))
 	fmt.Fprintf(w, "wedged test servers (restarted by the watchdog): %s\n", countsString(r.Wedges))
 	fmt.Fprintf(w, "workload: %d writes, %d failed, %d documents written again after a failed write\n", r.LoadOps, r.LoadErrors, r.Repaired)
+	fmt.Fprintf(w, "entries of other shapes (shapes writer; all / in the cycles of worker kills):\n")
+	var all, kills int64
+	for _, k := range ShapeKinds {
+		fmt.Fprintf(w, "  %-46s %5d %5d\n", k, r.ShapeSteps[k], r.KillShapes[k])
+		all, kills = all+r.ShapeSteps[k], kills+r.KillShapes[k]
+	}
+	fmt.Fprintf(w, "  %-46s %5d %5d\n", "total", all, kills)
+	fmt.Fprintf(w, "  steps abandoned (their ts values came too late): %d\n", r.ShapesAbandoned)
 }
 
 func countsString[K comparable](m map[K]int) string {

@@ -35,6 +35,11 @@ func (k Kind) startsEpoch() bool {
 	return k == KillPlanning || k == KillCopy || k == KillIndexes
 }
 
+// isKill reports whether the fault kills the worker while it runs.
+func (k Kind) isKill() bool {
+	return k.startsEpoch() || k == KillReplay || k == KillCheckpoint
+}
+
 // Fault is one scheduled fault: its kind, the moment it strikes (after the
 // cycle starts), how long it lasts, which server's link or process it hits,
 // and a size parameter (latency, bandwidth) drawn from the same seed.

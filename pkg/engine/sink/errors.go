@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/x/mongo/driver"
 )
 
 // Class is what the engine does about an error.
@@ -57,6 +58,14 @@ func Classify(err error) Class {
 		return Conflict
 	}
 	if mongo.IsNetworkError(err) || mongo.IsTimeout(err) {
+		return Retryable
+	}
+	// A connection pool cleared by another operation's network error
+	// (the driver's poolClearedError) carries no label and no code: a
+	// command that was waiting for a connection of that pool fails with
+	// it, and it clears as the network does.
+	var pe driver.RetryablePoolError
+	if errors.As(err, &pe) && pe.Retryable() {
 		return Retryable
 	}
 	var le interface{ HasErrorLabel(string) bool }

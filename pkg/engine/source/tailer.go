@@ -117,13 +117,15 @@ type Tailer struct {
 	// its query took, what it handed out and held back, and when the next
 	// read is due (where replay's latency goes on such a server).
 	Log *slog.Logger
-	// read is the open Settle-mode read, for that line.
+	// read is the open Settle-mode read: when its query was sent (what
+	// an entry's age is measured from) and, for that line, what it took
+	// and gave.
 	read readTiming
 }
 
 // readTiming is what one Settle-mode read took and gave.
 type readTiming struct {
-	opened time.Time
+	opened time.Time     // when the find was sent
 	query  time.Duration // until the find answered its first batch
 	handed int
 }
@@ -243,7 +245,13 @@ func (t *Tailer) Next(ctx context.Context) ([]bson.Raw, error) {
 	}
 	var out []bson.Raw
 	held := false
-	cutoff := uint32(time.Now().Add(-t.Settle).Unix())
+	// Too young is judged by when the read opened, not by now: a read
+	// goes on over several calls while it has more than a batch, and the
+	// server computed its result (a sorted query) when it opened, so an
+	// entry written since is not in it. Judged by now, the later entries
+	// of a second that settled after the read opened were handed out
+	// without one written in between, which then showed up late.
+	cutoff := uint32(t.read.opened.Add(-t.Settle).Unix())
 	var heldTS bson.Timestamp
 	for len(out) < t.BatchEntries && t.cur.TryNext(ctx) {
 		raw := bson.Raw(append([]byte(nil), t.cur.Current...))
