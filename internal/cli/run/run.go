@@ -13,13 +13,13 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
-	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/mongoferry/mongoferry/internal/cli/bench/measure"
 	"github.com/mongoferry/mongoferry/internal/cli/exit"
 	"github.com/mongoferry/mongoferry/internal/cli/progress"
 	"github.com/mongoferry/mongoferry/internal/procstat"
@@ -150,7 +150,7 @@ func NewCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.cpuProfile != "" {
-				stop, err := startCPUProfile(f.cpuProfile)
+				stop, err := measure.StartCPUProfile(f.cpuProfile)
 				if err != nil {
 					return err
 				}
@@ -199,23 +199,6 @@ func AddFlags(cmd *cobra.Command, f *Flags) {
 	cmd.Flags().BoolVar(&f.awaitShardMap, strings.TrimPrefix(workerapi.FlagAwaitShardMap, "--"), false,
 		"with no shard given (--shard, $MONGOFERRY_SHARD_MAP): on a sharded source copy and replay nothing, report the shards in /status and wait to be restarted with a shard (the operator's first worker); on a replica set run as usual")
 	cmd.MarkFlagsRequiredTogether("tls-cert-file", "tls-key-file", "tls-client-ca-file")
-}
-
-// startCPUProfile writes a CPU profile to the file name until the
-// returned stop is called.
-func startCPUProfile(name string) (stop func(), err error) {
-	pf, err := os.Create(name)
-	if err != nil {
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	if err := pprof.StartCPUProfile(pf); err != nil {
-		_ = pf.Close()
-		return nil, fmt.Errorf("--cpuprofile: %w", err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		_ = pf.Close()
-	}, nil
 }
 
 func newLogger(format, level string) (*slog.Logger, error) {
