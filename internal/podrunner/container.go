@@ -146,7 +146,7 @@ func CheckPodman(ctx context.Context, image, ociRuntime string) error {
 		return stdout.String(), nil
 	}
 	if _, err := run("image", "inspect", "--format", "{{.Id}}", image); err != nil {
-		return fmt.Errorf("podrunner: podman cannot read the image %s (podman image inspect: %v): build it with make image IMG=%s; if podman itself fails, %s", image, err, image, install)
+		return fmt.Errorf("podrunner: podman cannot find or read the image %s (podman image inspect: %v): build it with make image IMG=%s; if podman itself fails, %s", image, err, image, install)
 	}
 	args := append([]string{"run", "--rm", "--pull", "never", "--network", "none"}, ulimits()...)
 	args = append(args, "--entrypoint", "/ferry", image, "version")
