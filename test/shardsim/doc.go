@@ -91,9 +91,10 @@
 //     s/transaction_coordinator_util.cpp). The replayers read the
 //     decision to make a commit wait for the participants alone.
 //   - IDReuse: an _id deleted on one shard and inserted with a shard key
-//     another shard owns (scenarios_rehome_test.go names the
-//     interleavings, during migrations too, and a move from a client that
-//     has not seen the delete: InsertIDUnrelated).
+//     another shard owns, half the time from a client that has not seen
+//     the delete (InsertIDUnrelated: with Clocks, below it when the new
+//     shard's clock is behind); scenarios_rehome_test.go names the
+//     interleavings, during migrations too.
 //
 // Inserts carry their document key in o2 from the 5.3 binary on, at any
 // FCV (fcv.go): at 4.4 and 5.0 they are logged without it, and the

@@ -131,8 +131,10 @@ type Model struct {
 	routerNext int
 	lastWrite  map[int64]bson.Timestamp
 	// unrelated marks the write being logged as one no cluster time
-	// reaches but its shard's own (InsertIDUnrelated).
+	// reaches but its shard's own (InsertIDUnrelated); lastTS is the ts
+	// of the last user write recorded.
 	unrelated bool
+	lastTS    bson.Timestamp
 	// sessions are the retryable-write sessions (Sessions) and, per
 	// shard, each session's last write there (config.transactions).
 	sessions []*session
@@ -215,6 +217,7 @@ func (m *Model) crud(op string, o, o2 bson.D, fromMigrate bool) bson.D {
 func (m *Model) record(s *Shard, ts bson.Timestamp, id int64, kind byte, seq int) {
 	k := WriteKey{Shard: s.Name, TS: ts, ID: id}
 	m.Writes[k] = Write{WriteKey: k, Seq: seq, Kind: kind}
+	m.lastTS = ts
 }
 
 func (m *Model) nextSeq(id int64) int {

@@ -151,18 +151,20 @@ func TestScenarioRehomeDuringMigration(t *testing.T) {
 // scenarios above gossip the document's last write to its next one, as one
 // client does. In the held case a migration of another chunk from B into
 // A is open when A deletes X, so A's delete waits for B (the migration
-// rule). The source ends with B's document; in the held case the target
-// ends without X: B's insert meets A's X, waits until A is settled below
-// its ts (A waits at its delete, above it), meets it again and is stepped
-// over as if A's X were newer, and A's delete then removes A's X. The
-// conflict rule takes cluster time for real time; it stays failing until
-// the rule tells an older document from a newer one.
+// rule); in the in-place case B then changes X's shard key to another
+// value B owns. The source ends with B's document. B's insert meets A's X,
+// waits until A is settled below its ts (A may wait at its delete, above
+// it) and meets it again: only the source tells which X it keeps, and
+// only when read by _id, since B's X may no longer have the insert's key.
+// Read by the insert's key, the in-place case lost X: the insert was
+// stepped over as if A's X were newer, and A's delete removed A's X.
 func TestScenarioRehomeInsertBelowDelete(t *testing.T) {
 	for _, b := range rehomeBehaviours() {
 		b.Clocks = true
 		for _, held := range []bool{false, true} {
-			for slow := range 3 { // 2: no reader behind
-				t.Run(fmt.Sprintf("%s held %v slow %d", b.name(), held, slow), func(t *testing.T) {
+			for _, tc := range rehomeCases() {
+				slow, inPlace := tc.slow, tc.inPlace
+				t.Run(fmt.Sprintf("%s held %v slow %d in place %v", b.name(), held, slow, inPlace), func(t *testing.T) {
 					m := NewModel(47, "app.users", 2, false).With(b)
 					a := m.Owner(0)
 					c := otherChunk(m, a)
@@ -180,6 +182,9 @@ func TestScenarioRehomeInsertBelowDelete(t *testing.T) {
 					}
 					m.Delete(x.ID)
 					m.InsertIDUnrelated(x.ID, int64(c*chunkWidth+5))
+					if inPlace {
+						m.ChangeKeyInPlace(x.ID, int64(c*chunkWidth+7))
+					}
 					var ins, del, mine bson.Timestamp
 					for _, w := range m.Writes {
 						switch {
@@ -188,7 +193,7 @@ func TestScenarioRehomeInsertBelowDelete(t *testing.T) {
 							ins = w.TS
 						case w.Shard == a.Name && w.Kind == 'd':
 							del = w.TS
-						default:
+						case w.Kind == 'i':
 							mine = w.TS
 						}
 					}
@@ -213,4 +218,23 @@ func TestScenarioRehomeInsertBelowDelete(t *testing.T) {
 			}
 		}
 	}
+}
+
+// rehomeCase is a variant of a move below the delete: which shard's
+// reader is slow (2: none), and whether the moved document's shard key
+// then changes in place.
+type rehomeCase struct {
+	slow    int
+	inPlace bool
+}
+
+// rehomeCases returns every rehomeCase.
+func rehomeCases() []rehomeCase {
+	var cs []rehomeCase
+	for _, inPlace := range []bool{false, true} {
+		for slow := range 3 {
+			cs = append(cs, rehomeCase{slow, inPlace})
+		}
+	}
+	return cs
 }

@@ -263,12 +263,15 @@ func (m *Model) reuseID(rng *rand.Rand) {
 	}
 	c := cs[rng.IntN(len(cs))]
 	m.Delete(id)
-	// One client deletes, then inserts: the insert carries the delete's
-	// cluster time. A move from a client that has not seen the delete
-	// (InsertIDUnrelated) is left to the scenarios: followed by a change
-	// of the new document's shard key in place, it is still lost
-	// (docs/sharded.md, "What it does not cover").
-	m.InsertID(id, int64(c*chunkWidth+rng.IntN(chunkWidth)))
+	if rng.IntN(2) == 0 {
+		m.InsertID(id, int64(c*chunkWidth+rng.IntN(chunkWidth)))
+	} else { // from another client: may lie below the delete (Clocks)
+		del := m.lastTS
+		m.InsertIDUnrelated(id, int64(c*chunkWidth+rng.IntN(chunkWidth)))
+		if m.lastTS.Before(del) {
+			m.Fired["IDReuseBelowDelete"]++
+		}
+	}
 	m.Fired["IDReuse"]++
 }
 

@@ -152,6 +152,7 @@ func TestSim(t *testing.T) {
 		stats.conflicts, stats.conflictWaits, stats.conflictWaitSeconds, stats.steppedOver, stats.reread)
 	if os.Getenv("SHARDSIM_BEHAVIOURS") != "none" {
 		t.Logf("inserts logged without o2 (binaries before 5.3): in %d of %d schedules (%d inserts)", fired["NoInsertKey"], n, firedEvents["NoInsertKey"])
+		t.Logf("_ids moved by a client that had not seen the delete, logged below it: in %d of %d schedules (%d moves)", fired["IDReuseBelowDelete"], n, firedEvents["IDReuseBelowDelete"])
 		for _, name := range BehaviourNames {
 			t.Logf("%s: in %d of %d schedules (%d events)", name, fired[name], n, firedEvents[name])
 		}

@@ -279,11 +279,10 @@ type HoldStatus struct {
 	// source, or a write applied again after a restart); ConflictWaits
 	// those that waited for the other subtasks before going again,
 	// ConflictWaitSeconds their waiting time, and SteppedOver the ones
-	// that still met it after the wait: the other document is newer, and
-	// the write is stepped over (docs/sharded.md), unless the source
-	// holds the write's document now: ConflictsReRead counts those, the
-	// older document removed and the write's written as the source has
-	// it (settleConflict).
+	// that still met it after the wait while the source holds no
+	// document with the _id (stepped over, docs/sharded.md), and
+	// ConflictsReRead those that met it while the source holds one: the
+	// target's document is replaced by the source's (settleConflict).
 	Conflicts           int64   `json:"conflicts"`
 	ConflictWaits       int64   `json:"conflictWaits"`
 	ConflictWaitSeconds float64 `json:"conflictWaitSeconds"`

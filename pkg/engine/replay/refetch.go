@@ -59,7 +59,7 @@ func stalePath(err error, batch []item) (int, bool) {
 // then apply on top, as they do over the full copy.
 func (r *Replayer) refetch(ctx context.Context, it item) error {
 	var model mongo.WriteModel
-	doc, err := r.lookup(ctx, it)
+	doc, err := r.lookup(ctx, it.src, it.ts, it.key)
 	switch {
 	case err != nil:
 		return err
@@ -76,25 +76,26 @@ func (r *Replayer) refetch(ctx context.Context, it item) error {
 	return nil
 }
 
-// lookup reads the source's document with it's document key as it is
-// now: nil when the source has none.
-func (r *Replayer) lookup(ctx context.Context, it item) (bson.Raw, error) {
+// lookup reads the source's document of src that matches filter (a
+// document key, or {_id}) as it is now, for a write at ts: nil when the
+// source has none.
+func (r *Replayer) lookup(ctx context.Context, src catalog.Namespace, ts bson.Timestamp, filter bson.Raw) (bson.Raw, error) {
 	if r.o.Lookup != nil {
-		doc, err := r.o.Lookup(ctx, it.src, it.key)
+		doc, err := r.o.Lookup(ctx, src, filter)
 		if err != nil {
-			return nil, fmt.Errorf("replay: re-read %s %s from the source: %w", it.src, it.key, err)
+			return nil, fmt.Errorf("replay: re-read %s %s from the source: %w", src, filter, err)
 		}
 		return doc, nil
 	}
 	if r.o.Source == nil {
-		return nil, fmt.Errorf("replay: %s at %d,%d must be re-read from the source, and there is no source to read it from", it.src, it.ts.T, it.ts.I)
+		return nil, fmt.Errorf("replay: %s at %d,%d must be re-read from the source, and there is no source to read it from", src, ts.T, ts.I)
 	}
-	doc, err := r.o.Source.Database(it.src.DB).Collection(it.src.Coll).FindOne(ctx, it.key).Raw()
+	doc, err := r.o.Source.Database(src.DB).Collection(src.Coll).FindOne(ctx, filter).Raw()
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("replay: re-read %s %s from the source: %w", it.src, it.key, err)
+		return nil, fmt.Errorf("replay: re-read %s %s from the source: %w", src, filter, err)
 	}
 	return doc, nil
 }

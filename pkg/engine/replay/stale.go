@@ -8,6 +8,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 )
 
@@ -39,24 +40,24 @@ func onID(we mongo.BulkWriteError) bool {
 // on one shard and, from another client through another router, inserts
 // X with another shard-key value may log the insert at a ts below the
 // delete's, and the other shard's X is then older than the write, its
-// delete still to come. The source tells: it is read by the write's whole
-// document key. When it holds that document now, the other shard's X on
-// the target is an older one whose later writes, filtered on its key,
-// match nothing once it is gone: it is deleted and the document is
-// written as the source has it, later entries applying on top as they do
-// over the copy. When it does not, the other document is newer and the
-// write is stepped over. Without a source to read (a test's replayer),
-// the write is stepped over.
+// delete still to come. Neither write's key tells which of the two the
+// source keeps: the new document's shard key may change in place after
+// its insert, so a read by the write's own key would miss it. The source
+// is read by _id alone (through the router, every shard), and the target
+// is made to hold what it holds now:
+//   - it holds a document with that _id: the target's one is deleted and
+//     the source's written under its own document key. Later entries
+//     apply on top of it, as they do over the copy: a write of the
+//     document the source no longer has, filtered on that document's
+//     key, matches nothing; a write of the kept one is already in it.
+//   - it holds none: the _id is gone, and the target's document is
+//     removed by its own shard's delete still to come; the write is
+//     stepped over.
+//
+// Without a source to read (a test's replayer), the write is stepped
+// over.
 func (r *Replayer) settleConflict(ctx context.Context, it item) error {
 	if it.settled || r.o.Lookup == nil && r.o.Source == nil {
-		r.stepOver(it)
-		return nil
-	}
-	doc, err := r.lookup(ctx, it)
-	if err != nil {
-		return err
-	}
-	if doc == nil {
 		r.stepOver(it)
 		return nil
 	}
@@ -65,9 +66,18 @@ func (r *Replayer) settleConflict(ctx context.Context, it item) error {
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
+	doc, err := r.lookup(ctx, it.src, it.ts, filter)
+	if err != nil {
+		return err
+	}
+	if doc == nil {
+		r.stepOver(it)
+		return nil
+	}
 	del, put := it, it
 	del.model = mongo.NewDeleteOneModel().SetFilter(bson.Raw(filter))
-	put.model = sink.Replace(it.key, doc)
+	put.key = documentKey(keyFields(it.key), doc)
+	put.model = sink.Replace(put.key, doc)
 	put.settled = true // meeting a document again steps over
 	for _, w := range []item{del, put} {
 		w.cmd = commandOf(w.model)
@@ -78,10 +88,21 @@ func (r *Replayer) settleConflict(ctx context.Context, it item) error {
 	r.hs.mu.Lock()
 	r.hs.reread++
 	r.hs.mu.Unlock()
-	r.log.Info("a write meets an older document with its _id and another shard-key value, whose delete on another shard is still to come "+
-		"(the _id moved to another shard, the two writes logged out of order); the source holds this write's document: the older one is removed and the document written as the source has it",
+	r.log.Info("a write meets another document with its _id and another shard-key value after waiting for the other shards "+
+		"(the _id moved to another shard, the two writes logged out of order); the target's document is replaced by the one the source holds now",
 		"shard", r.o.Shard, "ns", it.ns.String(), "_id", id.String(), "ts", it.ts)
 	return nil
+}
+
+// keyFields returns the fields of a document key, in its order: the
+// shard-key pattern the key was built under, _id included.
+func keyFields(key bson.Raw) sharding.Key {
+	els, _ := key.Elements()
+	k := make(sharding.Key, 0, len(els))
+	for _, e := range els {
+		k = append(k, sharding.KeyField{Name: e.Key()})
+	}
+	return k
 }
 
 // stepOver counts and logs a write stepped over: after waiting for the
