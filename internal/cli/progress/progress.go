@@ -108,8 +108,8 @@ func barLine(s engine.Status) string {
 		if !r.LagKnown() || r.LagSeconds > 0 {
 			pct = 0
 		}
-		detail = fmt.Sprintf("lag %s  applied %s ops  %s ops/s  buffered %s  checkpoint %s",
-			lag, Count(Applied(r)), Count(int64(r.OpsPerSecond)), Bytes(r.BufferedBytes), CheckpointText(r, time.TimeOnly))
+		detail = fmt.Sprintf("lag %s  applied %s ops  %s ops/s  buffered %s  checkpoint %s  waiting on %s",
+			lag, Count(Applied(r)), Count(int64(r.OpsPerSecond)), Bytes(r.BufferedBytes), CheckpointText(r, time.TimeOnly), waiting(r))
 		if n := len(s.Shards); n > 0 {
 			streaming := 0
 			for _, sh := range s.Shards {
@@ -152,6 +152,14 @@ func barLine(s engine.Status) string {
 	return fmt.Sprintf("%-120s", line)
 }
 
+// waiting is what replay waits on, "nothing" when nothing is pending.
+func waiting(r *replay.Status) string {
+	if r.WaitingOn == "" {
+		return "nothing"
+	}
+	return r.WaitingOn
+}
+
 // lagAttrs are a progress line's lag: lagSeconds when it is known,
 // otherwise lag=unknown and why, never a 0 that reads as caught up.
 func lagAttrs(r *replay.Status) []any {
@@ -170,14 +178,15 @@ func logProgress(log *slog.Logger, s engine.Status) {
 	case s.Phase == engine.PhaseStreaming && s.Replay != nil:
 		r := s.Replay
 		log.Info("progress", append([]any{"phase", s.Phase}, append(lagAttrs(r), "applied", Applied(r), "opsPerSecond", int64(r.OpsPerSecond),
-			"bufferedBytes", r.BufferedBytes, "checkpoint", CheckpointText(r, time.RFC3339))...)...)
+			"bufferedBytes", r.BufferedBytes, "checkpoint", CheckpointText(r, time.RFC3339), "waitingOn", waiting(r))...)...)
 		for _, sh := range s.Shards {
 			if sh.Replay == nil {
 				log.Info("shard progress", "shard", sh.Shard, "phase", sh.Phase)
 				continue
 			}
 			log.Info("shard progress", append([]any{"shard", sh.Shard, "phase", sh.Phase}, append(lagAttrs(sh.Replay), "applied", Applied(sh.Replay),
-				"opsPerSecond", int64(sh.Replay.OpsPerSecond), "fromMigrate", sh.Replay.Skipped["fromMigrate"], "checkpoint", CheckpointText(sh.Replay, time.RFC3339))...)...)
+				"opsPerSecond", int64(sh.Replay.OpsPerSecond), "fromMigrate", sh.Replay.Skipped["fromMigrate"], "checkpoint", CheckpointText(sh.Replay, time.RFC3339),
+				"waitingOn", waiting(sh.Replay))...)...)
 		}
 	case s.Phase == engine.PhaseVerifying && s.Verify != nil && s.Verify.Running:
 		log.Info("progress", "phase", s.Phase, "ns", s.Verify.CurrentNS, "done", s.Verify.Done, "total", s.Verify.Total)

@@ -49,7 +49,12 @@ type Status struct {
 	// StaleUpserts counts upserts of a shard's subtask that met a newer
 	// version of their document (another shard-key value) and were
 	// stepped over (see Replayer.stepOver).
-	StaleUpserts int64     `json:"staleUpserts,omitempty"`
+	StaleUpserts int64 `json:"staleUpserts,omitempty"`
+	// WaitingOn says what replay waits on now, for people: the target's
+	// writes, a migration's hold, or the source's oplog read (how long
+	// it has been open, how long the last one took); empty when nothing
+	// is pending.
+	WaitingOn    string    `json:"waitingOn,omitempty"`
 	CheckpointAt time.Time `json:"checkpointAt"`
 	// ShardKeyReads counts the queries that read the shard keys of
 	// documents on a sharded target (one per command that needs them,
@@ -131,7 +136,39 @@ func (r *Replayer) Status() Status {
 	s.WritesPerCommand = WritesPerCommand(s.WriteCommands, s.WritesSent)
 	s.BufferedBytes = r.budget.InUse()
 	s.InFlight = r.wm.InFlight()
+	s.WaitingOn = waitingOn(s, r.o.Reader)
 	return s
+}
+
+// readStater is a reader that tells whether an oplog read is under way
+// (source.Tailer in Settle mode).
+type readStater interface {
+	ReadState() (since time.Time, lastTook time.Duration)
+}
+
+// waitingOn says what replay waits on, from its status and its reader:
+// writes on their way to the target first (they are what holds the
+// checkpoint), then a migration's hold, then the source's oplog read.
+func waitingOn(s Status, reader any) string {
+	switch {
+	case s.InFlight > 0:
+		return fmt.Sprintf("the target: %d writes in flight", s.InFlight)
+	case s.Holds.Barriers > 0:
+		return fmt.Sprintf("other shards: %d namespaces held for a migration", s.Holds.Barriers)
+	}
+	rs, ok := reader.(readStater)
+	if !ok {
+		return ""
+	}
+	since, took := rs.ReadState()
+	if since.IsZero() {
+		return ""
+	}
+	w := fmt.Sprintf("the source's oplog read, open %s", time.Since(since).Round(time.Second))
+	if took > 0 {
+		w += fmt.Sprintf(" (the last took %s)", took.Round(time.Second))
+	}
+	return w
 }
 
 // WritesPerCommand is the writes carried per command sent, over every

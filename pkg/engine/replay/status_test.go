@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -49,5 +50,39 @@ func TestLagUnknownUntilNewestRead(t *testing.T) {
 		if m := render(s); m["lagSeconds"] != tc.lag || m["lagUnknown"] != nil {
 			t.Errorf("/status with newest %v: lagSeconds %v, lagUnknown %v", tc.newest, m["lagSeconds"], m["lagUnknown"])
 		}
+	}
+}
+
+// readState is a reader whose oplog read has been open since since.
+type readState struct {
+	since time.Time
+	took  time.Duration
+}
+
+func (r readState) ReadState() (time.Time, time.Duration) { return r.since, r.took }
+
+// TestWaitingOn: the progress line says what replay waits on, writes to
+// the target before a migration's hold before the source's oplog read,
+// and nothing when nothing is pending.
+func TestWaitingOn(t *testing.T) {
+	open := time.Now().Add(-12 * time.Second)
+	for _, tc := range []struct {
+		name   string
+		s      Status
+		reader any
+		want   string
+	}{
+		{"writes in flight", Status{InFlight: 3}, readState{since: open}, "the target: 3 writes in flight"},
+		{"a migration's hold", Status{Holds: HoldStatus{Barriers: 1}}, readState{since: open}, "other shards: 1 namespaces held for a migration"},
+		{"a read open", Status{}, readState{since: open, took: 33 * time.Second}, "the source's oplog read, open 12s (the last took 33s)"},
+		{"the first read open", Status{}, readState{since: open}, "the source's oplog read, open 12s"},
+		{"between reads", Status{}, readState{took: time.Second}, ""},
+		{"a reader that cannot tell", Status{}, struct{}{}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := waitingOn(tc.s, tc.reader); got != tc.want {
+				t.Fatalf("waitingOn = %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

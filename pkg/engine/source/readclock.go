@@ -19,8 +19,10 @@ type readClock struct {
 	// startedAt is when the read in progress (or the last one) started;
 	// doneAt when the last finished one did.
 	startedAt, doneAt time.Time
-	// running is true while a read is under way.
+	// running is true while a read is under way; took is how long the
+	// last read that ended (finished or not) ran.
 	running bool
+	took    time.Duration
 	// seen is the highest ts finished reads saw; handed the highest the
 	// tailer handed out.
 	seen, handed bson.Timestamp
@@ -43,7 +45,7 @@ func (c *readClock) started() {
 func (c *readClock) failed() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.running = false
+	c.running, c.took = false, time.Since(c.startedAt)
 }
 
 // done records a read that finished after seeing entries up to newest, the
@@ -51,7 +53,7 @@ func (c *readClock) failed() {
 func (c *readClock) done(newest, handed bson.Timestamp) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.doneN, c.doneAt, c.known, c.running = c.startedN, c.startedAt, true, false
+	c.doneN, c.doneAt, c.known, c.running, c.took = c.startedN, c.startedAt, true, false, time.Since(c.startedAt)
 	if newest.Compare(c.seen) > 0 {
 		c.seen = newest
 	}
@@ -134,4 +136,19 @@ func (c *readClock) answeredAt() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.answered
+}
+
+// ReadState reports, from any goroutine, when the Settle-mode read under
+// way started (zero when none is: the tailer waits for its next poll, or
+// keeps a tailable cursor) and how long the last read that ended took:
+// where replay's wait goes on a source whose every oplog query scans the
+// oplog (FerretDB).
+func (t *Tailer) ReadState() (since time.Time, lastTook time.Duration) {
+	c := &t.reads
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running {
+		since = c.startedAt
+	}
+	return since, c.took
 }
