@@ -8,8 +8,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"github.com/mongoferry/mongoferry/pkg/engine/shardcopy"
-	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
+	"github.com/mongoferry/mongoferry/pkg/engine/sourceshardcopy"
+	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 )
 
 // TestClusterMoveChunk checks the test bed itself: writes land on the
@@ -86,22 +86,22 @@ func TestClusterChunkTable(t *testing.T) {
 	if err := c.Insert(ctx, ns, docs...); err != nil {
 		t.Fatal(err)
 	}
-	read := func() *shardcopy.Table {
+	read := func() *sourceshardcopy.Table {
 		t.Helper()
-		l, ok, err := sharding.ReadLayout(ctx, c.RouterClient(), ns)
+		l, ok, err := targetsharding.ReadLayout(ctx, c.RouterClient(), ns)
 		if err != nil || !ok {
 			t.Fatalf("ReadLayout: %v, sharded %v", err, ok)
 		}
 		for i := range l.Chunks { // FerretDB refuses MinKey and MaxKey: the stand-in writes others
 			l.Chunks[i].Min, l.Chunks[i].Max = RealBound(l.Chunks[i].Min), RealBound(l.Chunks[i].Max)
 		}
-		tab, err := shardcopy.FromLayout(l)
+		tab, err := sourceshardcopy.FromLayout(l)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return tab
 	}
-	owners := func(tab *shardcopy.Table) {
+	owners := func(tab *sourceshardcopy.Table) {
 		t.Helper()
 		for _, k := range []int64{-5, 0, 250, 999, 1000, 1500, 2999, 5500, 70000, 1 << 40} {
 			doc, _ := bson.Marshal(bson.D{{Key: "_id", Value: k}})
@@ -121,7 +121,7 @@ func TestClusterChunkTable(t *testing.T) {
 	after := read()
 	owners(after)
 	var changed []string
-	for _, ch := range shardcopy.Changed(before, after) {
+	for _, ch := range sourceshardcopy.Changed(before, after) {
 		changed = append(changed, ch.Shard)
 	}
 	// The split of [0,1000) at 500 changes both halves; the moves their
@@ -129,7 +129,7 @@ func TestClusterChunkTable(t *testing.T) {
 	if strings.Join(changed, ",") != "shard2,shard0,shard0" {
 		t.Errorf("changed chunks on %v, want shard2 ([0,500) moved), shard0 ([500,1000) split off), shard0 ([5000,6000) moved, empty)", changed)
 	}
-	if n := len(shardcopy.Changed(after, read())); n != 0 {
+	if n := len(sourceshardcopy.Changed(after, read())); n != 0 {
 		t.Errorf("%d chunks changed between two reads with no migration", n)
 	}
 	commits, err := c.RouterClient().Database("config").Collection("changelog").CountDocuments(ctx, bson.D{{Key: "what", Value: "moveChunk.commit"}, {Key: "ns", Value: ns}})

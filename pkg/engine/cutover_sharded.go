@@ -6,9 +6,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/cutover"
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
@@ -122,7 +122,7 @@ func (e *Engine) stopDrained(ctx context.Context, st *subtask, c checkpoint.Shar
 // publishDrained puts a drained shard on the board: it holds nobody back.
 func (e *Engine) publishDrained(ctx context.Context, name string, rec checkpoint.ShardRecord) error {
 	at := rec.ResumeTS()
-	return e.board.Publish(ctx, shard.Position{Shard: name, Read: at, Applied: at, Drained: true})
+	return e.board.Publish(ctx, board.Position{Shard: name, Read: at, Applied: at, Drained: true})
 }
 
 // undrain takes off the board the Drained marks that no cut-over stands
@@ -132,7 +132,7 @@ func (e *Engine) publishDrained(ctx context.Context, name string, rec checkpoint
 // records, not by what this process follows.
 func (e *Engine) undrain(ctx context.Context) error {
 	ps, err := e.board.Positions(ctx)
-	if err != nil || !slices.ContainsFunc(ps, func(p shard.Position) bool { return p.Drained }) {
+	if err != nil || !slices.ContainsFunc(ps, func(p board.Position) bool { return p.Drained }) {
 		return err
 	}
 	task, err := e.store.Task(ctx)
@@ -149,7 +149,7 @@ func (e *Engine) undrain(ctx context.Context) error {
 			continue
 		}
 		at := rec.ResumeTS()
-		if err := e.board.Publish(ctx, shard.Position{Shard: p.Shard, Read: at, Applied: at, Retired: rec.Retired}); err != nil {
+		if err := e.board.Publish(ctx, board.Position{Shard: p.Shard, Read: at, Applied: at, Retired: rec.Retired}); err != nil {
 			return err
 		}
 	}

@@ -25,15 +25,15 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/cutover"
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
-	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
+	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
@@ -119,7 +119,7 @@ type Engine struct {
 	newReplayer func(replay.Options) Replayer
 	// targetSharding shards a sharded target's collections before the
 	// copy writes to them (nil for a target that is not sharded).
-	targetSharding *sharding.Preparer
+	targetSharding *targetsharding.Preparer
 	mapper         *catalog.Mapper
 	replayer       atomic.Pointer[Replayer]
 	tailer         atomic.Pointer[source.Tailer]
@@ -139,7 +139,7 @@ type Engine struct {
 	// board is where the subtasks publish their positions (replay holds
 	// writes after chunk migrations on it): in memory when this process
 	// runs every subtask, in the target's checkpoint database otherwise.
-	board shard.Board
+	board board.Board
 	// perShard is a sharded source's per-shard copy (pershard.go), nil
 	// when the copy reads through mongos.
 	perShard *perShardCopy

@@ -19,16 +19,16 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/rangelease"
-	"github.com/mongoferry/mongoferry/pkg/engine/shardcopy"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
+	"github.com/mongoferry/mongoferry/pkg/engine/sourceshardcopy"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // A sharded source's per-shard copy (docs/sharded.md, "Per-shard copy";
 // fullSync.shardedCopy perShard). The process that leads the copy
 // (copyLeader) prepares each collection on the target, reads its chunk
-// table and runs the passes (shardcopy.Passes), saving each pass's table
+// table and runs the passes (sourceshardcopy.Passes), saving each pass's table
 // and ranges on the target; every process copies the passes' ranges of
 // its own shards, leased per range (rangelease) so that a killed worker's
 // range is taken over by its successor. A worker that does not lead finds
@@ -66,7 +66,7 @@ type perShardCopy struct {
 	batchBytes int64
 
 	mu       sync.Mutex
-	followed map[shardcopy.SavedPass]*followState // the saved passes this worker found
+	followed map[sourceshardcopy.SavedPass]*followState // the saved passes this worker found
 	// slot lets one shard's copiers run at a time in a worker of one
 	// shard, its own shard's or another's it helps (help), so that their
 	// batches fit cache.maxBytes; nil in a process running every shard.
@@ -97,8 +97,8 @@ func (e *Engine) newPerShardCopy() (*perShardCopy, error) {
 		writer:     &sink.Writer{MaxRetries: 8, Log: e.baseLog(), SerialUpdates: e.dstProfile.SerialUpdates},
 		limiter:    fullsync.Limiter(spec, processes),
 		copiers:    copiers,
-		batchBytes: shardcopy.BatchBytes(maxBytes, copiers*shards),
-		followed:   map[shardcopy.SavedPass]*followState{},
+		batchBytes: sourceshardcopy.BatchBytes(maxBytes, copiers*shards),
+		followed:   map[sourceshardcopy.SavedPass]*followState{},
 	}
 	if e.opts.Shard != "" {
 		p.slot = make(chan struct{}, 1)
@@ -111,11 +111,11 @@ func (e *Engine) newPerShardCopy() (*perShardCopy, error) {
 // does not read) is copied through mongos, which is always exact.
 func (p *perShardCopy) Takes(ctx context.Context, coll catalog.Collection) (bool, int64, error) {
 	ns := coll.Source.String()
-	_, ok, err := shardcopy.ReadTable(ctx, p.e.source, ns)
+	_, ok, err := sourceshardcopy.ReadTable(ctx, p.e.source, ns)
 	switch {
 	case ctx.Err() != nil:
 		return false, 0, ctx.Err()
-	case errors.Is(err, shardcopy.ErrHashedKey):
+	case errors.Is(err, sourceshardcopy.ErrHashedKey):
 		p.e.log.Info("copied through mongos: its shard key is hashed", "ns", ns)
 		return false, 0, nil
 	case err != nil:
@@ -140,29 +140,29 @@ func (p *perShardCopy) Copy(ctx context.Context, coll catalog.Collection, writte
 	for _, st := range e.subtaskList() {
 		names = append(names, st.shard.Name)
 	}
-	passes := &shardcopy.Passes{
+	passes := &sourceshardcopy.Passes{
 		NS: ns, Shards: names, Log: e.log,
-		Read: func(ctx context.Context) (*shardcopy.Table, error) {
-			t, ok, err := shardcopy.ReadTable(ctx, e.source, ns)
+		Read: func(ctx context.Context) (*sourceshardcopy.Table, error) {
+			t, ok, err := sourceshardcopy.ReadTable(ctx, e.source, ns)
 			if err == nil && !ok {
 				err = fmt.Errorf("%s is no longer sharded: run the task again", ns)
 			}
 			return t, err
 		},
 		Recipients: func(ctx context.Context, since time.Time) ([]string, error) {
-			return shardcopy.Recipients(ctx, e.source, ns, since)
+			return sourceshardcopy.Recipients(ctx, e.source, ns, since)
 		},
 		Positions: e.shardPositions,
 		Migrated: func(ctx context.Context, shard string, from bson.Timestamp) (bool, error) {
-			return shardcopy.Migrated(ctx, p.client(shard), shard, ns, from)
+			return sourceshardcopy.Migrated(ctx, p.client(shard), shard, ns, from)
 		},
-		Plan: func(ctx context.Context, shard string, pass int) ([]shardcopy.Range, error) {
-			return shardcopy.PlanShard(ctx, p.client(shard), shard, ns, pass, p.splitter())
+		Plan: func(ctx context.Context, shard string, pass int) ([]sourceshardcopy.Range, error) {
+			return sourceshardcopy.PlanShard(ctx, p.client(shard), shard, ns, pass, p.splitter())
 		},
-		Save: func(ctx context.Context, pass shardcopy.Pass) (shardcopy.Pass, error) {
-			return shardcopy.SavePass(ctx, db, e.task.Name, ns, pass)
+		Save: func(ctx context.Context, pass sourceshardcopy.Pass) (sourceshardcopy.Pass, error) {
+			return sourceshardcopy.SavePass(ctx, db, e.task.Name, ns, pass)
 		},
-		Copy: func(ctx context.Context, shard string, _ int, table *shardcopy.Table, ranges []shardcopy.Range) error {
+		Copy: func(ctx context.Context, shard string, _ int, table *sourceshardcopy.Table, ranges []sourceshardcopy.Range) error {
 			if e.mine(shard) {
 				return p.copyShard(ctx, shard, coll, table, ranges, written)
 			}
@@ -194,7 +194,7 @@ func (p *perShardCopy) splitter() source.Splitter {
 
 // copyShard copies shard's ranges of a pass with this process's copiers
 // until every range is recorded done.
-func (p *perShardCopy) copyShard(ctx context.Context, shard string, coll catalog.Collection, table *shardcopy.Table, ranges []shardcopy.Range, written func(docs, bytes int64)) error {
+func (p *perShardCopy) copyShard(ctx context.Context, shard string, coll catalog.Collection, table *sourceshardcopy.Table, ranges []sourceshardcopy.Range, written func(docs, bytes int64)) error {
 	st, err := p.runCopiers(ctx, shard, coll, table, ranges, written, true)
 	if st != nil {
 		p.e.log.Info("copied a shard's part of a pass", "ns", coll.Source.String(), "shard", shard, "ranges", st.Ranges, "documents", st.Kept, "orphansLeftOut", st.Orphans, "rangesTakenOver", st.TakenOver, "rangesLost", st.Lost)
@@ -205,7 +205,7 @@ func (p *perShardCopy) copyShard(ctx context.Context, shard string, coll catalog
 // runCopiers runs this process's copiers over shard's ranges, holding the
 // worker's slot: until every range is recorded done (all), or until none
 // is left to claim. Its stats are nil when there was nothing to copy.
-func (p *perShardCopy) runCopiers(ctx context.Context, shard string, coll catalog.Collection, table *shardcopy.Table, ranges []shardcopy.Range, written func(docs, bytes int64), all bool) (*shardcopy.Stats, error) {
+func (p *perShardCopy) runCopiers(ctx context.Context, shard string, coll catalog.Collection, table *sourceshardcopy.Table, ranges []sourceshardcopy.Range, written func(docs, bytes int64), all bool) (*sourceshardcopy.Stats, error) {
 	if len(ranges) == 0 {
 		return nil, nil
 	}
@@ -231,9 +231,9 @@ func (p *perShardCopy) runCopiers(ctx context.Context, shard string, coll catalo
 }
 
 // newCopier returns a copier of shard's ranges of coll.
-func (p *perShardCopy) newCopier(shard string, coll catalog.Collection, written func(docs, bytes int64)) *shardcopy.Copier {
+func (p *perShardCopy) newCopier(shard string, coll catalog.Collection, written func(docs, bytes int64)) *sourceshardcopy.Copier {
 	spec := &p.e.task.Spec
-	return &shardcopy.Copier{
+	return &sourceshardcopy.Copier{
 		Shard: shard, Source: p.client(shard), NS: coll.Source.String(),
 		Target: p.e.target.Database(coll.Target.DB).Collection(coll.Target.Coll),
 		Leaser: p.leaser, Writer: p.writer, BatchDocs: spec.Cache.BatchSize, BatchBytes: p.batchBytes,
@@ -261,7 +261,7 @@ func (p *perShardCopy) take(ctx context.Context) (release func(), err error) {
 // or a killed one's ranges once their leases went unrenewed for the TTL.
 // It reads that shard directly, as its own worker does, and returns once
 // nothing is left to claim, without waiting for ranges others hold.
-func (p *perShardCopy) help(ctx context.Context, shard string, coll catalog.Collection, table *shardcopy.Table, ranges []shardcopy.Range, written func(docs, bytes int64)) error {
+func (p *perShardCopy) help(ctx context.Context, shard string, coll catalog.Collection, table *sourceshardcopy.Table, ranges []sourceshardcopy.Range, written func(docs, bytes int64)) error {
 	if p.slot == nil {
 		return nil
 	}
@@ -274,7 +274,7 @@ func (p *perShardCopy) help(ctx context.Context, shard string, coll catalog.Coll
 
 // await waits until every range of another shard's part of a pass is
 // recorded done, helping copy it (help) once the part is helpAfter old.
-func (p *perShardCopy) await(ctx context.Context, shard string, coll catalog.Collection, table *shardcopy.Table, ranges []shardcopy.Range, written func(docs, bytes int64)) error {
+func (p *perShardCopy) await(ctx context.Context, shard string, coll catalog.Collection, table *sourceshardcopy.Table, ranges []sourceshardcopy.Range, written func(docs, bytes int64)) error {
 	last, start := time.Time{}, time.Now()
 	for {
 		if time.Since(start) >= helpAfter {
@@ -312,7 +312,7 @@ func (p *perShardCopy) await(ctx context.Context, shard string, coll catalog.Col
 func (p *perShardCopy) follow(ctx context.Context) error {
 	e := p.e
 	db := e.target.Database(e.task.Checkpoint.Database)
-	saved, err := shardcopy.ListPasses(ctx, db, e.task.Name)
+	saved, err := sourceshardcopy.ListPasses(ctx, db, e.task.Name)
 	if err != nil {
 		return err
 	}
@@ -327,7 +327,7 @@ func (p *perShardCopy) follow(ctx context.Context) error {
 		if st.helped {
 			continue
 		}
-		pass, err := shardcopy.LoadPass(ctx, db, e.task.Name, sp.NS, sp.N)
+		pass, err := sourceshardcopy.LoadPass(ctx, db, e.task.Name, sp.NS, sp.N)
 		if err != nil {
 			return err
 		}
@@ -349,7 +349,7 @@ type followState struct {
 // once the pass is helpAfter old for this worker, helps with the other
 // shards' parts that no worker holds (all of them when the collection
 // lives on other shards only). follow calls it again until it helped.
-func (p *perShardCopy) followPass(ctx context.Context, ns string, pass shardcopy.Pass, st *followState) error {
+func (p *perShardCopy) followPass(ctx context.Context, ns string, pass sourceshardcopy.Pass, st *followState) error {
 	e := p.e
 	src := catalog.ParseNamespace(ns)
 	coll := catalog.Collection{Source: src, Target: e.mapper.Target(src), Type: "collection"}

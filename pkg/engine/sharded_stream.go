@@ -11,12 +11,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/engine/topology"
 )
@@ -71,11 +71,11 @@ func (e *Engine) streamSharded(ctx context.Context) error {
 // the first stream.
 func (e *Engine) openBoard() {
 	if e.board == nil {
-		e.board = shard.NewMemoryBoard() // every subtask in this process
+		e.board = board.NewMemoryBoard() // every subtask in this process
 		if e.opts.Shard != "" {
 			// One subtask per process: the positions meet in the
 			// target's checkpoint database.
-			e.board = shard.NewTargetBoard(e.target, e.task.Checkpoint.Database, e.task.Name)
+			e.board = board.NewTargetBoard(e.target, e.task.Checkpoint.Database, e.task.Name)
 		}
 	}
 }
@@ -317,7 +317,7 @@ func (e *Engine) retireDrained(ctx context.Context) error {
 		// Nobody waits for a retired shard any more: its oplog is applied
 		// to its end and the cluster writes nothing there.
 		rs := r.Status()
-		if err := e.board.Publish(ctx, shard.Position{Shard: st.shard.Name, Read: rs.ReadTS, Applied: rs.AppliedTS, Retired: true}); err != nil {
+		if err := e.board.Publish(ctx, board.Position{Shard: st.shard.Name, Read: rs.ReadTS, Applied: rs.AppliedTS, Retired: true}); err != nil {
 			return err
 		}
 		st.setPhase(SubtaskRetired, nil)
@@ -405,10 +405,10 @@ func (e *Engine) publishStarts(ctx context.Context) error {
 		return err
 	}
 	for _, rec := range recs {
-		if slices.ContainsFunc(known, func(p shard.Position) bool { return p.Shard == rec.Shard }) {
+		if slices.ContainsFunc(known, func(p board.Position) bool { return p.Shard == rec.Shard }) {
 			continue
 		}
-		p := shard.Position{Shard: rec.Shard, Read: rec.ResumeTS(), Applied: rec.ResumeTS(), Retired: rec.Retired}
+		p := board.Position{Shard: rec.Shard, Read: rec.ResumeTS(), Applied: rec.ResumeTS(), Retired: rec.Retired}
 		if err := e.board.Publish(ctx, p); err != nil {
 			return err
 		}

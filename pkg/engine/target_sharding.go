@@ -9,7 +9,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
-	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
+	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 	"github.com/mongoferry/mongoferry/pkg/engine/topology"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
@@ -23,7 +23,7 @@ type TargetShardingStatus = workerapi.TargetSharding
 // creates is sharded like the source's (or as target.shardKeys says)
 // before the first document is written. It returns nil for a target that
 // is not sharded, and refuses target.shardKeys there.
-func (e *Engine) openTargetSharding(ctx context.Context) (*sharding.Preparer, error) {
+func (e *Engine) openTargetSharding(ctx context.Context) (*targetsharding.Preparer, error) {
 	kind, err := topology.Hello(ctx, e.target)
 	if err != nil {
 		return nil, fmt.Errorf("target: %w", err)
@@ -37,7 +37,7 @@ func (e *Engine) openTargetSharding(ctx context.Context) (*sharding.Preparer, er
 	if o := options.Client().ApplyURI(e.task.Target.URI); o.RetryWrites != nil && !*o.RetryWrites {
 		return nil, fmt.Errorf("target.uri: retryWrites=false on a sharded target: replay changes documents' shard-key values, which a sharded cluster accepts only as retryable writes (or in a transaction); remove retryWrites=false from target.uri")
 	}
-	p := &sharding.Preparer{Target: e.target, Major: e.dstProfile.Major, Endpoint: e.task.Target, Log: e.log}
+	p := &targetsharding.Preparer{Target: e.target, Major: e.dstProfile.Major, Endpoint: e.task.Target, Log: e.log}
 	srcKind, err := topology.Hello(ctx, e.source)
 	if err != nil {
 		return nil, fmt.Errorf("source: %w", err)
@@ -51,7 +51,7 @@ func (e *Engine) openTargetSharding(ctx context.Context) (*sharding.Preparer, er
 
 // shardTarget is the copy's ShardTarget hook: it shards the collection,
 // and returns a router when the plan placed its chunks itself.
-func (e *Engine) shardTarget(p *sharding.Preparer) func(ctx context.Context, coll catalog.Collection) (fullsync.Router, error) {
+func (e *Engine) shardTarget(p *targetsharding.Preparer) func(ctx context.Context, coll catalog.Collection) (fullsync.Router, error) {
 	return func(ctx context.Context, coll catalog.Collection) (fullsync.Router, error) {
 		_, hasCollation := coll.Options.Lookup("collation").DocumentOK()
 		plan, err := p.Prepare(ctx, coll.Source.String(), coll.Target.String(), hasCollation)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
-	"github.com/mongoferry/mongoferry/pkg/engine/finalize"
+	"github.com/mongoferry/mongoferry/pkg/engine/holdback"
 	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 )
 
@@ -56,12 +56,12 @@ func (e *Engine) VerifyReport() *verify.Report {
 }
 
 // restoreDeferred puts back on the target the options the sync deferred
-// (TTL expiries, capped limits, late unique indexes: package finalize,
-// which records each as a finalize.Held) once a replaying run ends caught
+// (TTL expiries, capped limits, late unique indexes: package holdback,
+// which records each as a holdback.Held) once a replaying run ends caught
 // up. A worker that runs one shard's subtask leaves it to the cut-over,
 // which runs once every shard caught up. What the target cannot take
 // back is logged with its manual fix and stays listed by
-// finalize.Pending. Not to be confused with the writes replay holds
+// holdback.Pending. Not to be confused with the writes replay holds
 // after a chunk migration (package replay, the shard board).
 func (e *Engine) restoreDeferred(ctx context.Context) error {
 	if e.streaming.partial() {
@@ -72,11 +72,11 @@ func (e *Engine) restoreDeferred(ctx context.Context) error {
 
 // finalizeTarget restores on the target the options the sync deferred so
 // that the target's data would not change under replay (package
-// finalize). The cut-over runs it once the target is drained and
+// holdback). The cut-over runs it once the target is drained and
 // verified, and again after a restart in the Finalizing step:
-// finalize.Restore is idempotent.
+// holdback.Restore is idempotent.
 func (e *Engine) finalizeTarget(ctx context.Context) error {
-	rep, err := finalize.Restore(ctx, e.target, e.task.Checkpoint.Database, e.task.Name)
+	rep, err := holdback.Restore(ctx, e.target, e.task.Checkpoint.Database, e.task.Name)
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
-	"github.com/mongoferry/mongoferry/pkg/engine/finalize"
+	"github.com/mongoferry/mongoferry/pkg/engine/holdback"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
@@ -69,7 +69,7 @@ func TestCollModOfADroppedTTLIndexAfterRestart(t *testing.T) {
 
 	// The collMod and the dropIndexes were applied after the checkpoint.
 	sessions := catalog.Namespace{DB: "app", Coll: "sessions"}
-	h := finalize.NewHolder(dc, task.Checkpoint.Database, task.Name, nil)
+	h := holdback.NewHolder(dc, task.Checkpoint.Database, task.Name, nil)
 	if err := h.DroppedIndexes(ctx, sessions, []string{"lastSeen_1"}); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestCollModOfADroppedTTLIndexAfterRestart(t *testing.T) {
 	if got := ids(t, dc, "app.sessions"); len(got) != 2 {
 		t.Errorf("app.sessions on the target: %v, want _id 1 and the insert after the collMod", got)
 	}
-	held, err := finalize.Pending(ctx, dc, task.Checkpoint.Database, task.Name)
+	held, err := holdback.Pending(ctx, dc, task.Checkpoint.Database, task.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

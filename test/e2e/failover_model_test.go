@@ -13,12 +13,12 @@ import (
 
 	"github.com/mongoferry/mongoferry/internal/wiresim"
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
@@ -187,7 +187,7 @@ type subtask struct {
 // newSubtask reads rs after from into target; board and shard set for a
 // sharded source's subtask. withCap false removes the majority cap (the
 // break check).
-func newSubtask(ctx context.Context, t *testing.T, rs *replSet, target *mongo.Client, board shard.Board, shardName string, withCap bool, from bson.Timestamp) *subtask {
+func newSubtask(ctx context.Context, t *testing.T, rs *replSet, target *mongo.Client, positions board.Board, shardName string, withCap bool, from bson.Timestamp) *subtask {
 	t.Helper()
 	sc := startClient(ctx, t, rs)
 	dstProfile, err := conn.ProbeProfile(ctx, target)
@@ -216,7 +216,7 @@ func newSubtask(ctx context.Context, t *testing.T, rs *replSet, target *mongo.Cl
 		IndexesOneByOne: dstProfile.IndexesOneByOne, TargetMajor: dstProfile.Major,
 		Translator: oplog.Translator{PipelineUpdates: dstProfile.PipelineUpdates},
 	}
-	if board == nil {
+	if positions == nil {
 		store = store.WithEntries(tl)
 		o.Store = store
 	} else {
@@ -224,7 +224,7 @@ func newSubtask(ctx context.Context, t *testing.T, rs *replSet, target *mongo.Cl
 			t.Fatal(err)
 		}
 		store = store.ForShard(shardName).WithEntries(tl)
-		o.ShardMember, o.Shard, o.Board, o.HoldPoll = true, shardName, board, 10*time.Millisecond
+		o.ShardMember, o.Shard, o.Board, o.HoldPoll = true, shardName, positions, 10*time.Millisecond
 		o.SaveState = func(ctx context.Context, ts bson.Timestamp, st oplog.AssemblerState) error {
 			return store.SaveShardState(ctx, ts, st.Entries)
 		}

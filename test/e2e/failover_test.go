@@ -11,7 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 )
 
 // failoverLoad writes to a replica set around a failover and keeps what
@@ -131,17 +131,17 @@ func TestFailoverShardOfCluster(t *testing.T) {
 	seed := nextSeed()
 	dst := testserver.Start(t)
 	dc := dst.MustClient(t)
-	board := shard.NewMemoryBoard()
+	positions := board.NewMemoryBoard()
 	sets := []*replSet{startReplSet(t, "shard0"), startReplSet(t, "shard1")}
 	for _, rs := range sets {
-		if err := board.Publish(ctx, shard.Position{Shard: rs.name}); err != nil {
+		if err := positions.Publish(ctx, board.Position{Shard: rs.name}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	subs := make([]*subtask, len(sets))
 	stops := make([]func(), len(sets))
 	for i, rs := range sets {
-		subs[i] = newSubtask(ctx, t, rs, dc, board, rs.name, withCap(), bson.Timestamp{})
+		subs[i] = newSubtask(ctx, t, rs, dc, positions, rs.name, withCap(), bson.Timestamp{})
 		stops[i] = subs[i].start(ctx, t)
 	}
 	// Each shard owns its chunk of _id: shard0 0-39, shard1 40-79.

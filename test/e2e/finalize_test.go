@@ -13,7 +13,7 @@ import (
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
-	"github.com/mongoferry/mongoferry/pkg/engine/finalize"
+	"github.com/mongoferry/mongoferry/pkg/engine/holdback"
 )
 
 // TestTTLHeldUntilCutover syncs a TTL collection and a capped one, copy
@@ -29,7 +29,7 @@ import (
 // the expiry are all still on the target, and the target's index carries
 // no expireAfterSeconds, which is what a TTL monitor acts on. FerretDB
 // has no collMod or convertToCapped either, so Restore reports each
-// option with its manual fix here; TestRestoreModel (pkg/engine/finalize)
+// option with its manual fix here; TestRestoreModel (pkg/engine/holdback)
 // checks the commands a MongoDB target receives and its state after.
 func TestTTLHeldUntilCutover(t *testing.T) {
 	ctx := context.Background()
@@ -103,7 +103,7 @@ func TestTTLHeldUntilCutover(t *testing.T) {
 			t.Errorf("app.%s is capped on the target during the sync: %s", coll, specs[0].Options)
 		}
 	}
-	held, err := finalize.Pending(ctx, dc, task.Checkpoint.Database, task.Name)
+	held, err := holdback.Pending(ctx, dc, task.Checkpoint.Database, task.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestTTLHeldUntilCutover(t *testing.T) {
 	if st, err := runEngine(t, task, opts); err != nil || st.Phase != engine.PhaseCompleted {
 		t.Fatalf("run until caught up: %s, %v", st.Phase, err)
 	}
-	if again, err := finalize.Pending(ctx, dc, task.Checkpoint.Database, task.Name); err != nil || len(again) != len(want) {
+	if again, err := holdback.Pending(ctx, dc, task.Checkpoint.Database, task.Name); err != nil || len(again) != len(want) {
 		t.Errorf("held back after the run: %d (%v), want the %d FerretDB cannot take back", len(again), err, len(want))
 	}
 	if got := ids(t, dc, "app.sessions"); len(got) != len(sessions) {
@@ -135,7 +135,7 @@ func TestTTLHeldUntilCutover(t *testing.T) {
 	}
 
 	// The cut-over's call: each is reported with its fix.
-	rep, err := finalize.Restore(ctx, dc, task.Checkpoint.Database, task.Name)
+	rep, err := holdback.Restore(ctx, dc, task.Checkpoint.Database, task.Name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/mongoferry/mongoferry/internal/testutil"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
-	"github.com/mongoferry/mongoferry/pkg/engine/shardcopy"
+	"github.com/mongoferry/mongoferry/pkg/engine/sourceshardcopy"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
@@ -124,7 +124,7 @@ func runShardedCopyKill(t *testing.T, victim int) {
 	// split, so only the recipients read again in the settling pass).
 	name := c.Names[victim]
 	waitFor(t, "pass 0 saved", 2*time.Minute, func() bool {
-		_, err := shardcopy.LoadPass(ctx, meta, task, copyKillNS, 0)
+		_, err := sourceshardcopy.LoadPass(ctx, meta, task, copyKillNS, 0)
 		return err == nil
 	})
 	next, other := (victim+1)%3, (victim+2)%3
@@ -376,7 +376,7 @@ func midCopy(ctx context.Context, t *testing.T, meta *mongo.Database, task, shar
 // leased and not done.
 func copyState(ctx context.Context, t *testing.T, meta *mongo.Database, task, shard string) (bool, string, []string) {
 	t.Helper()
-	pass, err := shardcopy.LoadPass(ctx, meta, task, copyKillNS, 0)
+	pass, err := sourceshardcopy.LoadPass(ctx, meta, task, copyKillNS, 0)
 	if err != nil {
 		return false, err.Error(), nil
 	}
@@ -436,14 +436,14 @@ func (cc copyCount) owners() []string {
 // attempt is above 1 was taken over from a worker that went silent.
 func countCopy(ctx context.Context, t *testing.T, meta *mongo.Database, task string) copyCount {
 	t.Helper()
-	saved, err := shardcopy.ListPasses(ctx, meta, task)
+	saved, err := sourceshardcopy.ListPasses(ctx, meta, task)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cc := copyCount{passes: len(saved), kept: map[int]int64{}, byOwner: map[string]*ownerCount{}, doneBy: map[string]rangeRecord{}, shardOf: map[string]string{}}
 	passOf := map[string]int{}
 	for _, sp := range saved {
-		p, err := shardcopy.LoadPass(ctx, meta, task, sp.NS, sp.N)
+		p, err := sourceshardcopy.LoadPass(ctx, meta, task, sp.NS, sp.N)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,7 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/mongoferry/mongoferry/pkg/engine/shardcopy"
+	"github.com/mongoferry/mongoferry/pkg/engine/sourceshardcopy"
 )
 
 // CopyOptions switch off parts of the per-shard copy's rule, to show that
@@ -51,7 +51,7 @@ type readTask struct {
 	shard    *Shard
 	lo, hi   int64 // _id range [lo, hi); hi 0: unbounded
 	after    int64 // the last _id copied
-	table    *shardcopy.Table
+	table    *sourceshardcopy.Table
 	finished bool
 }
 
@@ -75,7 +75,7 @@ type copier struct {
 // table returns the model's chunk ownership now as config.chunks shows
 // it: chunk c is [c*chunkWidth, (c+1)*chunkWidth), the first from MinKey,
 // the last to MaxKey; a committed migration raises its version.
-func (cp *copier) table() *shardcopy.Table {
+func (cp *copier) table() *sourceshardcopy.Table {
 	bound := func(c int) bson.Raw {
 		var v any = int64(c * chunkWidth)
 		switch c {
@@ -87,13 +87,13 @@ func (cp *copier) table() *shardcopy.Table {
 		b, _ := bson.Marshal(bson.D{{Key: "sk", Value: v}})
 		return b
 	}
-	var chunks []shardcopy.Chunk
+	var chunks []sourceshardcopy.Chunk
 	for c := range chunkCount {
-		chunks = append(chunks, shardcopy.Chunk{Min: bound(c), Max: bound(c + 1), Shard: cp.m.owner[c].Name,
+		chunks = append(chunks, sourceshardcopy.Chunk{Min: bound(c), Max: bound(c + 1), Shard: cp.m.owner[c].Name,
 			Version: bson.Timestamp{T: cp.version[c] + 1}})
 	}
 	key, _ := bson.Marshal(bson.D{{Key: "sk", Value: 1}})
-	t, err := shardcopy.NewTable(key, chunks)
+	t, err := sourceshardcopy.NewTable(key, chunks)
 	if err != nil {
 		panic(err)
 	}
@@ -254,7 +254,7 @@ func (cp *copier) runTasks(tasks []*readTask) {
 
 // idRanges returns the read tasks of shard s: three _id ranges, the last
 // unbounded, filtered by the ownership table t.
-func idRanges(s *Shard, nextID int64, t *shardcopy.Table) []*readTask {
+func idRanges(s *Shard, nextID int64, t *sourceshardcopy.Table) []*readTask {
 	third := max(1, nextID/3)
 	var out []*readTask
 	for _, r := range [][2]int64{{1, third}, {third, 2 * third}, {2 * third, 0}} {
@@ -306,7 +306,7 @@ func newCopier(m *Model, rng *rand.Rand, opt CopyOptions) *copier {
 }
 
 // begin records every shard's start position, then reads the ownership.
-func (cp *copier) begin() *shardcopy.Table {
+func (cp *copier) begin() *sourceshardcopy.Table {
 	for _, s := range cp.m.Shards {
 		cp.cp.From[s.Name] = s.Last()
 		cp.states[s.Name] = newShardState()
@@ -319,10 +319,10 @@ func (cp *copier) begin() *shardcopy.Table {
 // read before it: each pass reads again, whole, every shard a migration
 // committed into since the last read (with NewOwnersOnly, the owners of
 // the changed chunks in the new table).
-func (cp *copier) settle(prev *shardcopy.Table) {
+func (cp *copier) settle(prev *sourceshardcopy.Table) {
 	for {
 		now := cp.table()
-		changed := shardcopy.Changed(prev, now)
+		changed := sourceshardcopy.Changed(prev, now)
 		if len(changed) == 0 {
 			return
 		}

@@ -16,7 +16,7 @@
 //     $v:2 diffs, fromMigrate copies, catch-up writes and range
 //     deletions, applyOps, prepare and commitTransaction, op n no-ops);
 //   - Run feeds each shard's oplog to a real replay.Replayer (one subtask
-//     per shard, ShardMember, a shared shard.MemoryBoard) through readers
+//     per shard, ShardMember, a shared board.MemoryBoard) through readers
 //     whose per-shard delivery speed is set by the seed (one reader far
 //     ahead of another), kills subtasks and restarts them from their last
 //     saved checkpoint;
@@ -27,7 +27,7 @@
 //     checkpoint. Optionally it forwards them to a real FerretDB target;
 //   - Target, optionally, makes that target a sharded cluster of a given
 //     version (5.0 to 8.0) and shard key: the task's pre-split plan
-//     (sharding.MakePlan from the model's chunks) is applied to its chunk
+//     (targetsharding.MakePlan from the model's chunks) is applied to its chunk
 //     table, which must cover the key space with no gap, and every write
 //     is routed as mongos routes it, refused as mongos refuses it (an
 //     upsert without the whole key up to 7.0, a shard-key change without
@@ -39,7 +39,7 @@
 //     shards' start positions, then the chunk ownership, then readers
 //     over each shard's documents as the shard holds them (shardstate.go:
 //     its oplog applied, orphans included), filtered by that ownership
-//     (pkg/engine/shardcopy), while chunks migrate both ways between the
+//     (pkg/engine/sourceshardcopy), while chunks migrate both ways between the
 //     clone's batches, empty or aborted, range deleters run and readers
 //     are killed mid-range; then the settling passes; Run with
 //     Config.From replays from the start positions onto the copy's

@@ -6,7 +6,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
-	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
+	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 )
 
 // insertKey returns the o2 of an insert of d: its document key on a
@@ -42,13 +42,13 @@ func decodeD(d bson.D) Doc {
 // key); other namespaces are not sharded.
 type sourceKeys struct{ ns string }
 
-func (k sourceKeys) Key(_ context.Context, ns catalog.Namespace) (sharding.Key, error) {
+func (k sourceKeys) Key(_ context.Context, ns catalog.Namespace) (targetsharding.Key, error) {
 	if ns.String() != k.ns {
 		return nil, nil
 	}
-	return sharding.Key{{Name: "sk"}}, nil
+	return targetsharding.Key{{Name: "sk"}}, nil
 }
 
-func (sourceKeys) Current(context.Context, catalog.Namespace, sharding.Key, []bson.RawValue) ([]bson.Raw, error) {
+func (sourceKeys) Current(context.Context, catalog.Namespace, targetsharding.Key, []bson.RawValue) ([]bson.Raw, error) {
 	return nil, nil
 }

@@ -15,10 +15,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 )
 
 // Config is how a schedule is run.
@@ -54,7 +54,7 @@ type Config struct {
 	Recorder *Recorder
 	// Step, when set, is called after every round with the board; the
 	// scenarios use it to look at positions while the run goes on.
-	Step func(round int, board *shard.MemoryBoard, rec *Recorder) bool
+	Step func(round int, board *board.MemoryBoard, rec *Recorder) bool
 	// Kill, when set, is called after every round: the shard it names
 	// (none when empty) is killed and restarted from its saved checkpoint,
 	// as the seeded kills are.
@@ -132,11 +132,11 @@ func (r *reader) Newest(context.Context) (bson.Timestamp, error) {
 // publishes nothing more.
 type fence struct {
 	mu     sync.Mutex
-	board  shard.Board
+	board  board.Board
 	closed bool
 }
 
-func (f *fence) Publish(ctx context.Context, p shard.Position) error {
+func (f *fence) Publish(ctx context.Context, p board.Position) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
@@ -145,7 +145,7 @@ func (f *fence) Publish(ctx context.Context, p shard.Position) error {
 	return f.board.Publish(ctx, p)
 }
 
-func (f *fence) Positions(ctx context.Context) ([]shard.Position, error) {
+func (f *fence) Positions(ctx context.Context) ([]board.Position, error) {
 	return f.board.Positions(ctx)
 }
 
@@ -170,7 +170,7 @@ type subtask struct {
 type runner struct {
 	sc     Schedule
 	cfg    Config
-	board  *shard.MemoryBoard
+	board  *board.MemoryBoard
 	rec    *Recorder
 	feeds  map[string]*feed
 	subs   map[string]*subtask
@@ -268,7 +268,7 @@ func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 60*cfg.Timeout)
 	defer cancel()
-	rn := &runner{sc: sc, cfg: cfg, board: shard.NewMemoryBoard(), rec: NewRecorder(sc.Model), feeds: map[string]*feed{}, subs: map[string]*subtask{},
+	rn := &runner{sc: sc, cfg: cfg, board: board.NewMemoryBoard(), rec: NewRecorder(sc.Model), feeds: map[string]*feed{}, subs: map[string]*subtask{},
 		saved: map[string]saved{}}
 	for name, ts := range cfg.From {
 		rn.saved[name] = saved{ts: ts}
@@ -312,7 +312,7 @@ func run(ctx context.Context, sc Schedule, cfg Config) (*runner, error) {
 	// subtask starts.
 	for _, s := range sc.Model.Shards {
 		if s.Added.IsZero() {
-			if err := rn.board.Publish(ctx, shard.Position{Shard: s.Name, Applied: cfg.From[s.Name]}); err != nil {
+			if err := rn.board.Publish(ctx, board.Position{Shard: s.Name, Applied: cfg.From[s.Name]}); err != nil {
 				return rn, err
 			}
 		}
@@ -410,7 +410,7 @@ func (rn *runner) deliver(ctx context.Context, s *Shard, n int) {
 		}
 		f.mu.Unlock()
 		if ts.After(a.Added) {
-			_ = rn.board.Publish(ctx, shard.Position{Shard: a.Name})
+			_ = rn.board.Publish(ctx, board.Position{Shard: a.Name})
 			rn.start(ctx, a.Name, saved{})
 		}
 	}
@@ -507,7 +507,7 @@ func (rn *runner) killShard(ctx context.Context, name string) {
 // removed shards' retired).
 func (rn *runner) finished(ctx context.Context) bool {
 	ps, _ := rn.board.Positions(ctx)
-	at := map[string]shard.Position{}
+	at := map[string]board.Position{}
 	for _, p := range ps {
 		at[p.Shard] = p
 	}

@@ -6,7 +6,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 )
 
 // lastFromMigrate returns the ts of s's last fromMigrate entry.
@@ -63,10 +63,10 @@ func TestScenario8MigrationWithRecipientAhead(t *testing.T) {
 			rec := NewRecorder(m)
 			cfg := Config{Seed: 8, Kills: tc.kills, Recorder: rec,
 				Speeds: map[string]int{donor.Name: 0, recipient.Name: 1000},
-				Step: func(_ int, b *shard.MemoryBoard, rec *Recorder) bool {
+				Step: func(_ int, b *board.MemoryBoard, rec *Recorder) bool {
 					ps, _ := b.Positions(context.Background())
 					for _, p := range ps {
-						if p.Shard == donor.Name && p.Applied.Before(shard.Prev(tm)) && rec.AppliedFrom(recipient.Name, tm) > 0 {
+						if p.Shard == donor.Name && p.Applied.Before(board.Prev(tm)) && rec.AppliedFrom(recipient.Name, tm) > 0 {
 							t.Errorf("a recipient write after the migration (ts >= %v) reached the target while the donor had applied only up to %v", tm, p.Applied)
 							return false
 						}
@@ -113,7 +113,7 @@ func TestScenario9IdleShard(t *testing.T) {
 	rec := NewRecorder(m)
 	cfg := Config{Seed: 9, Recorder: rec,
 		Speeds: map[string]int{donor.Name: 1000, recipient.Name: 1000, idle.Name: 0},
-		Step: func(_ int, b *shard.MemoryBoard, rec *Recorder) bool {
+		Step: func(_ int, b *board.MemoryBoard, rec *Recorder) bool {
 			ps, _ := b.Positions(context.Background())
 			for _, p := range ps {
 				if p.Shard != idle.Name {

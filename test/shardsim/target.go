@@ -13,12 +13,12 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/engine/bsonorder"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
-	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
+	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 )
 
 // Target is the target side of a run: a sharded cluster as its mongos
 // routes single-document writes. What stands in for what: the chunk
-// table is what the task's pre-split plan (sharding.MakePlan, from the
+// table is what the task's pre-split plan (targetsharding.MakePlan, from the
 // model's chunks) leaves after its commands are applied here, and must
 // cover the key space with no gap; a write is refused as mongos refuses
 // it (the rules of pkg/engine/replay/shardkey.go, by major version), with
@@ -29,12 +29,12 @@ type Target struct {
 	// Major is the target's major version (5 to 8).
 	Major int
 	// Key is the target collection's shard key; Shards its shard count.
-	Key    sharding.Key
+	Key    targetsharding.Key
 	Shards int
 
 	mu     sync.Mutex
 	chunks []targetChunk
-	plan   sharding.Plan
+	plan   targetsharding.Plan
 	stats  TargetStats
 }
 
@@ -62,7 +62,7 @@ type TargetStats struct {
 // TargetShapes are the shard keys runs use: the source's key (ranged,
 // pre-split at its chunk boundaries), that key hashed, a compound key
 // and _id alone (the last three by target.shardKeys).
-var TargetShapes = []sharding.Key{
+var TargetShapes = []targetsharding.Key{
 	{{Name: "sk"}},
 	{{Name: "sk", Hashed: true}},
 	{{Name: "sk"}, {Name: "_id"}},
@@ -70,10 +70,10 @@ var TargetShapes = []sharding.Key{
 }
 
 // shardNames are the target's shards.
-func (t *Target) shardNames() []sharding.Shard {
-	out := make([]sharding.Shard, t.Shards)
+func (t *Target) shardNames() []targetsharding.Shard {
+	out := make([]targetsharding.Shard, t.Shards)
 	for i := range out {
-		out[i] = sharding.Shard{Name: fmt.Sprintf("t%d", i)}
+		out[i] = targetsharding.Shard{Name: fmt.Sprintf("t%d", i)}
 	}
 	return out
 }
@@ -85,7 +85,7 @@ func (t *Target) shardNames() []sharding.Shard {
 func (t *Target) Prepare(m *Model) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	src := sharding.Layout{NS: m.NS, Key: sharding.Key{{Name: "sk"}}}
+	src := targetsharding.Layout{NS: m.NS, Key: targetsharding.Key{{Name: "sk"}}}
 	for c := range chunkCount {
 		lo, hi := any(int64(c*chunkWidth)), any(int64((c+1)*chunkWidth))
 		if c == 0 {
@@ -94,13 +94,13 @@ func (t *Target) Prepare(m *Model) []string {
 		if c == chunkCount-1 {
 			hi = bson.MaxKey{}
 		}
-		src.Chunks = append(src.Chunks, sharding.Chunk{Min: keyDoc(sharding.Key{{Name: "sk"}}, lo), Max: keyDoc(sharding.Key{{Name: "sk"}}, hi), Shard: m.owner[c].Name})
+		src.Chunks = append(src.Chunks, targetsharding.Chunk{Min: keyDoc(targetsharding.Key{{Name: "sk"}}, lo), Max: keyDoc(targetsharding.Key{{Name: "sk"}}, hi), Shard: m.owner[c].Name})
 	}
-	req := sharding.Request{TargetNS: m.NS, Source: &src, Target: sharding.Cluster{Shards: t.shardNames(), Major: t.Major}, Primary: "t0"}
+	req := targetsharding.Request{TargetNS: m.NS, Source: &src, Target: targetsharding.Cluster{Shards: t.shardNames(), Major: t.Major}, Primary: "t0"}
 	if !t.Key.Equal(src.Key) {
 		req.Key = t.Key // target.shardKeys
 	}
-	plan, err := sharding.MakePlan(req)
+	plan, err := targetsharding.MakePlan(req)
 	if err != nil {
 		return []string{fmt.Sprintf("target plan: %v", err)}
 	}
@@ -117,7 +117,7 @@ func (t *Target) Prepare(m *Model) []string {
 }
 
 // keyDoc is a key document with every field at v.
-func keyDoc(k sharding.Key, vs ...any) bson.Raw {
+func keyDoc(k targetsharding.Key, vs ...any) bson.Raw {
 	d := bson.D{}
 	for i, f := range k {
 		v := vs[0]
@@ -230,7 +230,7 @@ func (t *Target) covered() []string {
 		if i > 0 && compare(t.chunks[i-1].max, c.min) != 0 {
 			errs = append(errs, fmt.Sprintf("target: a gap or overlap between %s and %s", extJSON(t.chunks[i-1].max), extJSON(c.min)))
 		}
-		if !slices.ContainsFunc(t.shardNames(), func(s sharding.Shard) bool { return s.Name == c.shard }) {
+		if !slices.ContainsFunc(t.shardNames(), func(s targetsharding.Shard) bool { return s.Name == c.shard }) {
 			errs = append(errs, "target: a chunk on unknown shard "+c.shard)
 		}
 	}
@@ -315,7 +315,7 @@ func (t *Target) route(wm mongo.WriteModel, filter bson.Raw, cur Doc, exists boo
 	if sk, err := filter.LookupErr("sk"); err == nil && exists {
 		match = sk.AsInt64() == cur.SK
 	}
-	if match && next != nil && next.SK != cur.SK && slices.ContainsFunc(t.Key, func(f sharding.KeyField) bool { return f.Name == "sk" }) {
+	if match && next != nil && next.SK != cur.SK && slices.ContainsFunc(t.Key, func(f targetsharding.KeyField) bool { return f.Name == "sk" }) {
 		if !full && !relaxed {
 			t.stats.Refused++
 			return refused(31025, "Shard key update is not allowed without specifying the full shard key in the query")
@@ -347,11 +347,11 @@ type targetKeys struct {
 	rec *Recorder
 }
 
-func (k targetKeys) Key(context.Context, catalog.Namespace) (sharding.Key, error) {
+func (k targetKeys) Key(context.Context, catalog.Namespace) (targetsharding.Key, error) {
 	return k.t.Key, nil
 }
 
-func (k targetKeys) Current(_ context.Context, _ catalog.Namespace, _ sharding.Key, ids []bson.RawValue) ([]bson.Raw, error) {
+func (k targetKeys) Current(_ context.Context, _ catalog.Namespace, _ targetsharding.Key, ids []bson.RawValue) ([]bson.Raw, error) {
 	docs := k.rec.Docs()
 	var out []bson.Raw
 	for _, id := range ids {

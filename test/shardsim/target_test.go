@@ -7,7 +7,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
-	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
+	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 )
 
 // TestTargetPresplit: for every key shape and version, the task's plan
@@ -28,7 +28,7 @@ func TestTargetPresplit(t *testing.T) {
 			}
 		}
 	}
-	tgt := &Target{Key: sharding.Key{{Name: "sk"}}, Shards: 2}
+	tgt := &Target{Key: targetsharding.Key{{Name: "sk"}}, Shards: 2}
 	k := func(v any) bson.Raw { return keyDoc(tgt.Key, v) }
 	tgt.chunks = []targetChunk{{min: k(bson.MinKey{}), max: k(int64(10)), shard: "t0"}, {min: k(int64(20)), max: k(bson.MaxKey{}), shard: "t1"}}
 	if errs := tgt.covered(); len(errs) != 1 || !strings.Contains(errs[0], "gap") {
@@ -48,7 +48,7 @@ func TestTargetRefusesUnkeyedWrites(t *testing.T) {
 		refused bool
 	}{{7, true}, {8, false}} {
 		sc := Generate(2, "app.users", simSteps)
-		tgt := &Target{Major: c.major, Key: sharding.Key{{Name: "sk"}, {Name: "v"}}, Shards: 3}
+		tgt := &Target{Major: c.major, Key: targetsharding.Key{{Name: "sk"}, {Name: "v"}}, Shards: 3}
 		res, err := Run(context.Background(), sc, Config{Seed: 2, Sharded: tgt, Unkeyed: true})
 		msg := strings.Join(res.Violations, "\n")
 		if err != nil {

@@ -24,10 +24,10 @@ const (
 	// no more of the MongoDB client than the cleanup needs.
 	RangeLeasesCollection = "rangeleases"
 	// ShardCopyCollection holds the per-shard copy's passes (their
-	// tables and range plans, pkg/engine/shardcopy).
+	// tables and range plans, pkg/engine/sourceshardcopy).
 	ShardCopyCollection = "shardcopy_passes"
 	// HeldCollection keeps the target options held back until cut-over
-	// (package finalize).
+	// (package holdback).
 	HeldCollection = "held_options"
 )
 

@@ -26,7 +26,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
-	"github.com/mongoferry/mongoferry/pkg/engine/finalize"
+	"github.com/mongoferry/mongoferry/pkg/engine/holdback"
 	"github.com/mongoferry/mongoferry/pkg/engine/pipeline"
 	"github.com/mongoferry/mongoferry/pkg/engine/rangelease"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
@@ -105,7 +105,7 @@ type Copier struct {
 	routers map[string]Router
 	// holder creates target collections and indexes with what changes
 	// data on the target's own clock held back until cut-over.
-	holder *finalize.Holder
+	holder *holdback.Holder
 	// helper is a helper's shared copy state, kept across HelpCopy calls
 	// (each range counted once); waitLogged is when HelpCopy last logged
 	// the ranges it waits for.
@@ -141,9 +141,9 @@ func New(o Options) (*Copier, error) {
 		batchBytes: batchBytes,
 		maxBytes:   maxBytes,
 	}
-	c.holder = finalize.NewHolder(o.Target, o.Spec.Checkpoint.Database, o.Task, log)
+	c.holder = holdback.NewHolder(o.Target, o.Spec.Checkpoint.Database, o.Task, log)
 	if o.Spec.Mode == config.ModeFull {
-		c.holder = finalize.Passthrough(o.Target)
+		c.holder = holdback.Passthrough(o.Target)
 	}
 	c.limiter = Limiter(o.Spec, 1)
 	return c, nil

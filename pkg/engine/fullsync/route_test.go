@@ -14,7 +14,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 )
 
-// thirds stands in for a sharded target's router (sharding.Router, tested
+// thirds stands in for a sharded target's router (targetsharding.Router, tested
 // on recorded layouts in its package): documents go to one of three
 // "shards" by _id modulo 3.
 type thirds struct{ split atomic.Int64 }

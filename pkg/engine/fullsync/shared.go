@@ -13,8 +13,8 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/rangelease"
-	"github.com/mongoferry/mongoferry/pkg/engine/shardcopy"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
+	"github.com/mongoferry/mongoferry/pkg/engine/sourceshardcopy"
 )
 
 // A replica-set source's copy shared with copy-only workers
@@ -211,14 +211,14 @@ func (c *Copier) HelpDone(ctx context.Context) error {
 func (s *shared) sweep(ctx context.Context, todo []checkpoint.Range, byNS map[string]catalog.Collection) error {
 	c := s.c
 	var order []string
-	groups := map[string][]shardcopy.Range{}
+	groups := map[string][]sourceshardcopy.Range{}
 	for _, r := range todo {
 		if _, ok := groups[r.NS]; !ok {
 			order = append(order, r.NS)
 		}
-		groups[r.NS] = append(groups[r.NS], shardcopy.Range{ID: r.ID, Filter: r.Filter})
+		groups[r.NS] = append(groups[r.NS], sourceshardcopy.Range{ID: r.ID, Filter: r.Filter})
 	}
-	copiers := make(map[string]*shardcopy.Copier, len(order))
+	copiers := make(map[string]*sourceshardcopy.Copier, len(order))
 	for _, ns := range order {
 		copiers[ns] = s.copier(byNS[ns])
 	}
@@ -241,14 +241,14 @@ func (s *shared) sweep(ctx context.Context, todo []checkpoint.Range, byNS map[st
 
 // copier copies coll's ranges claimed through leases, reading the source
 // at majority and overwriting what an earlier attempt wrote.
-func (s *shared) copier(coll catalog.Collection) *shardcopy.Copier {
+func (s *shared) copier(coll catalog.Collection) *sourceshardcopy.Copier {
 	c := s.c
 	ns := coll.Source.String()
-	return &shardcopy.Copier{
+	return &sourceshardcopy.Copier{
 		Source: c.opts.Source, NS: ns,
 		Target: c.opts.Target.Database(coll.Target.DB).Collection(coll.Target.Coll),
 		Leaser: s.leaser, Writer: c.writer,
-		BatchDocs: c.opts.Spec.Cache.BatchSize, BatchBytes: shardcopy.BatchBytes(c.maxBytes, c.opts.Spec.Threads.Readers),
+		BatchDocs: c.opts.Spec.Cache.BatchSize, BatchBytes: sourceshardcopy.BatchBytes(c.maxBytes, c.opts.Spec.Threads.Readers),
 		Conflict: c.opts.Spec.FullSync.OnConflict, Limiter: s.limiter, ObserveWrite: c.opts.ObserveWrite,
 		Written: func(docs, bytes int64) {
 			c.progress.batchWritten(ns, docs, bytes, sink.Result{})
@@ -256,7 +256,7 @@ func (s *shared) copier(coll catalog.Collection) *shardcopy.Copier {
 				c.opts.Hook(docs)
 			}
 		},
-		Finished: func(r shardcopy.Range, docs, bytes int64) {
+		Finished: func(r sourceshardcopy.Range, docs, bytes int64) {
 			s.count(ns, r.ID, docs, bytes, own)
 		},
 	}

@@ -13,14 +13,14 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 )
 
 // A small sharded source for the ordering rule's scenarios: each shard's
 // oplog written by hand as raw entries (o2/o document keys {sk, _id}),
-// one Replayer per shard on a shard.MemoryBoard with SaveState, and a
+// one Replayer per shard on a board.MemoryBoard with SaveState, and a
 // target that applies writes as a mongod does (an upsert that matches
 // nothing inserts, and meets E11000 on an _id that exists).
 
@@ -273,7 +273,7 @@ func (f *feed) Newest(context.Context) (bson.Timestamp, error) { return tsOf(f.l
 type cluster struct {
 	t     *testing.T
 	logs  oplogs
-	board *shard.MemoryBoard
+	board *board.MemoryBoard
 	store docStore
 	// open, per shard, says when its reader may read (nil: always).
 	open  map[string]func() bool
@@ -303,7 +303,7 @@ type clusterRun struct {
 }
 
 func newCluster(t *testing.T, logs oplogs) *cluster {
-	c := &cluster{t: t, logs: logs, board: shard.NewMemoryBoard(), open: map[string]func() bool{},
+	c := &cluster{t: t, logs: logs, board: board.NewMemoryBoard(), open: map[string]func() bool{},
 		saved: map[string]savedState{}, runs: map[string]*clusterRun{}, errs: make(chan error, 16)}
 	c.spec = config.Spec{Threads: config.Threads{Writers: 2}, Cache: config.Cache{BatchSize: 8}}
 	c.spec.SetDefaults()
@@ -318,7 +318,7 @@ func newCluster(t *testing.T, logs oplogs) *cluster {
 // start runs every shard's subtask from its start.
 func (c *cluster) start(ctx context.Context) {
 	for name := range c.logs {
-		_ = c.board.Publish(ctx, shard.Position{Shard: name})
+		_ = c.board.Publish(ctx, board.Position{Shard: name})
 	}
 	for name := range c.logs {
 		c.run(ctx, name)
@@ -386,12 +386,12 @@ func (c *cluster) kill(ctx context.Context, name string) {
 
 // fenced drops a killed subtask's publications.
 type fenced struct {
-	b      shard.Board
+	b      board.Board
 	dead   *sync.Mutex
 	killed *bool
 }
 
-func (f fenced) Publish(ctx context.Context, p shard.Position) error {
+func (f fenced) Publish(ctx context.Context, p board.Position) error {
 	f.dead.Lock()
 	defer f.dead.Unlock()
 	if *f.killed {
@@ -400,7 +400,7 @@ func (f fenced) Publish(ctx context.Context, p shard.Position) error {
 	return f.b.Publish(ctx, p)
 }
 
-func (f fenced) Positions(ctx context.Context) ([]shard.Position, error) { return f.b.Positions(ctx) }
+func (f fenced) Positions(ctx context.Context) ([]board.Position, error) { return f.b.Positions(ctx) }
 
 // wait runs until every subtask has applied its whole oplog, one failed,
 // or the timeout; it returns the failure.

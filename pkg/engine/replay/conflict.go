@@ -10,8 +10,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 )
 
 // An _id on two shards. MongoDB enforces _id uniqueness per shard only:
@@ -190,7 +190,7 @@ func conflictOnID(it item, we mongo.BulkWriteError) bool {
 }
 
 // waitConflict waits, with the writer that applies it, until every other
-// subtask's shard is settled below it.ts (shard.Position.Settled):
+// subtask's shard is settled below it.ts (board.Position.Settled):
 // applied up to it, with no transaction begun before it still to apply.
 // While it waits, the subtask publishes it.ts as what it needs, and its
 // durable position stays below it.ts (the write is not applied).
@@ -230,7 +230,7 @@ func (r *Replayer) waitConflict(ctx context.Context, it item) error {
 
 // settled reports whether every other subtask's shard is settled below
 // ts.
-func settled(self string, ps []shard.Position, ts bson.Timestamp) bool {
+func settled(self string, ps []board.Position, ts bson.Timestamp) bool {
 	for _, p := range ps {
 		if p.Shard != self && !p.Settled(self, ts) {
 			return false

@@ -9,17 +9,17 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
-	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
+	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 )
 
 // skKeys is a source whose collections are sharded on {sk: 1}.
 type skKeys struct{}
 
-func (skKeys) Key(context.Context, catalog.Namespace) (sharding.Key, error) {
-	return sharding.Key{{Name: "sk"}}, nil
+func (skKeys) Key(context.Context, catalog.Namespace) (targetsharding.Key, error) {
+	return targetsharding.Key{{Name: "sk"}}, nil
 }
 
-func (skKeys) Current(context.Context, catalog.Namespace, sharding.Key, []bson.RawValue) ([]bson.Raw, error) {
+func (skKeys) Current(context.Context, catalog.Namespace, targetsharding.Key, []bson.RawValue) ([]bson.Raw, error) {
 	return nil, nil
 }
 
@@ -196,7 +196,7 @@ func TestOnID(t *testing.T) {
 // another shard key on s1 at 15; s0 logs its commit entry only at 20.
 // s0's durable position passes 15 with the transaction saved as state,
 // so s1's insert, which meets X on the target, must also wait for s0's
-// open transaction (shard.Position.OpenFrom) before it goes again, or it
+// open transaction (board.Position.OpenFrom) before it goes again, or it
 // is stepped over and the delete then leaves no X.
 func TestConflictWaitsForAnOpenTransaction(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())

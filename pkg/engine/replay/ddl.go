@@ -9,7 +9,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
-	"github.com/mongoferry/mongoferry/pkg/engine/finalize"
+	"github.com/mongoferry/mongoferry/pkg/engine/holdback"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 )
@@ -94,7 +94,7 @@ func (r *Replayer) applyMapped(ctx context.Context, src, d oplog.DDL) error {
 	default:
 		return fmt.Errorf("replay: unexpected DDL %s on %s", d.Class, d.NS)
 	}
-	if hasCode(err, codeNamespaceNotFound, codeIndexNotFound) || errors.Is(err, finalize.ErrIndexNotFound) {
+	if hasCode(err, codeNamespaceNotFound, codeIndexNotFound) || errors.Is(err, holdback.ErrIndexNotFound) {
 		// Applied before a restart, or nothing to act on: mongod's own
 		// oplog application accepts these codes from DDL entries too
 		// (collMod: IndexNotFound and NamespaceNotFound, repl/oplog.cpp).

@@ -6,8 +6,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 )
 
 // holds is a subtask's held writes and what holds them: the migrations
@@ -46,7 +46,7 @@ type holds struct {
 	// waiting is the commit ts of a transaction part waiting for the
 	// others, first its first entry's.
 	waiting, first bson.Timestamp
-	// needs is what a commit wait needs (shard.Position.Needs).
+	// needs is what a commit wait needs (board.Position.Needs).
 	needs bson.Timestamp
 	// decided are the commit decisions of the transactions the shard
 	// coordinates, read and not yet passed (participants.go), by
@@ -147,17 +147,17 @@ func (h *holds) cap(ts bson.Timestamp) bson.Timestamp {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, m := range h.migrations {
-		ts = minTS(ts, shard.Prev(m.start))
+		ts = minTS(ts, board.Prev(m.start))
 	}
 	for _, b := range h.fromMigrate {
-		ts = minTS(ts, shard.Prev(b[0]))
+		ts = minTS(ts, board.Prev(b[0]))
 	}
 	return ts
 }
 
 // release drops what every other subtask has passed and returns the held
 // writes free to go, in order.
-func (h *holds) release(self string, ps []shard.Position) []item {
+func (h *holds) release(self string, ps []board.Position) []item {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for ns, b := range h.fromMigrate {
@@ -204,7 +204,7 @@ func (h *holds) release(self string, ps []shard.Position) []item {
 	return out
 }
 
-// blockedOn returns what the subtask waits for (shard.Position.Needs):
+// blockedOn returns what the subtask waits for (board.Position.Needs):
 // the lowest of its commit wait's, its writers' conflict waits' and the
 // needs of the first held write of each namespace. A held write behind
 // another of its namespace waits for that one, not for its own need: its
@@ -250,7 +250,7 @@ func (h *holds) sent(its []item) {
 }
 
 // reachedBy reports whether every other subtask's position reaches ts.
-func reachedBy(self string, ps []shard.Position, ts, waitingOn bson.Timestamp) bool {
+func reachedBy(self string, ps []board.Position, ts, waitingOn bson.Timestamp) bool {
 	for _, p := range ps {
 		if p.Shard != self && !p.Reaches(ts, waitingOn) {
 			return false

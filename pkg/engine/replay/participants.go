@@ -7,8 +7,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 )
 
 // The participants of a multi-shard transaction, as its coordinator logs
@@ -19,7 +19,7 @@ import (
 // plus decision: {decision: "commit", commitTimestamp} once every
 // participant voted, sends the commits, then deletes it. The subtask of
 // the coordinator shard reads the commit decision and publishes it
-// (shard.Position.Decided); a participant's commit waits only for the
+// (board.Position.Decided); a participant's commit waits only for the
 // shards it names (waitCommit). The decision is logged before any
 // commit: a participant at its commit entry whose decision is not on the
 // board yet (the coordinator's subtask lags) waits for every subtask, as
@@ -31,7 +31,7 @@ const collCoordinators = "transaction_coordinators"
 
 // decided is a commit decision read and the ts of its entry.
 type decided struct {
-	d  shard.Decision
+	d  board.Decision
 	ts bson.Timestamp
 }
 
@@ -51,7 +51,7 @@ func (h *holds) coordinator(e oplog.Entry, ts bson.Timestamp) {
 
 // decide records decision d read at ts (once: read again after a restart
 // it changes nothing).
-func (h *holds) decide(d shard.Decision, ts bson.Timestamp) {
+func (h *holds) decide(d board.Decision, ts bson.Timestamp) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, ok := h.decided[d.Txn]; ok {
@@ -64,36 +64,36 @@ func (h *holds) decide(d shard.Decision, ts bson.Timestamp) {
 }
 
 // decisionOf reads a coordinator's document with a commit decision.
-func decisionOf(doc bson.Raw) (shard.Decision, bool) {
+func decisionOf(doc bson.Raw) (board.Decision, bool) {
 	if s, ok := doc.Lookup("decision", "decision").StringValueOK(); !ok || s != "commit" {
-		return shard.Decision{}, false
+		return board.Decision{}, false
 	}
 	t, i, ok := doc.Lookup("decision", "commitTimestamp").TimestampOK()
 	if !ok {
-		return shard.Decision{}, false
+		return board.Decision{}, false
 	}
 	arr, ok := doc.Lookup("participants").ArrayOK()
 	if !ok {
-		return shard.Decision{}, false
+		return board.Decision{}, false
 	}
 	vals, err := arr.Values()
 	if err != nil || len(vals) == 0 {
-		return shard.Decision{}, false
+		return board.Decision{}, false
 	}
-	d := shard.Decision{Commit: bson.Timestamp{T: t, I: i}}
+	d := board.Decision{Commit: bson.Timestamp{T: t, I: i}}
 	for _, v := range vals {
 		name, ok := v.StringValueOK()
 		if !ok {
-			return shard.Decision{}, false
+			return board.Decision{}, false
 		}
 		d.Participants = append(d.Participants, name)
 	}
 	id, ok := doc.Lookup("_id").DocumentOK()
 	if !ok {
-		return shard.Decision{}, false
+		return board.Decision{}, false
 	}
 	if d.Txn, ok = coordinatedTxn(id); !ok {
-		return shard.Decision{}, false
+		return board.Decision{}, false
 	}
 	return d, true
 }
@@ -125,17 +125,17 @@ func coordinatedTxn(id bson.Raw) (string, bool) {
 }
 
 // decisions returns the decisions to publish, by transaction.
-func (h *holds) decisions() []shard.Decision {
+func (h *holds) decisions() []board.Decision {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.decided) == 0 {
 		return nil
 	}
-	out := make([]shard.Decision, 0, len(h.decided))
+	out := make([]board.Decision, 0, len(h.decided))
 	for _, d := range h.decided {
 		out = append(out, d.d)
 	}
-	slices.SortFunc(out, func(x, y shard.Decision) int { return strings.Compare(x.Txn, y.Txn) })
+	slices.SortFunc(out, func(x, y board.Decision) int { return strings.Compare(x.Txn, y.Txn) })
 	return out
 }
 
@@ -146,7 +146,7 @@ func (h *holds) decisions() []shard.Decision {
 // participant that only read). A participant with no position on the
 // board never finds the decision useful (commitWaitsFor). Forgetting
 // one too early costs a wait for every subtask, never a wrong order.
-func (h *holds) dropDecided(self string, ps []shard.Position) {
+func (h *holds) dropDecided(self string, ps []board.Position) {
 	for txn, d := range h.decided {
 		if passedCommit(self, ps, d.d) {
 			delete(h.decided, txn)
@@ -154,12 +154,12 @@ func (h *holds) dropDecided(self string, ps []shard.Position) {
 	}
 }
 
-func passedCommit(self string, ps []shard.Position, d shard.Decision) bool {
+func passedCommit(self string, ps []board.Position, d board.Decision) bool {
 	for _, name := range d.Participants {
 		if name == self {
 			continue
 		}
-		i := slices.IndexFunc(ps, func(p shard.Position) bool { return p.Shard == name })
+		i := slices.IndexFunc(ps, func(p board.Position) bool { return p.Shard == name })
 		if i < 0 {
 			continue
 		}
@@ -178,14 +178,14 @@ func passedCommit(self string, ps []shard.Position, d shard.Decision) bool {
 // position on the board. Otherwise, the coordinator's subtask has not
 // read its decision yet or the names are not the board's, it is every
 // position: never fewer than the participants.
-func commitWaitsFor(self string, ps []shard.Position, own []shard.Decision, txn string, cts bson.Timestamp) ([]shard.Position, bool) {
+func commitWaitsFor(self string, ps []board.Position, own []board.Decision, txn string, cts bson.Timestamp) ([]board.Position, bool) {
 	d, ok := findDecision(ps, own, txn, cts)
 	if !ok || !slices.Contains(d.Participants, self) {
 		return ps, false
 	}
-	out := make([]shard.Position, 0, len(d.Participants))
+	out := make([]board.Position, 0, len(d.Participants))
 	for _, name := range d.Participants {
-		i := slices.IndexFunc(ps, func(p shard.Position) bool { return p.Shard == name })
+		i := slices.IndexFunc(ps, func(p board.Position) bool { return p.Shard == name })
 		if i < 0 {
 			return ps, false
 		}
@@ -195,8 +195,8 @@ func commitWaitsFor(self string, ps []shard.Position, own []shard.Decision, txn 
 }
 
 // findDecision finds the commit decision of txn at cts.
-func findDecision(ps []shard.Position, own []shard.Decision, txn string, cts bson.Timestamp) (shard.Decision, bool) {
-	match := func(d shard.Decision) bool { return d.Txn == txn && d.Commit.Equal(cts) }
+func findDecision(ps []board.Position, own []board.Decision, txn string, cts bson.Timestamp) (board.Decision, bool) {
+	match := func(d board.Decision) bool { return d.Txn == txn && d.Commit.Equal(cts) }
 	if i := slices.IndexFunc(own, match); i >= 0 {
 		return own[i], true
 	}
@@ -205,7 +205,7 @@ func findDecision(ps []shard.Position, own []shard.Decision, txn string, cts bso
 			return p.Decided[i], true
 		}
 	}
-	return shard.Decision{}, false
+	return board.Decision{}, false
 }
 
 // decidedEntry is a decision as saved with the checkpoint (see
@@ -227,7 +227,7 @@ func (h *holds) recoverDecided(raw bson.Raw, ts bson.Timestamp) {
 	if !ok {
 		return
 	}
-	d := shard.Decision{}
+	d := board.Decision{}
 	d.Txn, _ = o.Lookup("txn").StringValueOK()
 	t, i, _ := o.Lookup("commit").TimestampOK()
 	d.Commit = bson.Timestamp{T: t, I: i}

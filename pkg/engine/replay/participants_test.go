@@ -10,8 +10,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 )
 
 // coordID is a coordinator document's _id: the transaction's session
@@ -193,22 +193,22 @@ func TestDecisionsOfFixtures(t *testing.T) {
 // checkpoint and read back, and forgotten only once every other
 // participant has applied its part.
 func TestDecisionsSavedAndForgotten(t *testing.T) {
-	d := shard.Decision{Txn: "t1", Commit: at(10), Participants: []string{"s0", "s1", "s2"}}
+	d := board.Decision{Txn: "t1", Commit: at(10), Participants: []string{"s0", "s1", "s2"}}
 	var h holds
 	h.decide(d, at(11))
 	var back holds
 	rest, _ := back.recoverState(h.stateEntries(bson.Timestamp{}))
-	if len(rest) != 0 || !reflect.DeepEqual(back.decisions(), []shard.Decision{d}) {
+	if len(rest) != 0 || !reflect.DeepEqual(back.decisions(), []board.Decision{d}) {
 		t.Fatalf("recovered %+v (and %d other entries), want [%+v]", back.decisions(), len(rest), d)
 	}
 	for _, step := range []struct {
 		name string
-		ps   []shard.Position
+		ps   []board.Position
 		kept bool
 	}{
-		{"a participant behind the commit", []shard.Position{{Shard: "s1", Applied: at(12)}, {Shard: "s2", Applied: at(5)}}, true},
-		{"a participant past it with its part still prepared", []shard.Position{{Shard: "s1", Applied: at(12)}, {Shard: "s2", Applied: at(12), Prepared: []string{"t1"}}}, true},
-		{"a non-participant behind", []shard.Position{{Shard: "s1", Applied: at(12)}, {Shard: "s2", Retired: true}, {Shard: "s3", Applied: at(1)}}, false},
+		{"a participant behind the commit", []board.Position{{Shard: "s1", Applied: at(12)}, {Shard: "s2", Applied: at(5)}}, true},
+		{"a participant past it with its part still prepared", []board.Position{{Shard: "s1", Applied: at(12)}, {Shard: "s2", Applied: at(12), Prepared: []string{"t1"}}}, true},
+		{"a non-participant behind", []board.Position{{Shard: "s1", Applied: at(12)}, {Shard: "s2", Retired: true}, {Shard: "s3", Applied: at(1)}}, false},
 	} {
 		back.release("s0", step.ps)
 		if kept := len(back.decisions()) == 1; kept != step.kept {
@@ -221,24 +221,24 @@ func TestDecisionsSavedAndForgotten(t *testing.T) {
 // participants' only when a decision for its transaction and commit
 // timestamp names this shard and each participant is on the board.
 func TestCommitWaitsFor(t *testing.T) {
-	ps := []shard.Position{{Shard: "s0"}, {Shard: "s1"}, {Shard: "s2"}}
-	d := shard.Decision{Txn: "t1", Commit: at(10), Participants: []string{"s0", "s1"}}
+	ps := []board.Position{{Shard: "s0"}, {Shard: "s1"}, {Shard: "s2"}}
+	d := board.Decision{Txn: "t1", Commit: at(10), Participants: []string{"s0", "s1"}}
 	for _, tc := range []struct {
 		name   string
-		own    []shard.Decision
-		board  []shard.Decision
+		own    []board.Decision
+		board  []board.Decision
 		txn    string
 		cts    bson.Timestamp
 		want   []string
 		subset bool
 	}{
-		{"decision on the board", nil, []shard.Decision{d}, "t1", at(10), []string{"s0", "s1"}, true},
-		{"decision read by this subtask", []shard.Decision{d}, nil, "t1", at(10), []string{"s0", "s1"}, true},
+		{"decision on the board", nil, []board.Decision{d}, "t1", at(10), []string{"s0", "s1"}, true},
+		{"decision read by this subtask", []board.Decision{d}, nil, "t1", at(10), []string{"s0", "s1"}, true},
 		{"no decision yet", nil, nil, "t1", at(10), []string{"s0", "s1", "s2"}, false},
-		{"another transaction's", nil, []shard.Decision{d}, "t2", at(10), []string{"s0", "s1", "s2"}, false},
-		{"another commit timestamp", nil, []shard.Decision{d}, "t1", at(11), []string{"s0", "s1", "s2"}, false},
-		{"this shard not named", nil, []shard.Decision{{Txn: "t1", Commit: at(10), Participants: []string{"s0", "s2"}}}, "t1", at(10), []string{"s0", "s1", "s2"}, false},
-		{"a participant not on the board", nil, []shard.Decision{{Txn: "t1", Commit: at(10), Participants: []string{"s1", "s9"}}}, "t1", at(10), []string{"s0", "s1", "s2"}, false},
+		{"another transaction's", nil, []board.Decision{d}, "t2", at(10), []string{"s0", "s1", "s2"}, false},
+		{"another commit timestamp", nil, []board.Decision{d}, "t1", at(11), []string{"s0", "s1", "s2"}, false},
+		{"this shard not named", nil, []board.Decision{{Txn: "t1", Commit: at(10), Participants: []string{"s0", "s2"}}}, "t1", at(10), []string{"s0", "s1", "s2"}, false},
+		{"a participant not on the board", nil, []board.Decision{{Txn: "t1", Commit: at(10), Participants: []string{"s1", "s9"}}}, "t1", at(10), []string{"s0", "s1", "s2"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			board := slices.Clone(ps)

@@ -17,15 +17,15 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
-	"github.com/mongoferry/mongoferry/pkg/engine/finalize"
+	"github.com/mongoferry/mongoferry/pkg/engine/holdback"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/pipeline"
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
-	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
+	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 )
 
 // Options are a Replayer's parts.
@@ -139,7 +139,7 @@ type Options struct {
 	// (Applied = the position its subtask starts after): a shard that has
 	// not published holds nobody back.
 	Shard string
-	Board shard.Board
+	Board board.Board
 	// HoldPoll is how often held writes look at Board; a quarter of
 	// CheckpointInterval, at most 250ms, when zero.
 	HoldPoll time.Duration
@@ -173,7 +173,7 @@ type Replayer struct {
 	recoverErr error
 	// holder applies DDL that creates collections and indexes with what
 	// changes data on the target's own clock held back until cut-over.
-	holder *finalize.Holder
+	holder *holdback.Holder
 	// claims are which source collection each target collection receives
 	// (nil without Options.Selected); DDL keeps them, one at a time.
 	claims *catalog.Claims
@@ -190,8 +190,8 @@ type Replayer struct {
 	lastRaw bson.Raw       // the last entry read
 	lastTS  bson.Timestamp // its ts
 	routes  map[string]nsRoute
-	tkeys   map[catalog.Namespace]*targetKey   // see targetKeyOf
-	skeys   map[catalog.Namespace]sharding.Key // see sourceKeyOf
+	tkeys   map[catalog.Namespace]*targetKey         // see targetKeyOf
+	skeys   map[catalog.Namespace]targetsharding.Key // see sourceKeyOf
 
 	// Ordering of a shard's subtask (shard.go); runCtx is Run's context,
 	// which ends the writers' waits (conflict.go).
@@ -303,7 +303,7 @@ func New(o Options) *Replayer {
 		r.unique[catalog.ParseNamespace(ns)] = u
 	}
 	if o.Target != nil {
-		r.holder = finalize.NewHolder(o.Target, o.Spec.Checkpoint.Database, o.Task, log)
+		r.holder = holdback.NewHolder(o.Target, o.Spec.Checkpoint.Database, o.Task, log)
 	}
 	r.o.Translator.InsertModels = !o.ShardMember
 	r.apply = r.applier()

@@ -10,9 +10,9 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 )
 
 // The ordering rule of a subtask of a sharded source (Options.Board set)
@@ -213,7 +213,7 @@ func (r *Replayer) waitCommit(ctx, wctx context.Context, u oplog.Unit, cts bson.
 	r.mu.Unlock()
 	for {
 		ps, err := r.o.Board.Positions(ctx)
-		var waitOn []shard.Position
+		var waitOn []board.Position
 		subset := false
 		if err == nil {
 			waitOn, subset = commitWaitsFor(r.o.Shard, ps, r.hs.decisions(), id, cts)
@@ -256,7 +256,7 @@ func (r *Replayer) waitCommit(ctx, wctx context.Context, u oplog.Unit, cts bson.
 // in no cycle (docs/sharded.md): the other subtask reaches and applies
 // its part without this one, or it waits for this one, which then goes
 // on.
-func applyingPart(self string, ps []shard.Position, id string, ts bson.Timestamp) bool {
+func applyingPart(self string, ps []board.Position, id string, ts bson.Timestamp) bool {
 	if id == "" {
 		return false
 	}
@@ -274,7 +274,7 @@ func applyingPart(self string, ps []shard.Position, id string, ts bson.Timestamp
 // publish puts the subtask's position on the board.
 func (r *Replayer) publish(ctx context.Context, retired bool) error {
 	r.mu.Lock()
-	p := shard.Position{Shard: r.o.Shard, Read: r.readTS, Applied: r.savedTS, Retired: retired,
+	p := board.Position{Shard: r.o.Shard, Read: r.readTS, Applied: r.savedTS, Retired: retired,
 		Prepared: r.asm.Prepared()}
 	if a := r.applying; a != nil && a.id != "" {
 		p.Prepared = append(p.Prepared, a.id)
@@ -289,7 +289,7 @@ func (r *Replayer) publish(ctx context.Context, retired bool) error {
 	p.Needs = r.hs.blockedOn()
 	p.Decided = r.hs.decisions()
 	r.hs.mu.Lock()
-	if !r.hs.waiting.IsZero() && p.Applied.Compare(shard.Prev(r.hs.first)) >= 0 {
+	if !r.hs.waiting.IsZero() && p.Applied.Compare(board.Prev(r.hs.first)) >= 0 {
 		p.Waiting = r.hs.waiting
 	}
 	r.hs.mu.Unlock()

@@ -5,8 +5,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 )
 
 // TestHolds walks one subtask (shard a) through two migrations into
@@ -39,13 +39,13 @@ func TestHolds(t *testing.T) {
 	}
 	steps := []struct {
 		name     string
-		others   []shard.Position
+		others   []board.Position
 		released []uint32
 		cap      bson.Timestamp
 	}{
-		{"others behind", []shard.Position{{Shard: "b", Applied: ts(4)}, {Shard: "c", Applied: ts(9)}}, nil, ts(5)},
-		{"one behind the first migration's last entry", []shard.Position{{Shard: "b", Applied: ts(5)}, {Shard: "c", Applied: ts(9)}, {Shard: "a", Applied: ts(1)}}, []uint32{7, 8}, ts(9)},
-		{"a retired one does not count", []shard.Position{{Shard: "b", Retired: true}, {Shard: "c", Applied: ts(9)}}, []uint32{11}, ts(20)},
+		{"others behind", []board.Position{{Shard: "b", Applied: ts(4)}, {Shard: "c", Applied: ts(9)}}, nil, ts(5)},
+		{"one behind the first migration's last entry", []board.Position{{Shard: "b", Applied: ts(5)}, {Shard: "c", Applied: ts(9)}, {Shard: "a", Applied: ts(1)}}, []uint32{7, 8}, ts(9)},
+		{"a retired one does not count", []board.Position{{Shard: "b", Retired: true}, {Shard: "c", Applied: ts(9)}}, []uint32{11}, ts(20)},
 	}
 	for _, s := range steps {
 		its := h.release("a", s.others)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
-	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
+	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 )
 
 // Writes on a sharded target: before a command goes out, every write of a
@@ -31,10 +31,10 @@ import (
 type ShardKeys interface {
 	// Key returns the target's shard key of ns; nil when the target does
 	// not shard ns.
-	Key(ctx context.Context, ns catalog.Namespace) (sharding.Key, error)
+	Key(ctx context.Context, ns catalog.Namespace) (targetsharding.Key, error)
 	// Current returns the documents of ns with these _id values as the
 	// target holds them now, each with _id and the fields of key.
-	Current(ctx context.Context, ns catalog.Namespace, key sharding.Key, ids []bson.RawValue) ([]bson.Raw, error)
+	Current(ctx context.Context, ns catalog.Namespace, key targetsharding.Key, ids []bson.RawValue) ([]bson.Raw, error)
 }
 
 // TargetShardKeys is the ShardKeys of a sharded target, read through its
@@ -42,8 +42,8 @@ type ShardKeys interface {
 type TargetShardKeys struct{ Router *mongo.Client }
 
 // Key reads ns's shard key from the target's config.collections.
-func (t TargetShardKeys) Key(ctx context.Context, ns catalog.Namespace) (sharding.Key, error) {
-	k, ok, err := sharding.ReadKey(ctx, t.Router, ns.String())
+func (t TargetShardKeys) Key(ctx context.Context, ns catalog.Namespace) (targetsharding.Key, error) {
+	k, ok, err := targetsharding.ReadKey(ctx, t.Router, ns.String())
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func (t TargetShardKeys) Key(ctx context.Context, ns catalog.Namespace) (shardin
 }
 
 // Current finds the documents by _id, projected on the key.
-func (t TargetShardKeys) Current(ctx context.Context, ns catalog.Namespace, key sharding.Key, ids []bson.RawValue) ([]bson.Raw, error) {
+func (t TargetShardKeys) Current(ctx context.Context, ns catalog.Namespace, key targetsharding.Key, ids []bson.RawValue) ([]bson.Raw, error) {
 	proj := bson.D{{Key: "_id", Value: 1}}
 	for _, f := range key {
 		if f.Name != "_id" {
@@ -74,7 +74,7 @@ func (t TargetShardKeys) Current(ctx context.Context, ns catalog.Namespace, key 
 // targetKey is how the target shards one collection, as its writes need
 // it.
 type targetKey struct {
-	key sharding.Key
+	key targetsharding.Key
 	// idOnly: the key is _id alone ({_id: 1} or {_id: "hashed"}), which
 	// every filter holds.
 	idOnly bool
@@ -479,7 +479,7 @@ func (c *keyChange) ops(doc bsoncore.Document) {
 
 // filterDoc builds {<key fields>: <values>, _id: id}: _id last, as a
 // document key has it (and once, when it is a key field).
-func filterDoc(key sharding.Key, vals []bsoncore.Value, id bson.RawValue) bson.Raw {
+func filterDoc(key targetsharding.Key, vals []bsoncore.Value, id bson.RawValue) bson.Raw {
 	idx, doc := bsoncore.AppendDocumentStart(nil)
 	hasID := false
 	for i, f := range key {

@@ -12,23 +12,23 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
-	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
+	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 )
 
 // fakeShardKeys stands in for a sharded target's mongos: the key of
 // every collection and the documents it holds (as they are when the
 // command goes out; the writes are only recorded).
 type fakeShardKeys struct {
-	key   sharding.Key
+	key   targetsharding.Key
 	docs  []bson.Raw
 	reads int
 }
 
-func (f *fakeShardKeys) Key(context.Context, catalog.Namespace) (sharding.Key, error) {
+func (f *fakeShardKeys) Key(context.Context, catalog.Namespace) (targetsharding.Key, error) {
 	return f.key, nil
 }
 
-func (f *fakeShardKeys) Current(_ context.Context, _ catalog.Namespace, _ sharding.Key, ids []bson.RawValue) ([]bson.Raw, error) {
+func (f *fakeShardKeys) Current(_ context.Context, _ catalog.Namespace, _ targetsharding.Key, ids []bson.RawValue) ([]bson.Raw, error) {
 	f.reads++
 	var out []bson.Raw
 	for _, d := range f.docs {
@@ -149,16 +149,16 @@ func TestShardKeyFilters(t *testing.T) {
 
 	type shape struct {
 		name string
-		key  sharding.Key
+		key  targetsharding.Key
 		// old is the filter of a write placed by the key the target has
 		// now; written, by the key of the document written.
 		old, written string
 	}
 	shapes := []shape{
-		{"ranged", sharding.Key{{Name: "sk"}}, `{"sk":5,"_id":7}`, `{"sk":6,"_id":7}`},
-		{"compound", sharding.Key{{Name: "region"}, {Name: "a.b"}}, `{"region":"EU","a.b":1,"_id":7}`, `{"region":"EU","a.b":1,"_id":7}`},
-		{"hashed", sharding.Key{{Name: "sk", Hashed: true}}, `{"sk":5,"_id":7}`, `{"sk":6,"_id":7}`},
-		{"_id only", sharding.Key{{Name: "_id"}}, `{"_id":7}`, `{"_id":7}`},
+		{"ranged", targetsharding.Key{{Name: "sk"}}, `{"sk":5,"_id":7}`, `{"sk":6,"_id":7}`},
+		{"compound", targetsharding.Key{{Name: "region"}, {Name: "a.b"}}, `{"region":"EU","a.b":1,"_id":7}`, `{"region":"EU","a.b":1,"_id":7}`},
+		{"hashed", targetsharding.Key{{Name: "sk", Hashed: true}}, `{"sk":5,"_id":7}`, `{"sk":6,"_id":7}`},
+		{"_id only", targetsharding.Key{{Name: "_id"}}, `{"_id":7}`, `{"_id":7}`},
 	}
 	type kind struct {
 		name        string
@@ -271,11 +271,11 @@ func TestShardKeyFiltersKeepTheDocumentKey(t *testing.T) {
 	del := bson.D{{Key: "op", Value: "d"}, {Key: "o", Value: bson.D{{Key: "sk", Value: int32(6)}, {Key: "_id", Value: int32(8)}}}}
 	for _, c := range []struct {
 		name  string
-		key   sharding.Key
+		key   targetsharding.Key
 		want  string
 		reads int
 	}{
-		{"sharded on sk", sharding.Key{{Name: "sk"}}, `update {"sk":5,"_id":7}` + "\n" + `delete {"sk":6,"_id":8}`, 0},
+		{"sharded on sk", targetsharding.Key{{Name: "sk"}}, `update {"sk":5,"_id":7}` + "\n" + `delete {"sk":6,"_id":8}`, 0},
 		{"not sharded", nil, `update {"sk":5,"_id":7}` + "\n" + `delete {"sk":6,"_id":8}`, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {

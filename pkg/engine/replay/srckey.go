@@ -11,7 +11,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
-	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
+	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 )
 
 // The document key of a shard's insert. mongod logs it in an insert's o2
@@ -28,7 +28,7 @@ import (
 
 // sourceKeyOf returns the source's shard-key pattern of ns, nil when
 // ns is not sharded or the pattern cannot be asked for.
-func (r *Replayer) sourceKeyOf(ctx context.Context, ns catalog.Namespace) (sharding.Key, error) {
+func (r *Replayer) sourceKeyOf(ctx context.Context, ns catalog.Namespace) (targetsharding.Key, error) {
 	if r.o.SourceShardKeys == nil {
 		return nil, nil
 	}
@@ -40,7 +40,7 @@ func (r *Replayer) sourceKeyOf(ctx context.Context, ns catalog.Namespace) (shard
 		return nil, fmt.Errorf("replay: read the source's shard key of %s (an insert logged without its document key): %w", ns, err)
 	}
 	if r.skeys == nil || len(r.skeys) >= 10_000 {
-		r.skeys = map[catalog.Namespace]sharding.Key{}
+		r.skeys = map[catalog.Namespace]targetsharding.Key{}
 	}
 	r.skeys[ns] = k
 	return k, nil
@@ -73,7 +73,7 @@ func (r *Replayer) insertKey(ctx context.Context, op oplog.Entry, src catalog.Na
 }
 
 // documentKey builds doc's document key under shard key k.
-func documentKey(k sharding.Key, doc bson.Raw) bson.Raw {
+func documentKey(k targetsharding.Key, doc bson.Raw) bson.Raw {
 	idx, out := bsoncore.AppendDocumentStart(nil)
 	hasID := false
 	for _, f := range k {

@@ -8,8 +8,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/mongoferry/mongoferry/pkg/engine/sharding"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
+	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 )
 
 // onID reports whether a duplicate key error is on the _id index: by its
@@ -96,11 +96,11 @@ func (r *Replayer) settleConflict(ctx context.Context, it item) error {
 
 // keyFields returns the fields of a document key, in its order: the
 // shard-key pattern the key was built under, _id included.
-func keyFields(key bson.Raw) sharding.Key {
+func keyFields(key bson.Raw) targetsharding.Key {
 	els, _ := key.Elements()
-	k := make(sharding.Key, 0, len(els))
+	k := make(targetsharding.Key, 0, len(els))
 	for _, e := range els {
-		k = append(k, sharding.KeyField{Name: e.Key()})
+		k = append(k, targetsharding.KeyField{Name: e.Key()})
 	}
 	return k
 }

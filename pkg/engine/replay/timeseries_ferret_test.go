@@ -16,7 +16,7 @@ import (
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
-	"github.com/mongoferry/mongoferry/pkg/engine/finalize"
+	"github.com/mongoferry/mongoferry/pkg/engine/holdback"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
@@ -244,7 +244,7 @@ func TestTimeSeriesDDLOnTheTarget(t *testing.T) {
 		}
 		mu.Unlock()
 		if st.name == "collMod of expireAfterSeconds: held" {
-			held, err := finalize.Pending(ctx, client, spec.Checkpoint.Database, "t")
+			held, err := holdback.Pending(ctx, client, spec.Checkpoint.Database, "t")
 			if err != nil || len(held) != 1 || held[0].ExpireAfterSeconds != 3600 {
 				t.Errorf("held back: %v (%v), want shop.weather's expireAfterSeconds 3600", held, err)
 			}

@@ -5,5 +5,5 @@
 // it as the driver would; Run puts them through a real replay.Replayer and
 // reports rates and allocations. RunShards splits the same entries over
 // shards by _id, adds chunk migrations' fromMigrate entries, and replays
-// each shard with its own Replayer on a shared shard.Board.
+// each shard with its own Replayer on a shared board.Board.
 package replaybench

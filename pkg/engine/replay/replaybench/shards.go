@@ -13,10 +13,10 @@ import (
 	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
-	"github.com/mongoferry/mongoferry/pkg/engine/shard"
 )
 
 // DefaultMigrateEvery is how many entries apart ShardConfig puts a chunk
@@ -252,7 +252,7 @@ func (r *shardReader) Newest(context.Context) (bson.Timestamp, error) {
 // RunShards replays c.Ops entries of in as a sharded source would log
 // them: each entry on the shard its document's _id hashes to, with a
 // migration's fromMigrate entry every c.MigrateEvery entries; one real
-// Replayer per shard (ShardMember, a shared shard.MemoryBoard) applies its
+// Replayer per shard (ShardMember, a shared board.MemoryBoard) applies its
 // shard's entries into one Sink. It stops once the sink has every write
 // and checks that every subtask's checkpoint reaches its shard's last
 // entry.
@@ -294,17 +294,17 @@ func RunShards(ctx context.Context, in *Input, c ShardConfig) (ShardResult, erro
 	want.Deletes += plan.moves
 	sink := NewSink(want.Writes())
 	res := ShardResult{Result: Result{Ops: ops, Writers: spec.Threads.Writers, BatchSize: spec.Cache.BatchSize}}
-	board := shard.NewMemoryBoard()
+	positions := board.NewMemoryBoard()
 	rs := make([]*replay.Replayer, c.Shards)
 	for s := range rs {
 		name := "shard" + strconv.Itoa(s)
-		if err := board.Publish(ctx, shard.Position{Shard: name, Applied: in.From}); err != nil {
+		if err := positions.Publish(ctx, board.Position{Shard: name, Applied: in.From}); err != nil {
 			return res, err
 		}
 		rs[s] = replay.New(replay.Options{
 			Task: "bench-replay", Spec: &spec, Reader: &shardReader{p: plan, s: s, batch: batch},
 			Mapper: mapper, From: in.From, Apply: sink.Apply,
-			ShardMember: true, Shard: name, Board: board, CheckpointInterval: publish,
+			ShardMember: true, Shard: name, Board: positions, CheckpointInterval: publish,
 			// As a task's subtasks do: the checkpoint passes open
 			// migrations with their markers saved (here, nowhere).
 			SaveState: func(context.Context, bson.Timestamp, oplog.AssemblerState) error { return nil },
