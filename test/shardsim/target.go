@@ -48,8 +48,11 @@ type targetChunk struct {
 // TargetStats counts what the target saw.
 type TargetStats struct {
 	// Writes are the writes routed; Inserts among them; WithKey those
-	// whose filter held the whole shard key.
-	Writes, Inserts, WithKey int
+	// whose filter held the whole shard key; GoneByID deletes by _id
+	// alone of a document the target no longer holds (a conflict's
+	// delete after the other shard's own: it matches nothing, and mongos
+	// routes a delete by exact _id).
+	Writes, Inserts, WithKey, GoneByID int
 	// KeyChanges are writes that changed a document's shard-key value;
 	// Moves those that moved it to another shard (WouldChangeOwningShard).
 	KeyChanges, Moves int
@@ -284,8 +287,12 @@ func (t *Target) route(wm mongo.WriteModel, filter bson.Raw, cur Doc, exists boo
 		}
 	}
 	_, idErr := filter.LookupErr("_id")
-	if full {
+	_, isDelete := wm.(*mongo.DeleteOneModel)
+	switch {
+	case full:
 		t.stats.WithKey++
+	case isDelete && !exists && idErr == nil:
+		t.stats.GoneByID++
 	}
 	relaxed := t.Major >= 8
 	var upsert bool
