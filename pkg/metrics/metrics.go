@@ -1,13 +1,11 @@
 // Package metrics exposes a task's state to Prometheus: a collector that
 // reads the engine's Status snapshot at scrape time (one source of truth
 // for /status, metrics and progress output), the write-latency histogram
-// observed on the hot path, and the worker's HTTP handler: /metrics,
-// /status (workerapi.StatusHandler), /healthz and POST /verify.
+// observed on the hot path, and /metrics (HTTPHandler; the worker's other
+// endpoints are workerapi.Handler's).
 package metrics
 
 import (
-	"encoding/json"
-	"errors"
 	"net/http"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -293,37 +291,8 @@ func NewRegistry(cs ...prometheus.Collector) *prometheus.Registry {
 	return reg
 }
 
-// Handler serves /metrics, /status (the Status snapshot as JSON) and
-// /healthz.
-func Handler(reg *prometheus.Registry, status func() engine.Status) http.Handler {
-	return WorkerHandler(reg, status, nil)
-}
-
-// WorkerHandler is Handler plus POST /verify, which calls startVerify to
-// start a streaming verification pass (when startVerify is set): 202
-// Accepted when it started, 409 Conflict while a pass runs, 503 Service
-// Unavailable when the task is not streaming in this worker. Progress and
-// findings are then read from /status (streamingVerify).
-func WorkerHandler(reg *prometheus.Registry, status func() engine.Status, startVerify func() error) http.Handler {
-	mux := http.NewServeMux()
-	if startVerify != nil {
-		mux.HandleFunc("POST /verify", func(w http.ResponseWriter, _ *http.Request) {
-			code, msg := http.StatusAccepted, "started a streaming verification pass; follow it in /status (streamingVerify)"
-			switch err := startVerify(); {
-			case errors.Is(err, verify.ErrPassRunning):
-				code, msg = http.StatusConflict, err.Error()
-			case errors.Is(err, engine.ErrNotStreaming):
-				code, msg = http.StatusServiceUnavailable, err.Error()
-			case err != nil:
-				code, msg = http.StatusInternalServerError, err.Error()
-			}
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(code)
-			_ = json.NewEncoder(w).Encode(map[string]string{"message": msg})
-		})
-	}
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.Handle("/status", workerapi.StatusHandler(status))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	return mux
+// HTTPHandler serves the registry's metrics: the worker's /metrics
+// (workerapi.Handler serves it beside the worker's API).
+func HTTPHandler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }

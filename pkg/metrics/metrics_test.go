@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -133,36 +131,6 @@ mongoferry_verify_streaming_persisting{task="t1"} 1
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "mongoferry_verify_streaming_documents", "mongoferry_verify_streaming_not_rechecked",
 		"mongoferry_verify_streaming_ok", "mongoferry_verify_streaming_passes_total", "mongoferry_verify_streaming_persisting"); err != nil {
 		t.Error(err)
-	}
-}
-
-// TestVerifyEndpoint: POST /verify answers what the engine says of a new
-// pass; other methods are refused.
-func TestVerifyEndpoint(t *testing.T) {
-	cases := []struct {
-		name     string
-		method   string
-		startErr error
-		want     int
-	}{
-		{"started", http.MethodPost, nil, http.StatusAccepted},
-		{"a pass runs", http.MethodPost, verify.ErrPassRunning, http.StatusConflict},
-		{"not streaming", http.MethodPost, engine.ErrNotStreaming, http.StatusServiceUnavailable},
-		{"GET is not a start", http.MethodGet, nil, http.StatusMethodNotAllowed},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			started := 0
-			h := WorkerHandler(NewRegistry(), func() engine.Status { return engine.Status{} }, func() error { started++; return tc.startErr })
-			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(tc.method, "/verify", nil))
-			if rec.Code != tc.want {
-				t.Errorf("%s /verify: %d %s, want %d", tc.method, rec.Code, rec.Body, tc.want)
-			}
-			if tc.method == http.MethodGet && started != 0 {
-				t.Error("GET started a pass")
-			}
-		})
 	}
 }
 

@@ -1,9 +1,11 @@
 // Package workerapi is the contract between a MongoFerry worker (`ferry
 // run --listen`, one pod of a SyncTask's StatefulSet) and the operator's
-// controller: the /status document the worker serves and its handler
-// (StatusHandler, handler.go), its phases, the worker's exit codes, and
-// the environment the controller gives the worker. It imports nothing from MongoDB, so the controller reads
-// workers without linking the engine.
+// controller: the /status document the worker serves, its HTTP API
+// (Handler, server.go: /status, /healthz and POST /verify, beside the
+// /metrics handler it is given), its phases, the worker's exit codes, and
+// the environment the controller gives the worker. It imports nothing
+// from MongoDB, so the controller reads workers without linking the
+// engine.
 //
 // The engine's own status (pkg/engine.Status) is a superset of Status:
 // the worker serves the engine's, and a round-trip test in pkg/engine pins

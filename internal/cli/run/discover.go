@@ -176,7 +176,7 @@ func awaitShardMap(ctx context.Context, task *config.Task, w *watcher, f Flags, 
 			Phase: engine.PhasePending, StartedAt: started, Topology: w.snapshot()}
 	}
 	if f.listen != "" {
-		stop, err := serve(f, metrics.Handler(metrics.NewRegistry(), status), log)
+		stop, err := serve(f, workerapi.Handler(metrics.HTTPHandler(metrics.NewRegistry()), status, nil), log)
 		if err != nil {
 			return true, err
 		}

@@ -5,12 +5,10 @@ package run
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -286,7 +284,7 @@ func Run(ctx context.Context, f Flags) error {
 			s.Topology = watch.snapshot()
 			return s
 		}
-		stopServing, err := serve(f, metrics.WorkerHandler(reg, status, eng.StartVerifyStreaming), log)
+		stopServing, err := serve(f, workerapi.Handler(metrics.HTTPHandler(reg), status, verifyAnswer(eng.StartVerifyStreaming)), log)
 		if err != nil {
 			return err
 		}
@@ -419,35 +417,6 @@ func exitCode(ctx context.Context, err error) int {
 		return code
 	}
 	return workerapi.ExitInterrupted
-}
-
-// serve serves h on --listen, over HTTPS with /status for the
-// --status-client only when --tls-cert-file is set, and returns the
-// function that stops it.
-func serve(f Flags, h http.Handler, log *slog.Logger) (func(), error) {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	if f.tls.Cert != "" {
-		cfg, err := workertls.ServerConfig(f.tls)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-cert-file: %w", err)
-		}
-		srv.TLSConfig = cfg
-		srv.Handler = workertls.StatusGuard(h, f.statusClient, log)
-		srv.ErrorLog = workertls.ErrorLog(log)
-	}
-	ln, err := listen(f, log)
-	if err != nil {
-		return nil, err
-	}
-	useTLS := srv.TLSConfig != nil
-	if useTLS {
-		ln = tls.NewListener(ln, srv.TLSConfig)
-	}
-	// Serve writes srv's fields (its HTTP/2 set-up), so nothing here reads
-	// srv once it runs.
-	go func() { _ = srv.Serve(ln) }()
-	log.Info("serving /metrics and /status", "addr", ln.Addr().String(), "tls", useTLS)
-	return func() { _ = srv.Close() }, nil
 }
 
 // ExitCode is the exit code a run that ended with err exits with, from the

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +16,9 @@ import (
 
 	"github.com/mongoferry/mongoferry/internal/testutil"
 	"github.com/mongoferry/mongoferry/pkg/engine"
+	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 	"github.com/mongoferry/mongoferry/pkg/metrics"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 	"github.com/mongoferry/mongoferry/pkg/workertls"
 )
 
@@ -49,7 +52,7 @@ func TestServeTLS(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	status := func() engine.Status { return engine.Status{Task: "orders", Phase: engine.PhaseStreaming} }
 	addr := testutil.FreeAddr(t)
-	stop, err := serve(Flags{listen: addr, tls: files, statusClient: workertls.ManagerName}, metrics.Handler(metrics.NewRegistry(), status), log)
+	stop, err := serve(Flags{listen: addr, tls: files, statusClient: workertls.ManagerName}, workerapi.Handler(metrics.HTTPHandler(metrics.NewRegistry()), status, nil), log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,5 +165,35 @@ func TestListenTaken(t *testing.T) {
 	_, err = listen(Flags{listen: addr, changed: func(name string) bool { return name == "listen" }}, log)
 	if err == nil || !strings.Contains(err.Error(), "--listen "+addr+": the address is in use") {
 		t.Errorf("given address taken: %v", err)
+	}
+}
+
+// TestVerifyEndpoint: POST /verify answers what the engine says of a new
+// pass; other methods are refused.
+func TestVerifyEndpoint(t *testing.T) {
+	cases := []struct {
+		name     string
+		method   string
+		startErr error
+		want     int
+	}{
+		{"started", http.MethodPost, nil, http.StatusAccepted},
+		{"a pass runs", http.MethodPost, verify.ErrPassRunning, http.StatusConflict},
+		{"not streaming", http.MethodPost, engine.ErrNotStreaming, http.StatusServiceUnavailable},
+		{"GET is not a start", http.MethodGet, nil, http.StatusMethodNotAllowed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			started := 0
+			h := workerapi.Handler(nil, func() engine.Status { return engine.Status{} }, verifyAnswer(func() error { started++; return tc.startErr }))
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(tc.method, "/verify", nil))
+			if rec.Code != tc.want {
+				t.Errorf("%s /verify: %d %s, want %d", tc.method, rec.Code, rec.Body, tc.want)
+			}
+			if tc.method == http.MethodGet && started != 0 {
+				t.Error("GET started a pass")
+			}
+		})
 	}
 }

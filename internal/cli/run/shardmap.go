@@ -78,7 +78,7 @@ func idleRetired(ctx context.Context, task *config.Task, shard string, f Flags, 
 			Shards: []engine.ShardStatus{{Shard: shard, Phase: engine.SubtaskRetired}}, Topology: watch.snapshot()}
 	}
 	if f.listen != "" {
-		stop, err := serve(f, metrics.Handler(metrics.NewRegistry(), status), log)
+		stop, err := serve(f, workerapi.Handler(metrics.HTTPHandler(metrics.NewRegistry()), status, nil), log)
 		if err != nil {
 			return err
 		}
