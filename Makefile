@@ -108,8 +108,14 @@ test-integration: ferretdb envtest-assets ## Run the root module's tests in full
 test-e2e: ferretdb envtest-assets prometheus postgres-server $(BIN)/helm ## Run the test/ module's tests: end to end on FerretDB (one with a real Prometheus), the chart's, the short chaos and simulation runs.
 	cd $(TEST_MOD) && $(GO) test -count=1 -timeout 40m ./...
 
+.PHONY: test-race
+test-race: ferretdb envtest-assets prometheus postgres-server $(BIN)/helm ## Run the integration and end-to-end tiers with -race (the unit tier has it in make test): every test that starts a server, with the race detector on (hours; part of make test-long).
+	$(GO) test -race -count=1 -timeout 90m $(UNIT_PKGS)
+	cd $(TEST_MOD) && $(GO) test -race -count=1 -timeout 4h ./...
+
 .PHONY: test-long
-test-long: ## Run the long suites one after another: replay-invariant (REPLAY_SCHEDULES), chaos (CYCLES), sim-long (SIM_SEEDS) and memory-adversarial.
+test-long: ## Run the long suites one after another: test-race, replay-invariant (REPLAY_SCHEDULES), chaos (CYCLES), sim-long (SIM_SEEDS) and memory-adversarial.
+	$(MAKE) test-race
 	$(MAKE) replay-invariant
 	$(MAKE) chaos
 	$(MAKE) sim-long
