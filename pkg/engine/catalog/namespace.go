@@ -48,7 +48,7 @@ func NewMapper(ns config.Namespaces, checkpointDB string) (*Mapper, error) {
 	compile := func(field string, exprs []string) ([]*regexp.Regexp, error) {
 		out := make([]*regexp.Regexp, 0, len(exprs))
 		for i, e := range exprs {
-			re, err := regexp.Compile("^(?:" + e + ")$")
+			re, err := config.NamespacePattern(e)
 			if err != nil {
 				return nil, fmt.Errorf("namespaces.%s[%d]: invalid regular expression %q: %w", field, i, e, err)
 			}
