@@ -68,10 +68,11 @@ func literalNamespace(expr string) bool {
 	return strings.Contains(expr, ".") && regexp.QuoteMeta(plain) == plain
 }
 
-// FiltersApplied says whether the copy, the replay and verification apply
-// namespaces.filters. Until they all do, a task with filters is refused:
-// run as it stands, it would copy every document of the namespace, the
-// ones the filter leaves out included.
+// FiltersApplied says whether every copy path, the replay and
+// verification apply namespaces.filters. The _id range copy does; until
+// the per-shard copy, the replay and verification do too, a task with
+// filters is refused: run as it stands, it would replay (and report as
+// differences) the documents the filter leaves out.
 const FiltersApplied = false
 
 // validateFilters checks namespaces.filters: each query compiles, each
