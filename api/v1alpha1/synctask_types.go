@@ -59,7 +59,7 @@ type SyncTaskSpec struct {
 	// Target is the deployment data is written to.
 	Target Target `json:"target"`
 
-	// Namespaces selects and renames what is copied.
+	// Namespaces selects, filters and renames what is copied.
 	// +optional
 	Namespaces config.Namespaces `json:"namespaces,omitempty"`
 	// Threads sets read and write concurrency.

@@ -259,6 +259,9 @@ func (p *pkg) describe(e ast.Expr, m map[string]marker) (string, string) {
 	default:
 		typ = fmt.Sprintf("%T", e)
 	}
+	if v := m["kubebuilder:validation:Type"]; v.set {
+		typ = v.value
+	}
 	if enum != "" {
 		typ = "enum"
 		add("one of %s", strings.Join(strings.Split(enum, ";"), ", "))

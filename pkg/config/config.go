@@ -136,7 +136,7 @@ type Spec struct {
 	Source Endpoint `json:"source"`
 	// Target is the deployment data is written to.
 	Target Endpoint `json:"target"`
-	// Namespaces selects and renames what is copied.
+	// Namespaces selects, filters and renames what is copied.
 	// +optional
 	Namespaces Namespaces `json:"namespaces,omitempty"`
 	// Threads sets read and write concurrency.
@@ -334,7 +334,8 @@ type TLS struct {
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
 }
 
-// Namespaces selects and renames namespaces (db.collection).
+// Namespaces selects and renames namespaces (db.collection) and filters
+// their documents.
 type Namespaces struct {
 	// Include lists regular expressions on db.collection; empty means all.
 	// +optional
@@ -346,6 +347,33 @@ type Namespaces struct {
 	// a new name on the target.
 	// +optional
 	Rename []Rename `json:"rename,omitempty"`
+	// Filters keep only the documents of a namespace that match a query,
+	// one filter per namespace; the other selected namespaces are copied
+	// whole.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	Filters []Filter `json:"filters,omitempty"`
+}
+
+// Filter selects the documents of one namespace by a MongoDB query.
+type Filter struct {
+	// Namespace is the db.collection the filter applies to, or a regular
+	// expression that must match the whole db.collection, as include and
+	// exclude take. It must name namespaces the task selects.
+	// +kubebuilder:validation:MinLength=1
+	Namespace string `json:"namespace"`
+	// Query is a MongoDB query document, as find takes it: {tenant: acme}
+	// or {createdAt: {$gte: {$date: "2025-01-01T00:00:00Z"}}} (Extended
+	// JSON for the types JSON lacks). Supported: equality, $eq $ne $gt
+	// $gte $lt $lte $in $nin $exists $type $regex $not $elemMatch $size
+	// $all $mod $and $or $nor; operators that need more than the document
+	// ($where, $expr, $text, geo, $jsonSchema) are refused. Keys are read
+	// in no set order (YAML and the Kubernetes API sort them), so compare
+	// embedded documents by dotted paths ({a.b: 1, a.c: 2}).
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Query Query `json:"query"`
 }
 
 // Rename maps one source name to one target name.

@@ -21,18 +21,21 @@ func ReverseCheckpointDatabase(forward string) string {
 // ReverseNamespaces turns the namespace selection of a task around for its
 // reverse sync: renames are inverted (what the forward task wrote to
 // shop_v2 goes back to shop) and the forward task's checkpoint database,
-// which lives on the reverse sync's source, is excluded. Include and
-// exclude patterns name source namespaces, so with renames they would no
-// longer name the same collections: that combination is refused with what
-// to do.
+// which lives on the reverse sync's source, is excluded; document filters
+// are kept. Include, exclude and filter patterns name source namespaces,
+// so with renames they would no longer name the same collections: that
+// combination is refused with what to do.
 func ReverseNamespaces(ns Namespaces, forwardCheckpointDB string) (Namespaces, error) {
-	if len(ns.Rename) > 0 && (len(ns.Include) > 0 || len(ns.Exclude) > 0) {
+	if len(ns.Rename) > 0 && (len(ns.Include) > 0 || len(ns.Exclude) > 0 || len(ns.Filters) > 0) {
 		return Namespaces{}, errors.New("namespaces: the task both renames and filters namespaces, and its patterns name the source's namespaces, not the renamed ones on the target: " +
 			"write the reverse task's namespaces.include and exclude by hand (ferry reverse -o, then edit)")
 	}
 	out := Namespaces{
 		Include: append([]string(nil), ns.Include...),
 		Exclude: append([]string(nil), ns.Exclude...),
+	}
+	for _, f := range ns.Filters {
+		out.Filters = append(out.Filters, *f.DeepCopy())
 	}
 	for _, r := range ns.Rename {
 		out.Rename = append(out.Rename, Rename{From: r.To, To: r.From})

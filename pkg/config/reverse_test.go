@@ -61,3 +61,24 @@ func TestReverse(t *testing.T) {
 		})
 	}
 }
+
+// TestReverseNamespacesFilters keeps a task's document filters in its
+// reverse sync (the namespaces keep their names), and refuses them with
+// renames, as include and exclude.
+func TestReverseNamespacesFilters(t *testing.T) {
+	filters := []Filter{{Namespace: "shop.orders", Query: Query(`{"tenant":"acme"}`)}}
+	got, err := ReverseNamespaces(Namespaces{Filters: filters}, "mongoferry")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Filters, filters) {
+		t.Errorf("filters = %+v, want %+v", got.Filters, filters)
+	}
+	got.Filters[0].Query[2] = 'X'
+	if filters[0].Query[2] == 'X' {
+		t.Error("the reverse task's filters share memory with the forward task's")
+	}
+	if _, err := ReverseNamespaces(Namespaces{Filters: filters, Rename: []Rename{{From: "shop", To: "shop_v2"}}}, "mongoferry"); err == nil {
+		t.Error("filters with renames were reversed; their namespaces name the source's collections")
+	}
+}

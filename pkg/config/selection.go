@@ -21,6 +21,7 @@ func SelectionChanges(was, now Namespaces) string {
 	field("include", was.Include, now.Include)
 	field("exclude", was.Exclude, now.Exclude)
 	field("rename", renameStrings(was.Rename), renameStrings(now.Rename))
+	field("filters", filterStrings(was.Filters), filterStrings(now.Filters))
 	return strings.Join(out, "; ")
 }
 
@@ -28,6 +29,14 @@ func renameStrings(rs []Rename) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = fmt.Sprintf("{from: %s, to: %s}", r.From, r.To)
+	}
+	return out
+}
+
+func filterStrings(fs []Filter) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = fmt.Sprintf("{namespace: %s, query: %s}", f.Namespace, f.Query)
 	}
 	return out
 }

@@ -18,6 +18,8 @@ func TestSelectionChanges(t *testing.T) {
 			[]string{"namespaces.include was [crm\\..*, shop\\.orders], now [crm\\..*, shop\\.orders, shop\\.users]"}},
 		{"exclude removed, rename changed", Namespaces{Include: base.Include, Rename: []Rename{{From: "crm", To: "crm2"}}},
 			[]string{"namespaces.exclude was [crm\\.tmp], now empty", "namespaces.rename was [{from: crm, to: sales}], now [{from: crm, to: crm2}]"}},
+		{"a filter added", Namespaces{Include: base.Include, Exclude: base.Exclude, Rename: base.Rename, Filters: []Filter{{Namespace: "shop.orders", Query: Query(`{"tenant":"acme"}`)}}},
+			[]string{`namespaces.filters was empty, now [{namespace: shop.orders, query: {"tenant":"acme"}}]`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := SelectionChanges(base, tc.now)

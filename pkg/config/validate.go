@@ -84,17 +84,7 @@ func (s *Spec) Validate() error {
 			strings.Join(src.Hosts, ","))
 	}
 
-	for i, expr := range s.Namespaces.Include {
-		if _, err := regexp.Compile(expr); err != nil {
-			add(fmt.Sprintf("namespaces.include[%d]", i), "invalid regular expression %q: %v", expr, unwrapRegexp(err))
-		}
-	}
-	for i, expr := range s.Namespaces.Exclude {
-		if _, err := regexp.Compile(expr); err != nil {
-			add(fmt.Sprintf("namespaces.exclude[%d]", i), "invalid regular expression %q: %v", expr, unwrapRegexp(err))
-		}
-	}
-	validateRenames(add, s.Namespaces.Rename, s.Checkpoint.Database)
+	validateNamespaces(add, s.Namespaces, s.Checkpoint.Database)
 
 	intRange(add, "threads.readers", s.Threads.Readers, 1, 256)
 	intRange(add, "threads.writers", s.Threads.Writers, 1, 256)
@@ -284,6 +274,23 @@ func validateTLS(add func(string, string, ...any), name string, t *TLS) {
 	case t.PrivateKeyFile != "" && t.CertificateFile == "":
 		add(name+".tls.certificateFile", "is required with privateKeyFile: name the PEM file of the client certificate (a kubernetes.io/tls Secret's tls.crt)")
 	}
+}
+
+// validateNamespaces checks the namespaces section: its patterns, renames
+// and filters.
+func validateNamespaces(add func(string, string, ...any), ns Namespaces, checkpointDB string) {
+	for i, expr := range ns.Include {
+		if _, err := regexp.Compile(expr); err != nil {
+			add(fmt.Sprintf("namespaces.include[%d]", i), "invalid regular expression %q: %v", expr, unwrapRegexp(err))
+		}
+	}
+	for i, expr := range ns.Exclude {
+		if _, err := regexp.Compile(expr); err != nil {
+			add(fmt.Sprintf("namespaces.exclude[%d]", i), "invalid regular expression %q: %v", expr, unwrapRegexp(err))
+		}
+	}
+	validateRenames(add, ns.Rename, checkpointDB)
+	validateFilters(add, ns, checkpointDB)
 }
 
 func validateRenames(add func(string, string, ...any), renames []Rename, checkpointDB string) {

@@ -7,6 +7,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+
+	"github.com/mongoferry/mongoferry/pkg/engine/docfilter"
 )
 
 // Collection is one source collection the task copies.
@@ -20,6 +22,9 @@ type Collection struct {
 	Options bson.Raw
 	// Indexes are the listIndexes specifications, _id index excluded.
 	Indexes []bson.Raw
+	// Filter, when set, keeps only the documents that match it
+	// (namespaces.filters); RangeQuery reads a range through it.
+	Filter *docfilter.Filter
 }
 
 // HasUniqueIndex reports whether the collection has a unique index other
@@ -102,6 +107,9 @@ func listDB(ctx context.Context, client *mongo.Client, m *Mapper, db string, fil
 		}
 		if c.Type != "view" {
 			if c.Indexes, err = listIndexes(ctx, client.Database(db).Collection(s.Name)); err != nil {
+				return nil, err
+			}
+			if c.Filter, err = m.Filter(ns); err != nil {
 				return nil, err
 			}
 		}

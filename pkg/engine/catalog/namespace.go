@@ -34,6 +34,8 @@ type Mapper struct {
 	renameRule  map[string]int
 	collRenames map[string]Namespace
 	internalDBs []string
+	// filters are namespaces.filters (filter.go).
+	filters []nsFilter
 }
 
 // NewMapper compiles a task's namespace rules. Each regular expression must
@@ -48,7 +50,7 @@ func NewMapper(ns config.Namespaces, checkpointDB string) (*Mapper, error) {
 	compile := func(field string, exprs []string) ([]*regexp.Regexp, error) {
 		out := make([]*regexp.Regexp, 0, len(exprs))
 		for i, e := range exprs {
-			re, err := regexp.Compile("^(?:" + e + ")$")
+			re, err := config.NamespacePattern(e)
 			if err != nil {
 				return nil, fmt.Errorf("namespaces.%s[%d]: invalid regular expression %q: %w", field, i, e, err)
 			}
@@ -65,6 +67,9 @@ func NewMapper(ns config.Namespaces, checkpointDB string) (*Mapper, error) {
 		return nil, err
 	}
 	m.excludeExprs = slices.Clone(ns.Exclude)
+	if m.filters, err = compileFilters(ns.Filters); err != nil {
+		return nil, err
+	}
 	for i, r := range ns.Rename {
 		m.renameRule[r.From] = i
 		if strings.Contains(r.From, ".") {

@@ -582,7 +582,7 @@ func (c *Copier) openSource(ctx context.Context, r checkpoint.Range, coll catalo
 	// returns, a first batch of 14000 documents of 1.1 KB took 9 s to
 	// arrive on a busy machine, one of 1000 0.4 s).
 	batchDocs := catalog.BatchSizeFor(ctx, src, c.batchBytes, c.opts.Spec.Cache.BatchSize)
-	cur, err := src.Find(ctx, r.Filter, options.Find().SetBatchSize(batchDocs))
+	cur, err := src.Find(ctx, coll.RangeQuery(r.Filter), options.Find().SetBatchSize(batchDocs))
 	if err != nil {
 		return nil, 0, err
 	}

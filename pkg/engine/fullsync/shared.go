@@ -150,7 +150,11 @@ func (c *Copier) HelpCopy(ctx context.Context) (int, error) {
 		}
 		if _, ok := byNS[r.NS]; !ok {
 			src := catalog.ParseNamespace(r.NS)
-			byNS[r.NS] = catalog.Collection{Source: src, Target: c.mapper.Target(src), Type: "collection"}
+			filter, err := c.mapper.Filter(src)
+			if err != nil {
+				return 0, err
+			}
+			byNS[r.NS] = catalog.Collection{Source: src, Target: c.mapper.Target(src), Type: "collection", Filter: filter}
 			// The task's figures: the plan's estimate and every range,
 			// whoever copies it (a shard worker's are summed by the
 			// operator instead: OthersReport).
