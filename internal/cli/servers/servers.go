@@ -22,7 +22,13 @@ type Pair struct {
 // StartPair starts a source server whose oplog holds sourceOplogBytes (no
 // oplog when negative) and a target server without one.
 func StartPair(ctx context.Context, sourceOplogBytes int64) (*Pair, error) {
-	src, err := ferretdb.StartProcess(ctx, ferretdb.Options{OplogBytes: sourceOplogBytes})
+	return StartPairWith(ctx, ferretdb.Options{OplogBytes: sourceOplogBytes})
+}
+
+// StartPairWith starts a source server with options o and a target
+// server without an oplog.
+func StartPairWith(ctx context.Context, o ferretdb.Options) (*Pair, error) {
+	src, err := ferretdb.StartProcess(ctx, o)
 	if err != nil {
 		return nil, fmt.Errorf("start the source server: %w", err)
 	}

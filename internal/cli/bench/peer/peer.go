@@ -49,8 +49,11 @@ servers (built by 'make ferretdb' into bin/ferretdb): the source has a
 --oplog-size MiB oplog and --records YCSB documents of ~1.1 KB.
 
 Each tool runs a full copy followed by oplog replay. Both are watched the
-same way, from the target (collStats counts, documents read by _id), every
-100 ms:
+same way, from the target: documents read by _id every 100 ms, and
+collStats counts every 100 ms while the target is empty and as a count
+nears its goal, about once a second in between (each collStats walks the
+target's whole database). Each source trims its oplog every minute,
+FerretDB's default (the oplog holds the whole run):
 
   start → first document   from the tool's process start until the target
                            holds a document;

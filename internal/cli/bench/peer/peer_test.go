@@ -52,3 +52,25 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestPollDelay(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(n int64, s float64) countAt { return countAt{n, t0.Add(time.Duration(s * float64(time.Second)))} }
+	for _, tc := range []struct {
+		name        string
+		first, last countAt
+		want        time.Duration
+	}{
+		{"nothing counted yet", countAt{}, countAt{}, pollEvery},
+		{"no progress since the first count", at(1000, 0), at(1000, 3), pollMax},
+		{"far from the goal", at(1000, 0), at(11000, 10), pollMax},               // 39 s left
+		{"two seconds left", at(1000, 0), at(48000, 47), 500 * time.Millisecond}, // 2 s left
+		{"nearly there", at(1000, 0), at(49900, 48.9), pollEvery},                // 0.1 s left
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := pollDelay(tc.first, tc.last, 50000); got != tc.want {
+				t.Errorf("pollDelay = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
