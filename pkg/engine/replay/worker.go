@@ -265,8 +265,8 @@ func (r *Replayer) applyRun(ctx context.Context, rn run) error {
 // then replaced by its key with the inserted version: later writes bring
 // it where the source has it, as they do over the full copy.
 func (r *Replayer) applyInserts(ctx context.Context, batch []item) error {
-	backoff := 200 * time.Millisecond
-	for attempt := 0; ; attempt++ {
+	var rt retry
+	for {
 		err := r.command(ctx, cmdInsert, batch)
 		if err == nil {
 			return nil
@@ -274,16 +274,16 @@ func (r *Replayer) applyInserts(ctx context.Context, batch []item) error {
 		if dup, ok := duplicates(err, len(batch)); ok {
 			return r.replaceExisting(ctx, batch, dup)
 		}
-		if r.classify(err) != sink.Retryable || attempt >= 8 || ctx.Err() != nil {
+		if r.classify(err) != sink.Retryable || ctx.Err() != nil {
 			return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
 		}
-		r.log.Warn("retrying replay batch", "ns", batch[0].ns.String(), "attempt", attempt+1, "err", err)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(backoff):
+		r.log.Warn("retrying replay batch", "ns", batch[0].ns.String(), "attempt", rt.n()+1, "err", err)
+		if !rt.wait(ctx, err) {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
 		}
-		backoff = min(2*backoff, 30*time.Second)
 		// The whole run again: inserts that landed meet a duplicate key
 		// and are replaced with the same document.
 	}
@@ -343,24 +343,24 @@ func (r *Replayer) applyParked(ctx context.Context, batch []item, waited bool) e
 // its _id waits where it is instead of parking its document; waited:
 // batch[0] has waited already.
 func (r *Replayer) applyOrdered(ctx context.Context, batch []item, inline, waited bool) error {
-	backoff := 200 * time.Millisecond
-	for attempt := 0; len(batch) > 0; attempt++ {
+	var rt retry
+	for len(batch) > 0 {
 		err := r.command(ctx, batch[0].cmd, batch)
 		if err == nil {
 			return nil
 		}
 		switch r.classify(err) {
 		case sink.Retryable:
-			if attempt >= 8 || ctx.Err() != nil {
+			if ctx.Err() != nil {
 				return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
 			}
-			r.log.Warn("retrying replay batch", "ns", batch[0].ns.String(), "attempt", attempt+1, "err", err)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(backoff):
+			r.log.Warn("retrying replay batch", "ns", batch[0].ns.String(), "attempt", rt.n()+1, "err", err)
+			if !rt.wait(ctx, err) {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
 			}
-			backoff = min(2*backoff, 30*time.Second)
 			continue // writes are idempotent: the whole batch again
 		case sink.Conflict:
 			var bwe mongo.BulkWriteException

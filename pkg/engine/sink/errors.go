@@ -111,3 +111,8 @@ func HasCode(err error, codes ...int) bool {
 	}
 	return slices.ContainsFunc(codes, se.HasErrorCode)
 }
+
+// Busy reports whether err is a FerretDB target's write lock held by
+// another writer (sqliteBusy): retryable, and let go within milliseconds,
+// so worth trying again soon rather than after a growing backoff.
+func Busy(err error) bool { return err != nil && strings.Contains(err.Error(), sqliteBusy) }
