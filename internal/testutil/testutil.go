@@ -88,3 +88,8 @@ func PollProcess(t testing.TB, what string, timeout time.Duration, exited <-chan
 		}
 	}
 }
+
+// Deadline returns d, stretched under the race detector (make test-race),
+// which runs a test several times slower: a test's own deadline on work
+// it waits for, not a measure of speed.
+func Deadline(d time.Duration) time.Duration { return d * raceFactor }

@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/internal/testutil"
 	"github.com/mongoferry/mongoferry/pkg/engine/rangelease"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
@@ -54,7 +55,7 @@ func standInTable(c *testserver.Cluster, ns string) func(ctx context.Context) (*
 // load here: writes during the copy reach the target by replay from the
 // start positions (test/shardsim and the sharded e2e tests check that).
 func TestPassesWithMovesAndKill(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Deadline(3*time.Minute))
 	defer cancel()
 	c := testserver.StartCluster(t, 3)
 	c.ChunkSize = 200
