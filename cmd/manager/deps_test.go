@@ -35,11 +35,15 @@ var cleanupPaths = []string{
 // parsePaths may reach other driver packages without the client:
 // pkg/config validates source.uri and target.uri with the driver's own
 // connection-string parser (x/mongo/driver/connstring), so that the
-// manager refuses exactly the URIs the workers would; it opens no
-// connection.
+// manager refuses exactly the URIs the workers would, and compiles
+// namespaces.filters' queries (docfilter, on the driver's bson packages,
+// ordering values with bsonorder) so that it refuses the filters the
+// workers would; none of them opens a connection.
 var parsePaths = []string{
 	"github.com/mongoferry/mongoferry/api/v1alpha1",
 	"github.com/mongoferry/mongoferry/pkg/config",
+	"github.com/mongoferry/mongoferry/pkg/engine/docfilter",
+	"github.com/mongoferry/mongoferry/pkg/engine/bsonorder",
 }
 
 // TestDriverOnlyForCleanup fails when the manager's dependencies reach
@@ -102,7 +106,7 @@ func TestDriverOnlyForCleanup(t *testing.T) {
 		case reachesClient(p):
 			t.Errorf("the manager reaches the MongoDB driver's client through %s: only the checkpoint cleanup may (%v); discovery and other reads of MongoDB belong to the workers", p, cleanupPaths)
 		case reachesDriver(p) && !slices.Contains(parsePaths, p):
-			t.Errorf("the manager reaches the MongoDB driver through %s (allowed: the cleanup, %v, and URI parsing, %v)", p, cleanupPaths, parsePaths)
+			t.Errorf("the manager reaches the MongoDB driver through %s (allowed: the cleanup, %v, and URI and filter parsing, %v)", p, cleanupPaths, parsePaths)
 		}
 	}
 	if !reachesClient("github.com/mongoferry/mongoferry/cmd/manager") {
