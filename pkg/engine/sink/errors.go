@@ -79,7 +79,7 @@ func Classify(err error) Class {
 				return Retryable
 			}
 		}
-		if strings.Contains(err.Error(), sqliteBusy) {
+		if Busy(err) {
 			return Retryable
 		}
 	}
