@@ -59,6 +59,8 @@ var (
 	idWaitSecondsDesc  = desc("replay_id_conflict_wait_seconds_total", "Time writes spent waiting for the other subtasks after meeting a document with their _id, summed.", "shard")
 	idSteppedDesc      = desc("replay_id_conflicts_stepped_over_total", "Writes stepped over because the document with their _id was still there after the wait and the source holds none.", "shard")
 	idReReadDesc       = desc("replay_id_conflicts_reread_total", "Writes that still met a document with their _id after the wait while the source holds one: the target's document is replaced by the source's.", "shard")
+	idRecheckedDesc    = desc("replay_id_rechecks_total", "Documents written from the source after such a conflict that were read from the source again once every subtask had passed the read.", "shard")
+	idRechecksDesc     = desc("replay_id_rechecks_pending", "Documents written from the source after such a conflict still to be read again once every subtask passes the read; a subtask is caught up only at 0.", "shard")
 	shardPhaseDesc     = desc("shard_phase", "1 for a shard subtask's current phase (Pending, Streaming, Retiring, Retired, Failed), 0 for the others.", "shard", "phase")
 	shardLagDesc       = desc("shard_replay_lag_seconds", "Seconds between a shard's newest oplog entry and its subtask's applied checkpoint.", "shard")
 	shardAppliedTSDesc = desc("shard_replay_checkpoint_timestamp_seconds", "Source time (Unix seconds) of a shard subtask's applied checkpoint.", "shard")
@@ -103,7 +105,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		verifyOKDesc, verifyDiffDesc, lagDesc, appliedDesc, skippedDesc, replayRateDesc, replayBufDesc, checkpointDesc, conflictsTolDesc,
 		writeCmdsDesc, writesSentDesc,
 		heldDesc, heldNowDesc, holdSecondsDesc, commitWaitsDesc, commitWaitsAllDesc, reopensDesc, newestReadsDesc, lateEntriesDesc, planningDesc,
-		idConflictsDesc, idWaitsDesc, idWaitSecondsDesc, idSteppedDesc, idReReadDesc,
+		idConflictsDesc, idWaitsDesc, idWaitSecondsDesc, idSteppedDesc, idReReadDesc, idRecheckedDesc, idRechecksDesc,
 
 		shardPhaseDesc, shardLagDesc, shardAppliedTSDesc, shardReadTSDesc, shardRateDesc, shardAppliedDesc, shardSkippedDesc,
 		headroomDesc, spanDesc,
@@ -233,6 +235,8 @@ func (e emitter) emitShard(sh engine.ShardStatus) {
 	e.counter(idWaitSecondsDesc, r.Holds.ConflictWaitSeconds, sh.Shard)
 	e.counter(idSteppedDesc, float64(r.Holds.SteppedOver), sh.Shard)
 	e.counter(idReReadDesc, float64(r.Holds.ConflictsReRead), sh.Shard)
+	e.counter(idRecheckedDesc, float64(r.Holds.Rechecked), sh.Shard)
+	e.gauge(idRechecksDesc, float64(r.Holds.Rechecks), sh.Shard)
 	for op, n := range r.Applied {
 		e.counter(shardAppliedDesc, float64(n), sh.Shard, op)
 	}

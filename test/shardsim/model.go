@@ -25,20 +25,30 @@ func (d Doc) raw() bson.D {
 // Lookup is the source's find of one document by filter ({_id} and
 // optionally sk) through mongos once the schedule is written: the
 // collection as it ends (Docs), which a replayer reads ahead of what it
-// has applied, as it reads a live source. nil when none matches.
-func (m *Model) Lookup(_ context.Context, _ catalog.Namespace, filter bson.Raw) (bson.Raw, error) {
+// has applied, as it reads a live source. nil when none matches. at is
+// the $clusterTime mongos answers with (ReadAt; without Finish, the
+// highest entry of any shard), every write being in the collection as
+// it ends.
+func (m *Model) Lookup(_ context.Context, _ catalog.Namespace, filter bson.Raw) (doc bson.Raw, at bson.Timestamp, err error) {
+	at = m.ReadAt
+	for _, s := range m.Shards {
+		if l := s.Last(); at.IsZero() && l.After(at) {
+			at = l
+		}
+	}
 	id, ok := filter.Lookup("_id").AsInt64OK()
 	if !ok {
-		return nil, fmt.Errorf("lookup by %s: the model finds documents by their int64 _id", filter)
+		return nil, at, fmt.Errorf("lookup by %s: the model finds documents by their int64 _id", filter)
 	}
 	d, ok := m.Docs[id]
 	if !ok {
-		return nil, nil
+		return nil, at, nil
 	}
 	if sk, err := filter.LookupErr("sk"); err == nil && sk.AsInt64() != d.SK {
-		return nil, nil
+		return nil, at, nil
 	}
-	return bson.Marshal(d.raw())
+	doc, err = bson.Marshal(d.raw())
+	return doc, at, err
 }
 
 // key returns its document key, shard key first.
@@ -103,6 +113,10 @@ type Model struct {
 	// Docs is the collection as mongos shows it; Writes every user write.
 	Docs   map[int64]Doc
 	Writes map[WriteKey]Write
+	// ReadAt is the cluster time of a read of the source once the
+	// schedule is written (Lookup); every live shard logs past it
+	// (Finish).
+	ReadAt bson.Timestamp
 	// Counts of what the schedule did, for messages.
 	Migrations, Aborted, KeyChanges, Txns, DDL int
 	// Fired counts, by behaviour name, the events only that behaviour
@@ -555,6 +569,32 @@ func (m *Model) Finish() {
 		m.RangeDelete(s)
 	}
 	if m.B.Clocks {
+		m.Elapse(noopInterval + 1)
+	} else {
+		for _, s := range m.Shards {
+			if !s.Removed {
+				m.Noop(s)
+			}
+		}
+	}
+	m.readAfter()
+}
+
+// readAfter models a replayer's read of the source through mongos once
+// the schedule is written (Lookup): it answers with the highest cluster
+// time of the cluster, ReadAt, and carries it to every shard it asks
+// (VectorClock::gossipIn), whose periodic no-op writer then logs an entry
+// past it (condition 4 of docs/sharded.md: every shard keeps logging).
+func (m *Model) readAfter() {
+	for _, s := range m.Shards {
+		if l := s.Last(); l.After(m.ReadAt) {
+			m.ReadAt = l
+		}
+	}
+	if m.B.Clocks {
+		for _, s := range m.Shards {
+			m.see(s, m.ReadAt)
+		}
 		m.Elapse(noopInterval + 1)
 		return
 	}

@@ -31,7 +31,10 @@ type Recorder struct {
 	// removals counts older documents a write removed before its own
 	// (replay's settleConflict).
 	removals int
-	errs     []string
+	// rereads counts writes of documents as the source holds them
+	// (replay's recheck).
+	rereads int
+	errs    []string
 	// target, when set, routes every write first (a sharded target).
 	target *Target
 }
@@ -89,6 +92,19 @@ func (r *Recorder) Apply(_ context.Context, shard string, inst int, models []mon
 			continue
 		}
 		id := filter.Lookup("_id").AsInt64()
+		if ts[i].IsZero() {
+			// A write of no entry: replay's recheck writes the document
+			// as the source holds it (Model.Lookup), or deletes it.
+			if r.target != nil {
+				cur, exists := r.docs[id]
+				if err := r.target.route(wm, filter, cur, exists); err != nil {
+					r.failf("shard %s: the target refuses %s of _id %d with filter %s: %v", shard, kindOf(wm), id, filter, err)
+					return err
+				}
+			}
+			r.reread(shard, wm, id)
+			continue
+		}
 		key := WriteKey{Shard: shard, TS: ts[i], ID: id}
 		w, ok := r.m.Writes[key]
 		if !ok {
@@ -133,6 +149,24 @@ func (r *Recorder) Apply(_ context.Context, shard string, inst int, models []mon
 		}
 	}
 	return nil
+}
+
+// reread applies a write of the document as the source holds it: a
+// delete by _id, or a replacement with the model's document.
+func (r *Recorder) reread(shard string, wm mongo.WriteModel, id int64) {
+	r.rereads++
+	switch m := wm.(type) {
+	case *mongo.DeleteOneModel:
+		delete(r.docs, id)
+	case *mongo.ReplaceOneModel:
+		d := decode(m.Replacement.(bson.Raw))
+		if want, ok := r.m.Docs[id]; !ok || want != d {
+			r.failf("shard %s wrote _id %d from a read of the source as %+v; the source holds %+v (%v)", shard, id, d, want, ok)
+		}
+		r.docs[id] = d
+	default:
+		r.failf("shard %s: a write of no entry that is neither a delete nor a replacement: %s of _id %d", shard, kindOf(wm), id)
+	}
 }
 
 // checkOrder checks w against the writes of its document applied before.

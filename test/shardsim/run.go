@@ -519,6 +519,9 @@ func (rn *runner) finished(ctx context.Context) bool {
 		if s.Removed && !p.Retired || !s.Removed && p.Applied != s.Last() {
 			return false
 		}
+		if rn.subs[s.Name].r.Status().Holds.Rechecks > 0 {
+			return false
+		}
 	}
 	return true
 }

@@ -69,7 +69,7 @@ func TestSim(t *testing.T) {
 			target                                                                     TargetStats
 			commitWaits, commitWaitsAll                                                int64
 			commitWaitSeconds                                                          float64
-			conflicts, conflictWaits, steppedOver, reread                              int64
+			conflicts, conflictWaits, steppedOver, reread, rechecked                   int64
 			conflictWaitSeconds                                                        float64
 		}
 	)
@@ -129,6 +129,7 @@ func TestSim(t *testing.T) {
 				stats.conflictWaits += h.ConflictWaits
 				stats.steppedOver += h.SteppedOver
 				stats.reread += h.ConflictsReRead
+				stats.rechecked += h.Rechecked
 				stats.conflictWaitSeconds += h.ConflictWaitSeconds
 			}
 			if err != nil {
@@ -148,8 +149,8 @@ func TestSim(t *testing.T) {
 		stats.sharded, TargetShapes, tg.Writes, tg.Inserts, tg.WithKey, tg.Writes-tg.Inserts, tg.KeyChanges, tg.Moves)
 	t.Logf("commit waits (each shard's last subtask): %d, %d of them for every subtask (no decision naming the participants on the board), %.1f s in all",
 		stats.commitWaits, stats.commitWaitsAll, stats.commitWaitSeconds)
-	t.Logf("writes that met another document with their _id (each shard's last subtask): %d, %d waits (%.1f s in all), %d stepped over, %d the source held (the other one older: removed)",
-		stats.conflicts, stats.conflictWaits, stats.conflictWaitSeconds, stats.steppedOver, stats.reread)
+	t.Logf("writes that met another document with their _id (each shard's last subtask): %d, %d waits (%.1f s in all), %d stepped over, %d the source held (the other one older: removed), %d rechecks of such documents once every subtask passed the read",
+		stats.conflicts, stats.conflictWaits, stats.conflictWaitSeconds, stats.steppedOver, stats.reread, stats.rechecked)
 	if os.Getenv("SHARDSIM_BEHAVIOURS") != "none" {
 		t.Logf("inserts logged without o2 (binaries before 5.3): in %d of %d schedules (%d inserts)", fired["NoInsertKey"], n, firedEvents["NoInsertKey"])
 		t.Logf("_ids moved by a client that had not seen the delete, logged below it: in %d of %d schedules (%d moves)", fired["IDReuseBelowDelete"], n, firedEvents["IDReuseBelowDelete"])
@@ -216,4 +217,33 @@ func behavioursEnv() string {
 		}
 	}
 	return b.String()
+}
+
+// TestSimRecheckSeeds runs the long schedules (make sim-long's length)
+// in which an _id moved to another shard has its shard key return to an
+// old value while the old shard's subtask lags: the settle writes the
+// source's document under the old key, and the old shard's own delete of
+// the old document, still to come, removes it. Without replay's recheck
+// (pkg/engine/replay/recheck.go) each of them ends without that document.
+func TestSimRecheckSeeds(t *testing.T) {
+	for _, seed := range []uint64{3621, 7592, 11051, 14276, 16153, 17879, 20706} {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			t.Parallel()
+			sc := GenerateWith(seed, "app.users", 3*simSteps, behavioursFromEnv(t, seed))
+			res, err := Run(context.Background(), sc, Config{Seed: seed, Kills: 2, Sharded: simTarget(seed)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Violations) > 0 {
+				t.Fatalf("seed %d: %v", seed, res.Violations)
+			}
+			var rechecked int64
+			for _, h := range res.Holds {
+				rechecked += h.Rechecked
+			}
+			if rechecked == 0 {
+				t.Errorf("seed %d: no recheck ran; the schedule no longer makes the case", seed)
+			}
+		})
+	}
 }

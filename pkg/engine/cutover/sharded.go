@@ -119,7 +119,7 @@ func (m *Machine) DriveShards(ctx context.Context, recs map[string]checkpoint.Sh
 		case c.DrainTS.IsZero():
 			// The worker moving the step records it once every shard
 			// caught up and writes stopped.
-		case r.Checkpoint().Compare(c.DrainTS) >= 0 && r.Status().InFlight == 0:
+		case r.Checkpoint().Compare(c.DrainTS) >= 0 && r.Status().InFlight == 0 && r.Status().Holds.Rechecks == 0:
 			if err := st.StopDrained(ctx, c); err != nil {
 				return false, err
 			}

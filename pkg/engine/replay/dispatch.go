@@ -43,6 +43,9 @@ func (r *Replayer) dispatch(ctx, wctx context.Context) error {
 			if err := r.drain(ctx, wctx); err != nil {
 				return err
 			}
+			if err := r.retireRechecks(ctx); err != nil {
+				return err
+			}
 			r.log.Info("removed shard read to its end; subtask retired", "shard", r.o.Shard)
 			return errRetired
 		}

@@ -67,6 +67,11 @@ type holds struct {
 	// meeting it after the wait.
 	conflictWaits, conflictsMet, steppedOver, reread int64
 	conflictTime                                     time.Duration
+	// rechecks are the documents to read from the source again once
+	// every subtask is past their point (recheck.go), by document;
+	// rechecked counts the reads done.
+	rechecks  map[string]*recheck
+	rechecked int64
 }
 
 // heldItem is a held write and the fromMigrate entries it waits for (the
@@ -288,6 +293,12 @@ type HoldStatus struct {
 	ConflictWaitSeconds float64 `json:"conflictWaitSeconds"`
 	SteppedOver         int64   `json:"steppedOver"`
 	ConflictsReRead     int64   `json:"conflictsReRead,omitempty"`
+	// Rechecks is the number of documents written from the source ahead
+	// of the subtasks that are still to be read again once every subtask
+	// is past the read (recheck.go): a subtask is caught up only when it
+	// is 0. Rechecked counts those reads.
+	Rechecks  int   `json:"rechecks,omitempty"`
+	Rechecked int64 `json:"rechecked,omitempty"`
 	// Barriers is the number of namespaces held at the moment;
 	// Migrations the migrations into the shard not yet released.
 	Barriers   int `json:"barriers"`
@@ -307,5 +318,5 @@ func (h *holds) status() HoldStatus {
 	return HoldStatus{HeldWrites: h.heldTotal, HeldNow: len(h.held), HoldSeconds: h.holdTime.Seconds(),
 		CommitWaits: h.commitWait, CommitWaitSeconds: h.waitTime.Seconds(), CommitWaitsAll: h.commitWaitAll, Barriers: len(nss), Migrations: len(h.migrations),
 		Conflicts: h.conflictsMet, ConflictWaits: h.conflictWaits, ConflictWaitSeconds: h.conflictTime.Seconds(), SteppedOver: h.steppedOver,
-		ConflictsReRead: h.reread}
+		ConflictsReRead: h.reread, Rechecks: len(h.rechecks), Rechecked: h.rechecked}
 }

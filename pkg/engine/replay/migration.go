@@ -181,6 +181,7 @@ const (
 	holdFrom      = "fromMigrate"
 	holdRead      = "read" // the highest ts read before (reapplied)
 	holdDecided   = "decided"
+	holdRecheck   = "recheck"
 )
 
 // stateEntries returns the holds' state as entries, with readTS the
@@ -203,6 +204,9 @@ func (h *holds) stateEntries(readTS bson.Timestamp) []bson.Raw {
 	for _, d := range h.decided {
 		out = append(out, decidedEntry(d))
 	}
+	for _, c := range h.rechecks {
+		out = append(out, recheckEntry(c))
+	}
 	if !readTS.IsZero() {
 		out = append(out, holdEntry(readTS, "", holdRead, "", bson.Timestamp{}))
 	}
@@ -220,7 +224,7 @@ func holdEntry(ts bson.Timestamp, ns, kind, key string, end bson.Timestamp) bson
 
 // recoverState takes back the holds' entries of a saved state and returns
 // the others (the transactions') and the highest ts read before.
-func (h *holds) recoverState(entries []bson.Raw) (rest []bson.Raw, read bson.Timestamp) {
+func (h *holds) recoverState(entries []bson.Raw) (rest []bson.Raw, read bson.Timestamp, err error) {
 	for _, raw := range entries {
 		kind, ok := raw.Lookup("o", holdField).StringValueOK()
 		if !ok {
@@ -248,7 +252,11 @@ func (h *holds) recoverState(entries []bson.Raw) (rest []bson.Raw, read bson.Tim
 			read = maxTS(read, ts)
 		case holdDecided:
 			h.recoverDecided(raw, ts)
+		case holdRecheck:
+			if rerr := h.recoverRecheck(raw, ts); rerr != nil {
+				err = rerr
+			}
 		}
 	}
-	return rest, read
+	return rest, read, err
 }

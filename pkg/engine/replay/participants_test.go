@@ -197,7 +197,7 @@ func TestDecisionsSavedAndForgotten(t *testing.T) {
 	var h holds
 	h.decide(d, at(11))
 	var back holds
-	rest, _ := back.recoverState(h.stateEntries(bson.Timestamp{}))
+	rest, _, _ := back.recoverState(h.stateEntries(bson.Timestamp{}))
 	if len(rest) != 0 || !reflect.DeepEqual(back.decisions(), []board.Decision{d}) {
 		t.Fatalf("recovered %+v (and %d other entries), want [%+v]", back.decisions(), len(rest), d)
 	}

@@ -59,7 +59,7 @@ func stalePath(err error, batch []item) (int, bool) {
 // then apply on top, as they do over the full copy.
 func (r *Replayer) refetch(ctx context.Context, it item) error {
 	var model mongo.WriteModel
-	doc, err := r.lookup(ctx, it.src, it.ts, it.key)
+	doc, _, err := r.lookup(ctx, it.src, it.ts, it.key)
 	switch {
 	case err != nil:
 		return err
@@ -78,26 +78,39 @@ func (r *Replayer) refetch(ctx context.Context, it item) error {
 
 // lookup reads the source's document of src that matches filter (a
 // document key, or {_id}) as it is now, for a write at ts: nil when the
-// source has none.
-func (r *Replayer) lookup(ctx context.Context, src catalog.Namespace, ts bson.Timestamp, filter bson.Raw) (bson.Raw, error) {
+// source has none. at is a cluster time at or past every write the read
+// reflects (the $clusterTime the source answered with; zero when it
+// sends none, as a server without a cluster clock): a write logged at or
+// below it is in the document read.
+func (r *Replayer) lookup(ctx context.Context, src catalog.Namespace, ts bson.Timestamp, filter bson.Raw) (doc bson.Raw, at bson.Timestamp, err error) {
 	if r.o.Lookup != nil {
-		doc, err := r.o.Lookup(ctx, src, filter)
+		doc, at, err := r.o.Lookup(ctx, src, filter)
 		if err != nil {
-			return nil, fmt.Errorf("replay: re-read %s %s from the source: %w", src, filter, err)
+			return nil, at, fmt.Errorf("replay: re-read %s %s from the source: %w", src, filter, err)
 		}
-		return doc, nil
+		return doc, at, nil
 	}
 	if r.o.Source == nil {
-		return nil, fmt.Errorf("replay: %s at %d,%d must be re-read from the source, and there is no source to read it from", src, ts.T, ts.I)
+		return nil, at, fmt.Errorf("replay: %s at %d,%d must be re-read from the source, and there is no source to read it from", src, ts.T, ts.I)
 	}
-	doc, err := r.o.Source.Database(src.DB).Collection(src.Coll).FindOne(ctx, filter).Raw()
+	err = r.o.Source.UseSession(ctx, func(sctx context.Context) error {
+		var ferr error
+		doc, ferr = r.o.Source.Database(src.DB).Collection(src.Coll).FindOne(sctx, filter).Raw()
+		if sess := mongo.SessionFromContext(sctx); sess != nil {
+			if ct := sess.ClusterTime(); ct != nil {
+				t, i, _ := ct.Lookup("$clusterTime", "clusterTime").TimestampOK()
+				at = bson.Timestamp{T: t, I: i}
+			}
+		}
+		return ferr
+	})
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
-		return nil, nil
+		return nil, at, nil
 	case err != nil:
-		return nil, fmt.Errorf("replay: re-read %s %s from the source: %w", src, filter, err)
+		return nil, at, fmt.Errorf("replay: re-read %s %s from the source: %w", src, filter, err)
 	}
-	return doc, nil
+	return doc, at, nil
 }
 
 // sourceOf returns the source namespace of a write.

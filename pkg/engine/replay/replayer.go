@@ -39,9 +39,10 @@ type Options struct {
 	// nil when none of these can happen.
 	Source *mongo.Client
 	// Lookup, when set, reads one source document by filter instead of
-	// a find on Source (nil, nil when there is none): a model of a
-	// source that has no server.
-	Lookup func(ctx context.Context, ns catalog.Namespace, filter bson.Raw) (bson.Raw, error)
+	// a find on Source (nil when there is none), and a cluster time at
+	// or past every write the read reflects: a model of a source that
+	// has no server.
+	Lookup func(ctx context.Context, ns catalog.Namespace, filter bson.Raw) (doc bson.Raw, at bson.Timestamp, err error)
 	Target *mongo.Client
 	Store  *checkpoint.Store
 	// SaveApplied, when set, saves the checkpoint instead of
@@ -171,6 +172,9 @@ type Replayer struct {
 	o          Options
 	log        *slog.Logger
 	recoverErr error
+	// drainedOut: a removed shard's subtask, read to its end, finishes
+	// its rechecks published as retired (retireRechecks).
+	drainedOut atomic.Bool
 	// holder applies DDL that creates collections and indexes with what
 	// changes data on the target's own clock held back until cut-over.
 	holder *holdback.Holder
@@ -320,8 +324,12 @@ func New(o Options) *Replayer {
 	}
 	if len(o.Recover.Entries) > 0 {
 		var txns oplog.AssemblerState
-		txns.Entries, r.reapplied = r.hs.recoverState(o.Recover.Entries)
-		if err := r.asm.Recover(txns); err != nil {
+		var err error
+		txns.Entries, r.reapplied, err = r.hs.recoverState(o.Recover.Entries)
+		if err == nil {
+			err = r.asm.Recover(txns)
+		}
+		if err != nil {
 			r.recoverErr = fmt.Errorf("replay: %w", err)
 		}
 	}

@@ -152,6 +152,9 @@ func (r *Replayer) holdLoop(ctx context.Context) error {
 			r.log.Debug("held writes released", "shard", r.o.Shard, "writes", len(its))
 			r.hs.sent(its)
 		}
+		if err := r.runRechecks(ctx, ps); err != nil {
+			return err
+		}
 	}
 }
 
@@ -274,7 +277,7 @@ func applyingPart(self string, ps []board.Position, id string, ts bson.Timestamp
 // publish puts the subtask's position on the board.
 func (r *Replayer) publish(ctx context.Context, retired bool) error {
 	r.mu.Lock()
-	p := board.Position{Shard: r.o.Shard, Read: r.readTS, Applied: r.savedTS, Retired: retired,
+	p := board.Position{Shard: r.o.Shard, Read: r.readTS, Applied: r.savedTS, Retired: retired || r.drainedOut.Load(),
 		Prepared: r.asm.Prepared()}
 	if a := r.applying; a != nil && a.id != "" {
 		p.Prepared = append(p.Prepared, a.id)

@@ -8,7 +8,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 )
 
@@ -50,6 +49,9 @@ func onID(we mongo.BulkWriteError) bool {
 //     apply on top of it, as they do over the copy: a write of the
 //     document the source no longer has, filtered on that document's
 //     key, matches nothing; a write of the kept one is already in it.
+//     One of an earlier incarnation whose key the document has again
+//     may still remove it: the recheck left behind (recheck.go) writes
+//     it again once every subtask is past the read.
 //   - it holds none: the _id is gone, and the target's document is
 //     removed by its own shard's delete still to come; the write is
 //     stepped over.
@@ -66,7 +68,7 @@ func (r *Replayer) settleConflict(ctx context.Context, it item) error {
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
-	doc, err := r.lookup(ctx, it.src, it.ts, filter)
+	doc, at, err := r.lookup(ctx, it.src, it.ts, filter)
 	if err != nil {
 		return err
 	}
@@ -74,16 +76,11 @@ func (r *Replayer) settleConflict(ctx context.Context, it item) error {
 		r.stepOver(it)
 		return nil
 	}
-	del, put := it, it
-	del.model = mongo.NewDeleteOneModel().SetFilter(bson.Raw(filter))
-	put.key = documentKey(keyFields(it.key), doc)
-	put.model = sink.Replace(put.key, doc)
-	put.settled = true // meeting a document again steps over
-	for _, w := range []item{del, put} {
-		w.cmd = commandOf(w.model)
-		if err := r.applyOrdered(ctx, []item{w}, true, true); err != nil {
-			return err
-		}
+	if err := r.writeSourceDoc(ctx, it, filter, keyFields(it.key), doc); err != nil {
+		return err
+	}
+	if r.o.Board != nil {
+		r.hs.addRecheck(it, doc, r.recheckAt(ctx, at, it.ts))
 	}
 	r.hs.mu.Lock()
 	r.hs.reread++
