@@ -104,8 +104,6 @@ type Options struct {
 
 // Engine runs one task.
 type Engine struct {
-	// leaseTaker takes the task's lease (set by runLeased; see takeLease).
-	leaseTaker     func() error
 	task           *config.Task
 	opts           Options
 	log            *slog.Logger
@@ -113,7 +111,9 @@ type Engine struct {
 	// profiles of the source and target servers, found once in Open.
 	srcProfile, dstProfile conn.Profile
 	store                  *checkpoint.Store
-	copier                 Copier
+	// lease is the task's lease, held while the run writes (lease.go).
+	lease  *lease
+	copier Copier
 	// newReplayer makes the Streaming phase's replayer (newReplayer;
 	// tests give fakes).
 	newReplayer func(replay.Options) Replayer
@@ -216,6 +216,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	}
 	e.streaming = e.pickStreamer()
 	e.store = checkpoint.NewStore(e.target, task.Checkpoint.Database, task.Name)
+	e.lease = &lease{store: e.store, key: opts.Shard, log: e.log}
 	e.cut = e.newCutover()
 	if e.mapper, err = catalog.NewMapper(task.Namespaces, task.Checkpoint.Database); err != nil {
 		e.Close()
@@ -285,7 +286,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		err = e.runCopyOnly(ctx)
 	} else if err = e.checkCutover(); err == nil {
 		if err = e.checkGivenStart(ctx); err == nil {
-			err = e.runLeased(ctx)
+			err = e.lease.run(ctx, e.runWatched)
 		}
 	}
 	err = explainBlockedWrites(err)
@@ -300,6 +301,16 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err != nil && ctx.Err() == nil && e.recorded.Load() {
 		_ = e.store.SetPhase(context.Background(), string(PhaseFailed), false)
 	}
+	return err
+}
+
+// runWatched runs the task's phases while watchWindows reads the source
+// oplogs' windows.
+func (e *Engine) runWatched(ctx context.Context) error {
+	wctx, stopWindows := context.WithCancel(ctx)
+	go e.watchWindows(wctx)
+	err := e.run(ctx)
+	stopWindows()
 	return err
 }
 

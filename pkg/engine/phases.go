@@ -95,7 +95,7 @@ func (e *Engine) checkBeforeWrites(ctx context.Context, prev checkpoint.TaskReco
 // recordRun takes the task's lease and records the run: its selection
 // and, on a first run that replays, its start positions.
 func (e *Engine) recordRun(ctx context.Context, start runStart) (checkpoint.TaskRecord, error) {
-	if err := e.takeLease(); err != nil {
+	if err := e.lease.take(); err != nil {
 		return checkpoint.TaskRecord{}, err
 	}
 	rec, err := e.store.Start(ctx)
