@@ -34,7 +34,6 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
-	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
@@ -154,15 +153,13 @@ type Engine struct {
 	// picked in Open once openShards found which kind of source it is.
 	streaming streamer
 
-	mu         sync.Mutex
-	phase      Phase
-	err        error
-	verifyRes  *verify.Report
-	verifyProg verifyProgress
-	// sv is the streaming verifier (made on first use), svCtx the
-	// context of the replay it may run under (nil while not streaming).
-	sv       *verify.Streamer
-	svCtx    context.Context //nolint:containedctx // the running replay's, for passes started over HTTP
+	// verification compares the target with the source, at the end and
+	// while replay runs (verifyrun.go, streamverify.go).
+	verification *verification
+
+	mu       sync.Mutex
+	phase    Phase
+	err      error
 	started  time.Time
 	finished time.Time
 	// windows are the source oplogs' windows, read by watchWindows.
@@ -172,11 +169,6 @@ type Engine struct {
 	// onPhase, when set, is told every phase the task enters, once the
 	// checkpoint records it (tests).
 	onPhase func(Phase)
-}
-
-type verifyProgress struct {
-	NS          string
-	Done, Total int64
 }
 
 // Open connects to the task's source and target and checks that they are
@@ -222,6 +214,10 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		e.Close()
 		return nil, err
 	}
+	replayStatus := func() *replay.Status { return e.Status().Replay }
+	e.verification = &verification{task: task, source: e.source, target: e.target, mapper: e.mapper, log: e.log,
+		partial: e.streaming.partial(), replayStatus: replayStatus,
+		positions: &replayPositions{source: e.source, replayStatus: replayStatus, tailer: e.tailer.Load, scripted: opts.Reader != nil}}
 	if e.targetSharding, err = e.openTargetSharding(ctx); err != nil {
 		e.Close()
 		return nil, err

@@ -206,7 +206,7 @@ func (e *Engine) verifyPhase(ctx context.Context) error {
 	} else if spec.Verify.Mode != config.VerifyNone && e.streaming.partial() {
 		e.log.Info("verification skipped in a worker running one shard: other shards may still be replaying; run ferry verify once every worker caught up", "shard", e.opts.Shard)
 	} else if spec.Verify.Mode != config.VerifyNone {
-		if err := e.verify(ctx); err != nil {
+		if err := e.verification.verify(ctx); err != nil {
 			return err
 		}
 	}
