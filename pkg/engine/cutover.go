@@ -11,6 +11,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/cutover"
+	"github.com/mongoferry/mongoferry/pkg/engine/holdback"
 	"github.com/mongoferry/mongoferry/pkg/engine/sink"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
@@ -73,13 +74,12 @@ func (e *Engine) driveCutover(ctx context.Context, r Replayer) error {
 // Complete, skipping those a previous run finished.
 func (e *Engine) finishCutover(ctx context.Context) error { return e.cut.Finish(ctx, cutoverTarget{e}) }
 
-// cutoverStatus is the cut-over as /status reports it. Called with e.mu
-// held.
-func (e *Engine) cutoverStatus() *workerapi.Cutover {
+// cutoverStatus is the cut-over as /status reports it, with p the
+// progress of the verification that runs. Called with e.mu held.
+func (e *Engine) cutoverStatus(p verifyProgress) *workerapi.Cutover {
 	if e.cut == nil {
 		return nil
 	}
-	p := e.verifyProg
 	return e.cut.Status(cutover.Progress{NS: p.NS, Done: p.Done, Total: p.Total})
 }
 
@@ -122,7 +122,7 @@ func (t cutoverTarget) CheckDrained(ctx context.Context, c checkpoint.CutoverRec
 // Verify compares the target with the source and names the namespaces
 // that differ.
 func (t cutoverTarget) Verify(ctx context.Context, mode config.VerifyMode) ([]string, error) {
-	rep, err := t.e.verifyWith(ctx, mode)
+	rep, err := t.e.verification.verifyWith(ctx, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +154,43 @@ func (t cutoverTarget) WritesAfterDrain(ctx context.Context, c checkpoint.Cutove
 
 // Finalize restores on the target the options the sync deferred.
 func (t cutoverTarget) Finalize(ctx context.Context) error { return t.e.finalizeTarget(ctx) }
+
+// restoreDeferred puts back on the target the options the sync deferred
+// (TTL expiries, capped limits, late unique indexes: package holdback,
+// which records each as a holdback.Held) once a replaying run ends caught
+// up. A worker that runs one shard's subtask leaves it to the cut-over,
+// which runs once every shard caught up. What the target cannot take
+// back is logged with its manual fix and stays listed by
+// holdback.Pending. Not to be confused with the writes replay holds
+// after a chunk migration (package replay, the shard board).
+func (e *Engine) restoreDeferred(ctx context.Context) error {
+	if e.streaming.partial() {
+		return nil
+	}
+	return e.finalizeTarget(ctx)
+}
+
+// finalizeTarget restores on the target the options the sync deferred so
+// that the target's data would not change under replay (package
+// holdback). The cut-over runs it once the target is drained and
+// verified, and again after a restart in the Finalizing step:
+// holdback.Restore is idempotent.
+func (e *Engine) finalizeTarget(ctx context.Context) error {
+	rep, err := holdback.Restore(ctx, e.target, e.task.Checkpoint.Database, e.task.Name)
+	if err != nil {
+		return err
+	}
+	for _, h := range rep.Restored {
+		e.log.InfoContext(ctx, "restored what the sync held back", "ns", h.NS, "held", h.String())
+	}
+	for _, h := range rep.Gone {
+		e.log.InfoContext(ctx, "held-back option of a collection or index the target no longer has", "ns", h.NS, "held", h.String())
+	}
+	for _, m := range rep.Manual {
+		e.log.WarnContext(ctx, "the target cannot take back what the sync held back; restore it by hand", "ns", m.Held.NS, "held", m.Held.String(), "fix", m.Note)
+	}
+	return nil
+}
 
 // Position is the target's newest oplog position (targetPosition).
 func (t cutoverTarget) Position(ctx context.Context) (bson.Timestamp, error) {

@@ -34,7 +34,6 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
-	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
@@ -104,8 +103,6 @@ type Options struct {
 
 // Engine runs one task.
 type Engine struct {
-	// leaseTaker takes the task's lease (set by runLeased; see takeLease).
-	leaseTaker     func() error
 	task           *config.Task
 	opts           Options
 	log            *slog.Logger
@@ -113,7 +110,9 @@ type Engine struct {
 	// profiles of the source and target servers, found once in Open.
 	srcProfile, dstProfile conn.Profile
 	store                  *checkpoint.Store
-	copier                 Copier
+	// lease is the task's lease, held while the run writes (lease.go).
+	lease  *lease
+	copier Copier
 	// newReplayer makes the Streaming phase's replayer (newReplayer;
 	// tests give fakes).
 	newReplayer func(replay.Options) Replayer
@@ -154,15 +153,13 @@ type Engine struct {
 	// picked in Open once openShards found which kind of source it is.
 	streaming streamer
 
-	mu         sync.Mutex
-	phase      Phase
-	err        error
-	verifyRes  *verify.Report
-	verifyProg verifyProgress
-	// sv is the streaming verifier (made on first use), svCtx the
-	// context of the replay it may run under (nil while not streaming).
-	sv       *verify.Streamer
-	svCtx    context.Context //nolint:containedctx // the running replay's, for passes started over HTTP
+	// verification compares the target with the source, at the end and
+	// while replay runs (verifyrun.go, streamverify.go).
+	verification *verification
+
+	mu       sync.Mutex
+	phase    Phase
+	err      error
 	started  time.Time
 	finished time.Time
 	// windows are the source oplogs' windows, read by watchWindows.
@@ -172,11 +169,6 @@ type Engine struct {
 	// onPhase, when set, is told every phase the task enters, once the
 	// checkpoint records it (tests).
 	onPhase func(Phase)
-}
-
-type verifyProgress struct {
-	NS          string
-	Done, Total int64
 }
 
 // Open connects to the task's source and target and checks that they are
@@ -216,11 +208,16 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	}
 	e.streaming = e.pickStreamer()
 	e.store = checkpoint.NewStore(e.target, task.Checkpoint.Database, task.Name)
+	e.lease = &lease{store: e.store, key: opts.Shard, log: e.log}
 	e.cut = e.newCutover()
 	if e.mapper, err = catalog.NewMapper(task.Namespaces, task.Checkpoint.Database); err != nil {
 		e.Close()
 		return nil, err
 	}
+	replayStatus := func() *replay.Status { return e.Status().Replay }
+	e.verification = &verification{task: task, source: e.source, target: e.target, mapper: e.mapper, log: e.log,
+		partial: e.streaming.partial(), replayStatus: replayStatus,
+		positions: &replayPositions{source: e.source, replayStatus: replayStatus, tailer: e.tailer.Load, scripted: opts.Reader != nil}}
 	if e.targetSharding, err = e.openTargetSharding(ctx); err != nil {
 		e.Close()
 		return nil, err
@@ -285,7 +282,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		err = e.runCopyOnly(ctx)
 	} else if err = e.checkCutover(); err == nil {
 		if err = e.checkGivenStart(ctx); err == nil {
-			err = e.runLeased(ctx)
+			err = e.lease.run(ctx, e.runWatched)
 		}
 	}
 	err = explainBlockedWrites(err)
@@ -300,6 +297,16 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err != nil && ctx.Err() == nil && e.recorded.Load() {
 		_ = e.store.SetPhase(context.Background(), string(PhaseFailed), false)
 	}
+	return err
+}
+
+// runWatched runs the task's phases while watchWindows reads the source
+// oplogs' windows.
+func (e *Engine) runWatched(ctx context.Context) error {
+	wctx, stopWindows := context.WithCancel(ctx)
+	go e.watchWindows(wctx)
+	err := e.run(ctx)
+	stopWindows()
 	return err
 }
 

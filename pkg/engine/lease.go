@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"syscall"
 	"time"
@@ -19,18 +20,30 @@ const leaseTTL = 10 * time.Second
 // ferry cutover or a worker) holds it.
 var ErrTaskRunning = checkpoint.ErrTaskRunning
 
-// holdLease takes the task's lease (the shard's, for a worker running one
+// lease is the task's lease in the task's checkpoint store (the shard's,
+// for a worker running one shard), held over a run (run) so that a second
+// run of the task stops at the start.
+type lease struct {
+	store *checkpoint.Store
+	// key is the shard of a worker running one shard; "" for the task.
+	key string
+	log *slog.Logger
+	// taker takes the task's lease (set by run; see take).
+	taker func() error
+}
+
+// hold takes the task's lease (the shard's, for a worker running one
 // shard) and keeps it renewed until the returned func is called; a run
 // that loses it to another has ctx's cause set and stops.
-func (e *Engine) holdLease(ctx context.Context, cancel context.CancelCauseFunc) (func(), error) {
+func (l *lease) hold(ctx context.Context, cancel context.CancelCauseFunc) (func(), error) {
 	name := os.Getenv(workerapi.EnvPodName)
 	if name == "" {
 		name, _ = os.Hostname()
 	}
-	l, err := e.store.AcquireLease(ctx, checkpoint.LeaseOptions{Key: e.opts.Shard, TTL: leaseTTL,
+	held, err := l.store.AcquireLease(ctx, checkpoint.LeaseOptions{Key: l.key, TTL: leaseTTL,
 		Holder: checkpoint.Holder{Name: name, PID: os.Getpid()}, Dead: processGone,
 		Waiting: func(h checkpoint.Holder) {
-			e.log.Info("another run holds the task's lease: waiting to see whether it renews it (this run stops if it does; a killed run's lease is taken once unrenewed for the wait)",
+			l.log.Info("another run holds the task's lease: waiting to see whether it renews it (this run stops if it does; a killed run's lease is taken once unrenewed for the wait)",
 				"holder", h.Name, "pid", h.PID, "wait", leaseTTL)
 		}})
 	if err != nil {
@@ -49,11 +62,11 @@ func (e *Engine) holdLease(ctx context.Context, cancel context.CancelCauseFunc) 
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := l.Renew(ctx); errors.Is(err, checkpoint.ErrTaskRunning) {
+				if err := held.Renew(ctx); errors.Is(err, checkpoint.ErrTaskRunning) {
 					cancel(err)
 					return
 				} else if err != nil {
-					e.log.Warn("lease not renewed; retrying", "err", err)
+					l.log.Warn("lease not renewed; retrying", "err", err)
 				}
 			}
 		}
@@ -61,17 +74,17 @@ func (e *Engine) holdLease(ctx context.Context, cancel context.CancelCauseFunc) 
 	return func() {
 		close(done)
 		<-stopped
-		_ = l.Release(context.WithoutCancel(ctx))
+		_ = held.Release(context.WithoutCancel(ctx))
 	}, nil
 }
 
-// takeLease takes the task's lease for the rest of the run (once; a no-op
-// outside runLeased).
-func (e *Engine) takeLease() error {
-	if e.leaseTaker == nil {
+// take takes the task's lease for the rest of the run (once; a no-op
+// outside run).
+func (l *lease) take() error {
+	if l.taker == nil {
 		return nil
 	}
-	return e.leaseTaker()
+	return l.taker()
 }
 
 // processGone reports whether a holder with this host's name no longer
@@ -85,20 +98,21 @@ func processGone(h checkpoint.Holder) bool {
 	return errors.Is(err, syscall.ESRCH)
 }
 
-// runLeased runs the task holding its lease, so that a second run of it
+// run runs the task (f) holding its lease, so that a second run of it
 // (ferry run beside ferry cutover, two workers) stops at the start. The
-// lease is taken by takeLease just before the run's first write to the
+// lease is taken by take just before the run's first write to the
 // target: a task refused by the checks before it (a lost oplog window, a
-// non-empty target, bad input) leaves the target untouched.
-func (e *Engine) runLeased(ctx context.Context) error {
+// non-empty target, bad input) leaves the target untouched. f's context
+// ends when another run takes the lease.
+func (l *lease) run(ctx context.Context, f func(context.Context) error) error {
 	lctx, lost := context.WithCancelCause(ctx)
 	defer lost(nil)
 	var release func()
-	e.leaseTaker = func() error {
+	l.taker = func() error {
 		if release != nil {
 			return nil
 		}
-		r, err := e.holdLease(lctx, lost)
+		r, err := l.hold(lctx, lost)
 		if err != nil {
 			return err
 		}
@@ -110,10 +124,7 @@ func (e *Engine) runLeased(ctx context.Context) error {
 			release()
 		}
 	}()
-	wctx, stopWindows := context.WithCancel(lctx)
-	go e.watchWindows(wctx)
-	err := e.run(lctx)
-	stopWindows()
+	err := f(lctx)
 	if cause := context.Cause(lctx); err != nil && errors.Is(cause, ErrTaskRunning) {
 		return cause
 	}

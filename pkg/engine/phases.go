@@ -95,7 +95,7 @@ func (e *Engine) checkBeforeWrites(ctx context.Context, prev checkpoint.TaskReco
 // recordRun takes the task's lease and records the run: its selection
 // and, on a first run that replays, its start positions.
 func (e *Engine) recordRun(ctx context.Context, start runStart) (checkpoint.TaskRecord, error) {
-	if err := e.takeLease(); err != nil {
+	if err := e.lease.take(); err != nil {
 		return checkpoint.TaskRecord{}, err
 	}
 	rec, err := e.store.Start(ctx)
@@ -206,7 +206,7 @@ func (e *Engine) verifyPhase(ctx context.Context) error {
 	} else if spec.Verify.Mode != config.VerifyNone && e.streaming.partial() {
 		e.log.Info("verification skipped in a worker running one shard: other shards may still be replaying; run ferry verify once every worker caught up", "shard", e.opts.Shard)
 	} else if spec.Verify.Mode != config.VerifyNone {
-		if err := e.verify(ctx); err != nil {
+		if err := e.verification.verify(ctx); err != nil {
 			return err
 		}
 	}

@@ -37,7 +37,7 @@ func (e *Engine) streamSharded(ctx context.Context) error {
 	e.openBoard()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go e.verifyWhileStreaming(ctx)
+	go e.verification.whileStreaming(ctx)
 	failed := make(chan error, 1)
 	start := func(st *subtask) error { return e.startSubtask(ctx, st, params, failed) }
 	if err := e.recoverRemoved(ctx); err != nil {

@@ -18,7 +18,7 @@ import (
 // runShardWorker runs one shard's subtask in a worker that does not run
 // the copy: it waits for the worker that does, then streams.
 func (e *Engine) runShardWorker(ctx context.Context) error {
-	if err := e.takeLease(); err != nil {
+	if err := e.lease.take(); err != nil {
 		return err
 	}
 	e.setPhase(PhasePending)

@@ -126,13 +126,15 @@ func (e *Engine) Status() Status {
 	streaming := e.StreamVerifyStatus()
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	// Read with e.mu held: a report is kept before the phase moves on.
+	verifyRes, verifyProg := e.verification.last()
 	s := Status{Contract: workerapi.ContractVersion, Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, Replay: replayStatus, Source: src, Shards: shards, StartedAt: e.started, TargetSharding: targetSharding, StreamingVerify: streaming}
 	s.OplogWindows = append([]OplogWindow(nil), e.windows...)
 	if e.err != nil {
 		s.Error = e.err.Error()
 	}
 	s.StartupSeconds, s.Starting = e.startup(copyStatus)
-	s.Cutover = e.cutoverStatus()
+	s.Cutover = e.cutoverStatus(verifyProg)
 	if !e.started.IsZero() {
 		end := e.finished
 		if end.IsZero() {
@@ -145,9 +147,9 @@ func (e *Engine) Status() Status {
 		verifyMode = string(e.task.Cutover.Verify)
 	}
 	switch {
-	case e.verifyRes != nil:
-		v := &VerifyStatus{Mode: verifyMode, OK: e.verifyRes.OK()}
-		for _, n := range e.verifyRes.Namespaces {
+	case verifyRes != nil:
+		v := &VerifyStatus{Mode: verifyMode, OK: verifyRes.OK()}
+		for _, n := range verifyRes.Namespaces {
 			if !n.OK {
 				v.Differing = append(v.Differing, n.Source.String())
 			}
@@ -155,7 +157,7 @@ func (e *Engine) Status() Status {
 		s.Verify = v
 	case e.phase == PhaseVerifying:
 		s.Verify = &VerifyStatus{Mode: verifyMode, Running: true,
-			CurrentNS: e.verifyProg.NS, Done: e.verifyProg.Done, Total: e.verifyProg.Total}
+			CurrentNS: verifyProg.NS, Done: verifyProg.Done, Total: verifyProg.Total}
 	}
 	return s
 }

@@ -42,7 +42,7 @@ func (e *Engine) stream(ctx context.Context) error {
 	e.log.Info("replaying the oplog", "from", from)
 	rctx, stop := context.WithCancel(ctx)
 	defer stop()
-	go e.verifyWhileStreaming(rctx)
+	go e.verification.whileStreaming(rctx)
 	caughtUp := make(chan struct{})
 	// With a cut-over, driveCutover decides when replay stops.
 	var cutoverDone chan error
