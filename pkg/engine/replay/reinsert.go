@@ -3,7 +3,6 @@ package replay
 import (
 	"bytes"
 	"context"
-	"strconv"
 	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -19,10 +18,11 @@ import (
 // 1,057 documents is 1,057 entries {$set: <the whole document>}) reaches
 // a writer as a run of replacement upserts by _id. FerretDB v1 spends
 // tens of milliseconds on each update statement however the statements
-// are batched, while one delete of a run's documents by
-// {_id: {$in: [...]}} and one insert command of their new versions cost
+// are batched, while one delete command of a run's documents by _id
+// and one insert command of their new versions cost
 // a few milliseconds a document (docs/benchmarks.md, "One updateMany
-// replayed onto FerretDB"). A stretch of such a run (at least
+// replayed onto FerretDB"; the deletes go one statement per document
+// since: see reinsertRun). A stretch of such a run (at least
 // minReinsert replacement upserts by _id alone) is applied so:
 //
 //   - the delete goes first, through applyBatch (retried like any
@@ -54,9 +54,6 @@ import (
 // minReinsert is the shortest stretch applied as a delete and an insert;
 // a single replacement goes as one update statement.
 const minReinsert = 2
-
-// maxReinsertKeyBytes bounds the _ids of one delete by {_id: {$in}}.
-const maxReinsertKeyBytes = 8 << 20
 
 // applyUpdates applies an update run: its stretches of replacements by
 // _id as deletes and inserts when the target wants them so, the rest as
@@ -142,12 +139,18 @@ func replacementID(m mongo.WriteModel) (bsoncore.Value, []byte, bool) {
 	return id, doc, true
 }
 
-// reinsertRun applies a stretch of replacements by _id as one delete of
-// their documents and one insert of their last versions.
+// reinsertRun applies a stretch of replacements by _id as one delete
+// command, a statement {_id: v} per document, and one insert command of
+// their last versions. One statement per document, not one
+// {_id: {$in: [...]}}: FerretDB finds a document by {_id: v} through its
+// storage's query (pushdown), but evaluates $in on every document of the
+// collection; on 50,000 documents of 1.1 KB a delete by $in took 4.0-5.3
+// s whatever its length (1 or 5 _ids), a delete by {_id} 0.4-0.6 s
+// (docs/benchmarks.md, "Where the time goes").
 func (r *Replayer) reinsertRun(ctx context.Context, batch []item) error {
 	at := make(map[string]int, len(batch)) // _id (type and bytes) -> index in inserts
 	inserts := make([]item, 0, len(batch))
-	aidx, ids := bsoncore.AppendArrayStart(nil)
+	deletes := make([]item, 0, len(batch))
 	for _, it := range batch {
 		id, doc, _ := replacementID(it.model)
 		x := it
@@ -157,22 +160,13 @@ func (r *Replayer) reinsertRun(ctx context.Context, batch []item) error {
 			inserts[i] = x
 			continue
 		}
-		ids = bsoncore.AppendValueElement(ids, strconv.Itoa(len(at)), id)
 		at[k] = len(inserts)
 		inserts = append(inserts, x)
+		del := it
+		del.model, del.cmd = mongo.NewDeleteOneModel().SetFilter(bson.Raw(bsoncore.NewDocumentBuilder().AppendValue("_id", id).Build())), cmdDelete
+		deletes = append(deletes, del)
 	}
-	if len(ids) > maxReinsertKeyBytes {
-		// Large _ids: a delete this size would come near the server's
-		// limit on a command; the writes go one statement each.
-		return r.applyBatch(ctx, batch)
-	}
-	ids, _ = bsoncore.AppendArrayEnd(ids, aidx)
-	filter := bsoncore.NewDocumentBuilder().
-		AppendDocument("_id", bsoncore.NewDocumentBuilder().AppendArray("$in", ids).Build()).
-		Build()
-	del := batch[len(batch)-1]
-	del.model, del.cmd = &mongo.DeleteManyModel{Filter: bson.Raw(filter)}, cmdDelete
-	if err := r.applyBatch(ctx, []item{del}); err != nil {
+	if err := r.applyBatch(ctx, deletes); err != nil {
 		return err
 	}
 	return r.applyInserts(ctx, inserts)

@@ -58,7 +58,7 @@ func TestReinsertFailureKeepsCheckpoint(t *testing.T) {
 	failing := func(ctx context.Context, ns catalog.Namespace, models []mongo.WriteModel) error {
 		mu.Lock()
 		switch models[0].(type) {
-		case *mongo.DeleteManyModel:
+		case *mongo.DeleteOneModel:
 			deleted = true
 		case *mongo.InsertOneModel:
 			if deleted && !failed {
