@@ -236,26 +236,29 @@ type change struct {
 	field0  string
 }
 
-// allVisible returns when every change shows on the target (each read by
-// _id, as FerretDB finds one document by _id without a scan).
+// allVisible returns when every change shows on the target. A read by
+// _id costs FerretDB v1 a scan of the collection in SQLite (about 0.2-0.4
+// s on 50,000 documents of 1.1 KB), so each poll reads the changes in
+// the order they were made and stops at the first not shown yet: one
+// read a poll while the tool catches up, instead of one per change,
+// which kept the target busy with the watcher's own reads. A change
+// shown stays shown (nothing writes its document again).
 func (w watcher) allVisible(ctx context.Context, pending []change) (time.Time, error) {
-	// Reads by _id cost FerretDB one row each, so every pollEvery.
 	tk := time.NewTicker(pollEvery)
 	defer tk.Stop()
 	deadline := time.After(w.timeout)
 	for {
-		rest := pending[:0]
-		for _, c := range pending {
+		for len(pending) > 0 {
+			c := pending[0]
 			var doc bson.Raw
 			err := w.coll.FindOne(ctx, bson.D{{Key: "_id", Value: c.id}}).Decode(&doc)
-			switch {
-			case c.deleted && errors.Is(err, mongo.ErrNoDocuments):
-			case !c.deleted && err == nil && doc.Lookup("field0").StringValue() == c.field0:
-			default:
-				rest = append(rest, c)
+			shown := c.deleted && errors.Is(err, mongo.ErrNoDocuments) ||
+				!c.deleted && err == nil && doc.Lookup("field0").StringValue() == c.field0
+			if !shown {
+				break
 			}
+			pending = pending[1:]
 		}
-		pending = rest
 		if len(pending) == 0 {
 			return time.Now(), nil
 		}
