@@ -95,12 +95,14 @@ type Profile struct {
 	// MongoDB builds a command's indexes in one collection scan, so it
 	// gets them all at once.
 	IndexesOneByOne bool
-	// SerialUpdates: send update commands to one database of this server
-	// as a target one at a time. FerretDB v1 (SQLite) can stop answering
-	// for good when update commands on one database run concurrently:
-	// each reads, then writes, in a transaction of its own, and they wait
-	// on each other in its connection pool (four clients sending bulks
-	// of updates hang it within a round; inserts and deletes do not).
+	// SerialUpdates: send update and delete commands to one database of
+	// this server as a replay target one at a time. FerretDB v1 (SQLite)
+	// can stop answering for good when update commands on one database
+	// run concurrently: each reads, then writes, in a transaction of its
+	// own, and they wait on each other in its connection pool (four
+	// clients sending bulks of updates hang it within a round; inserts
+	// and deletes do not). Deletes do not hang it, but cost more
+	// concurrently than one after the other (replay's applier).
 	SerialUpdates bool
 	// ReinsertReplacements: as a replay target, apply a run of
 	// replacement upserts by _id as one delete of their _ids and one

@@ -98,10 +98,11 @@ type Options struct {
 	// IndexesOneByOne: FerretDB v1 breaks its index registry when a
 	// multi-index build loses its client midway).
 	IndexesOneByOne bool
-	// SerialUpdates sends the update commands of one target database one
-	// at a time, whatever the number of writers (conn.Profile's
-	// SerialUpdates: FerretDB v1 can hang for good on concurrent updates
-	// to one database). Inserts and deletes still go in parallel.
+	// SerialUpdates sends the update and delete commands of one target
+	// database one at a time, whatever the number of writers
+	// (conn.Profile's SerialUpdates: FerretDB v1 can hang for good on
+	// concurrent updates to one database, and takes concurrent deletes
+	// more slowly than serial ones). Inserts still go in parallel.
 	SerialUpdates bool
 	// ReinsertReplacements applies a run of replacement upserts by _id
 	// (a multi-document update on a source that logs whole documents) as
@@ -207,8 +208,8 @@ type Replayer struct {
 	// set when the target has the command, one bulkWrite. Counted by
 	// command kind: commands sent and the writes they carried.
 	apply func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) error
-	// updateTurns are the target databases' turns to send an update
-	// command (Options.SerialUpdates).
+	// updateTurns are the target databases' turns to send an update or
+	// delete command (Options.SerialUpdates).
 	updateTurns sink.Turns
 	// reinsert: Options.ReinsertReplacements, where it applies.
 	reinsert  bool
