@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"errors"
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -49,13 +50,17 @@ import (
 // re-read. Documents the filter leaves out never reach the target but
 // through a write the next deciding entry undoes.
 
-// errTimeSeriesFilter refuses a filter on a time-series collection: its
+// ErrTimeSeriesFilter refuses a filter on a time-series collection: its
 // writes are bucket writes, many measurements each, which cannot be kept
-// or dropped by a measurement's fields.
+// or dropped by a measurement's fields. CheckReplayable refuses one the
+// source has before anything is written, the replay one created later at
+// its first write.
+var ErrTimeSeriesFilter = errors.New("a time-series collection cannot be filtered by document")
+
 func errTimeSeriesFilter(ts catalog.Namespace) error {
-	return fmt.Errorf("replay: %s is a time-series collection and has a filter (namespaces.filters), "+
-		"but its writes are bucket writes of many measurements each, which cannot be filtered by document: "+
-		"remove the filter for %s, or exclude the collection (namespaces.exclude)", ts, ts)
+	return fmt.Errorf("%w: %s is a time-series collection and has a filter (namespaces.filters), "+
+		"but its writes are bucket writes of many measurements each: "+
+		"remove the filter for %s, or exclude the collection (namespaces.exclude)", ErrTimeSeriesFilter, ts, ts)
 }
 
 // routeFilter sets rt's filter: that of the source namespace, or an error
@@ -67,7 +72,7 @@ func (r *Replayer) routeFilter(rt *nsRoute, coll catalog.Namespace, buckets bool
 	case err != nil:
 		rt.err = fmt.Errorf("replay: %w", err)
 	case f != nil && buckets:
-		rt.err = errTimeSeriesFilter(coll)
+		rt.err = fmt.Errorf("replay: %w", errTimeSeriesFilter(coll))
 	default:
 		rt.filter = f
 	}
