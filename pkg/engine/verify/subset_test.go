@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -64,7 +65,19 @@ func TestFilteredNamespace(t *testing.T) {
 			}
 			for _, o := range []Options{{Mode: config.VerifyCount}, {Mode: config.VerifyHash}, {Mode: config.VerifySample, SampleSize: 1000},
 				{Mode: config.VerifySample, SampleSize: 7}} {
+				var mu sync.Mutex
+				var total int64
+				o.Progress = func(_, _ string, _, tot int64) {
+					mu.Lock()
+					total = max(total, tot)
+					mu.Unlock()
+				}
 				r := result(t, run(t, source, target, colls, o), "items")
+				// The whole collection's figure would overstate the subset.
+				if mu.Lock(); total > int64(len(subset)+1) {
+					t.Errorf("%s: progress total %d, above the subset's %d documents", o.Mode, total, len(subset))
+				}
+				mu.Unlock()
 				if r.OK != tc.ok {
 					t.Errorf("%s (sample size %d): OK = %v, want %v: %+v", o.Mode, o.SampleSize, r.OK, tc.ok, r)
 				}
