@@ -15,6 +15,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
@@ -27,9 +28,12 @@ const subsetQuery = `{"tenant": "a", "info.tier": {"$ne": "free"}}`
 // not log ($v:1 operators, $v:2 diffs, a transaction's applyOps) from a
 // scripted oplog onto a FerretDB target, for a namespace with a filter.
 // The source is modelled by its final documents (Options.Lookup). The
-// target must end holding exactly the source's matching documents, and
-// only the updates that touch a field the filter reads may re-read the
-// source.
+// target starts with the source's matching documents as they were at the
+// first entry (the copy), or as they are after the last (a copy read
+// later, or a resume from a checkpoint behind what was applied: every
+// entry is an overlap write). Either way it must end holding exactly the
+// source's matching documents, and only the updates that touch a field
+// the filter reads may re-read the source.
 func TestFilteredReplayUpdateShapes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs a FerretDB server (make ferretdb); skipped with -short")
@@ -63,6 +67,7 @@ func TestFilteredReplayUpdateShapes(t *testing.T) {
 		doc(6, "tenant", "b"),
 		doc(7, "tenant", "b", "v", int32(9)),
 		doc(8, "tenant", "b"),
+		doc(10, "tenant", "a"),
 	}
 	const ns = "shop.orders"
 	at := func(i uint32) bson.Timestamp { return bson.Timestamp{T: 100, I: i} }
@@ -112,48 +117,70 @@ func TestFilteredReplayUpdateShapes(t *testing.T) {
 		entry(8, "i", doc(8, "tenant", "b"), nil),
 		// $v:1 not touching the filter
 		entry(9, "u", set("v", int32(3)), id(1)),
+		// an insert that does not match, then an update into the filter:
+		// over a later copy, the insert deletes the copied document and
+		// the update's re-read writes it again
+		entry(10, "i", doc(10, "tenant", "b"), nil),
+		entry(11, "u", diff(D{{Key: "u", Value: D{{Key: "tenant", Value: "a"}}}}), id(10)),
 	}
 
 	sourceDocs := map[int32]bson.Raw{}
 	for _, d := range final {
 		sourceDocs[d[0].Value.(int32)] = raw(t, d)
 	}
-	var lookups atomic.Int32
-	lookup := func(_ context.Context, _ catalog.Namespace, filter bson.Raw) (bson.Raw, bson.Timestamp, error) {
-		lookups.Add(1)
-		return sourceDocs[filter.Lookup("_id").Int32()], bson.Timestamp{}, nil
-	}
-	spec, m := filteredMapper(t, `shop\.orders`, subsetQuery)
+	_, m := filteredMapper(t, `shop\.orders`, subsetQuery)
 	f, err := m.Filter(catalog.ParseNamespace(ns))
 	if err != nil || f == nil {
 		t.Fatalf("filter: %v %v", f, err)
 	}
-	coll := dc.Database("shop").Collection("orders")
-	var copied []any
-	for _, d := range initial {
-		if ok, _ := f.Match(raw(t, d)); ok {
-			copied = append(copied, d)
+	subsetOf := func(ds []D) []bson.Raw {
+		var out []bson.Raw
+		for _, d := range ds {
+			if b := raw(t, d); func() bool { ok, _ := f.Match(b); return ok }() {
+				out = append(out, b)
+			}
 		}
+		return out
 	}
-	if _, err := coll.InsertMany(ctx, copied); err != nil {
-		t.Fatal(err)
-	}
-
-	r := New(Options{Task: "subset", Spec: spec, Reader: source.NewScripted(at(0), entries...), Target: dc, Mapper: m,
-		From: at(0), CheckpointInterval: time.Hour, Lookup: lookup})
-	runUntil(t, r, at(uint32(len(entries))), time.Minute)
-
-	var want []bson.Raw
-	for _, d := range final {
-		raw := raw(t, d)
-		if ok, _ := f.Match(raw); ok {
-			want = append(want, raw)
-		}
-	}
-	assertSubset(t, coll, want)
-	// The $set of tenant, the diff of tenant and the sub-diff of info.
-	if n := lookups.Load(); n != 3 {
-		t.Errorf("the source was read %d times, want 3 (the updates touching a field the filter reads)", n)
+	for i, tc := range []struct {
+		name   string
+		copied []D
+	}{
+		{"copied before the first entry", initial},
+		{"copied after the last entry", final},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var lookups atomic.Int32
+			lookup := func(_ context.Context, _ catalog.Namespace, filter bson.Raw) (bson.Raw, bson.Timestamp, error) {
+				lookups.Add(1)
+				return sourceDocs[filter.Lookup("_id").Int32()], bson.Timestamp{}, nil
+			}
+			// One database per case: the filter names shop.orders, so
+			// the target's is renamed.
+			var copied []any
+			for _, d := range subsetOf(tc.copied) {
+				copied = append(copied, d)
+			}
+			coll := dc.Database(fmt.Sprintf("case%d", i)).Collection("orders")
+			if _, err := coll.InsertMany(ctx, copied); err != nil {
+				t.Fatal(err)
+			}
+			spec, _ := filteredMapper(t, `shop\.orders`, subsetQuery)
+			spec.Namespaces.Rename = []config.Rename{{From: "shop", To: coll.Database().Name()}}
+			m, err := catalog.NewMapper(spec.Namespaces, spec.Checkpoint.Database)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := New(Options{Task: "subset", Spec: spec, Reader: source.NewScripted(at(0), entries...), Target: dc, Mapper: m,
+				From: at(0), CheckpointInterval: time.Hour, Lookup: lookup})
+			runUntil(t, r, at(uint32(len(entries))), time.Minute)
+			assertSubset(t, coll, subsetOf(final))
+			// The $set of tenant, the two diffs of tenant and the sub-diff
+			// of info.
+			if n := lookups.Load(); n != 4 {
+				t.Errorf("the source was read %d times, want 4 (the updates touching a field the filter reads)", n)
+			}
+		})
 	}
 }
 
