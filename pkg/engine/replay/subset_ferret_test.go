@@ -369,3 +369,69 @@ func assertSubset(t *testing.T, coll *mongo.Collection, want []bson.Raw) {
 		}
 	}
 }
+
+// TestFilteredChangeStreamReplay: change-stream mode replays its events
+// as the entries they stand for (oplog.EventsToEntries, the reader's
+// conversion), so a filtered namespace follows the same rule: inserts
+// and a replacement tested on their full documents, an update beside
+// the filter applied, one setting the filter's field re-read, a
+// transaction's events (one applyOps) filtered one by one.
+func TestFilteredChangeStreamReplay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs a FerretDB server (make ferretdb); skipped with -short")
+	}
+	dc := testserver.Start(t, testserver.Options{OplogBytes: -1}).MustClient(t)
+	type D = bson.D
+	at := func(i uint32) bson.Timestamp { return bson.Timestamp{T: 1718000000, I: i} }
+	order := func(id int32, tenant string, more ...bson.E) D {
+		return append(D{{Key: "_id", Value: id}, {Key: "tenant", Value: tenant}}, more...)
+	}
+	event := func(op string, i uint32, id int32, fields ...bson.E) bson.Raw {
+		d := D{{Key: "_id", Value: D{{Key: "_data", Value: fmt.Sprintf("82%08X%08X2B0229296E04", at(i).T, at(i).I)}}},
+			{Key: "operationType", Value: op}, {Key: "clusterTime", Value: at(i)}, {Key: "wallTime", Value: bson.DateTime(1718000000000 + int64(i))},
+			{Key: "collectionUUID", Value: bson.Binary{Subtype: bson.TypeBinaryUUID, Data: []byte("0123456789abcdef")}},
+			{Key: "ns", Value: D{{Key: "db", Value: "shop"}, {Key: "coll", Value: "orders"}}},
+			{Key: "documentKey", Value: D{{Key: "_id", Value: id}}}}
+		return raw(t, append(d, fields...))
+	}
+	full := func(d D) bson.E { return bson.E{Key: "fullDocument", Value: d} }
+	updated := func(fields D) bson.E {
+		return bson.E{Key: "updateDescription", Value: D{{Key: "updatedFields", Value: fields}, {Key: "removedFields", Value: bson.A{}},
+			{Key: "truncatedArrays", Value: bson.A{}}, {Key: "disambiguatedPaths", Value: D{}}}}
+	}
+	txn := []bson.E{{Key: "lsid", Value: D{{Key: "id", Value: bson.Binary{Subtype: 4, Data: bytes.Repeat([]byte{5}, 16)}}}}, {Key: "txnNumber", Value: int64(3)}}
+	events := []bson.Raw{
+		event("insert", 1, 1, full(order(1, "a"))),
+		event("insert", 2, 2, full(order(2, "b"))),
+		event("update", 3, 1, updated(D{{Key: "v", Value: int32(2)}})),
+		event("update", 4, 2, updated(D{{Key: "tenant", Value: "a"}})),
+		event("replace", 5, 1, full(order(1, "b", bson.E{Key: "v", Value: int32(3)}))),
+		event("delete", 6, 3),
+		event("insert", 7, 4, append([]bson.E{full(order(4, "a"))}, txn...)...),
+		event("insert", 7, 5, append([]bson.E{full(order(5, "b"))}, txn...)...),
+	}
+	entries, err := oplog.EventsToEntries(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := map[int32]bson.Raw{1: raw(t, order(1, "b", bson.E{Key: "v", Value: int32(3)})), 2: raw(t, order(2, "a")),
+		4: raw(t, order(4, "a")), 5: raw(t, order(5, "b"))}
+	var lookups atomic.Int32
+	lookup := func(_ context.Context, _ catalog.Namespace, filter bson.Raw) (bson.Raw, bson.Timestamp, error) {
+		lookups.Add(1)
+		return final[filter.Lookup("_id").Int32()], bson.Timestamp{}, nil
+	}
+	spec, _ := filteredMapper(t, `shop\.orders`, subsetQuery)
+	spec.Namespaces.Rename = []config.Rename{{From: "shop", To: "cs"}}
+	m, err := catalog.NewMapper(spec.Namespaces, spec.Checkpoint.Database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(Options{Task: "subset", Spec: spec, Reader: source.NewScripted(at(0), entries...), Target: dc, Mapper: m,
+		From: at(0), CheckpointInterval: time.Hour, Lookup: lookup})
+	runUntil(t, r, at(7), time.Minute)
+	assertSubset(t, dc.Database("cs").Collection("orders"), []bson.Raw{final[2], final[4]})
+	if n := lookups.Load(); n != 1 {
+		t.Errorf("the source was read %d times, want once (the update of tenant)", n)
+	}
+}
