@@ -57,6 +57,13 @@ func (f *Filter) Match(doc bson.Raw) (bool, error) {
 // that changes none of them cannot change whether a document matches.
 func (f *Filter) Fields() []string { return slices.Clone(f.fields) }
 
+// Reads reports whether the query reads top-level field name (one of
+// Fields), without allocating.
+func (f *Filter) Reads(name string) bool {
+	_, found := slices.BinarySearch(f.fields, name)
+	return found
+}
+
 // Query returns the query document Compile was given, for a server's find.
 func (f *Filter) Query() bson.Raw { return f.query }
 

@@ -154,6 +154,11 @@ func TestFields(t *testing.T) {
 		if got := f.Fields(); !slices.Equal(got, c.want) {
 			t.Errorf("Fields(%s) = %q, want %q", c.query, got, c.want)
 		}
+		for _, name := range []string{"a", "b", "c", "d", "tenant", "x", "f", "a.b"} {
+			if got, want := f.Reads(name), slices.Contains(c.want, name); got != want {
+				t.Errorf("Reads(%s) of %s = %v, want %v", name, c.query, got, want)
+			}
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/pkg/engine/docfilter"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 )
 
@@ -256,6 +257,10 @@ type nsRoute struct {
 	src, target catalog.Namespace
 	selected    bool
 	views       bool // system.views: its writes are DDL
+	// filter keeps the namespace's matching documents (subset.go); nil
+	// for a namespace copied whole. err refuses its writes.
+	filter *docfilter.Filter
+	err    error
 }
 
 // route returns the route of a source namespace ("db.coll"), from a cache
@@ -270,6 +275,9 @@ func (r *Replayer) route(ns string) nsRoute {
 		// A time-series collection's buckets: selected with it, written
 		// to its buckets on the target (timeseries.go).
 		rt.target, rt.selected = r.bucketsTarget(ts), r.o.Mapper.Selected(ts)
+		r.routeFilter(&rt, ts, true)
+	} else if !rt.views {
+		r.routeFilter(&rt, src, false)
 	}
 	if len(r.routes) >= 10_000 {
 		clear(r.routes) // a bound on memory with very many namespaces
@@ -286,6 +294,9 @@ func (r *Replayer) dispatchCRUD(ctx context.Context, op oplog.Entry, ts bson.Tim
 		r.wm.Dispatch(ts, 0)
 		return nil
 	}
+	if rt.err != nil {
+		return rt.err
+	}
 	key, err := op.DocKey()
 	if err != nil {
 		return fmt.Errorf("replay: %s: %w", op, err)
@@ -297,7 +308,7 @@ func (r *Replayer) dispatchCRUD(ctx context.Context, op oplog.Entry, ts bson.Tim
 	if err != nil {
 		return err
 	}
-	it := item{ts: ts, ns: rt.target, src: rt.src, key: key, kind: op.Kind().String(), bytes: int64(len(op.Raw())), op: op, tk: tk}
+	it := item{ts: ts, ns: rt.target, src: rt.src, key: key, kind: op.Kind().String(), bytes: int64(len(op.Raw())), op: op, tk: tk, filter: rt.filter}
 	r.wm.Dispatch(ts, 1)
 	return r.send(ctx, it)
 }

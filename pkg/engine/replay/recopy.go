@@ -43,7 +43,7 @@ func (r *Replayer) recopy(ctx context.Context, src catalog.Namespace) error {
 		return err
 	}
 	if c.Copyable() {
-		if err := r.copyDocuments(ctx, src, dst); err != nil {
+		if err := r.copyDocuments(ctx, src, dst, findQuery(c.Filter)); err != nil {
 			return err
 		}
 		if err := r.holder.CreateIndexes(ctx, c, r.o.IndexesOneByOne); err != nil {
@@ -63,11 +63,12 @@ func (r *Replayer) recopy(ctx context.Context, src catalog.Namespace) error {
 	return nil
 }
 
-// copyDocuments copies every document of src into dst in unordered
-// batches of at most cache.batchSize documents and 8 MiB.
-func (r *Replayer) copyDocuments(ctx context.Context, src, dst catalog.Namespace) error {
+// copyDocuments copies the documents of src that match query (those the
+// target keeps, findQuery) into dst in unordered batches of at most
+// cache.batchSize documents and 8 MiB.
+func (r *Replayer) copyDocuments(ctx context.Context, src, dst catalog.Namespace, query any) error {
 	// At majority read concern, as the full copy reads.
-	cur, err := r.o.Source.Database(src.DB).Collection(src.Coll, options.Collection().SetReadConcern(readconcern.Majority())).Find(ctx, bson.D{})
+	cur, err := r.o.Source.Database(src.DB).Collection(src.Coll, options.Collection().SetReadConcern(readconcern.Majority())).Find(ctx, query)
 	if err != nil {
 		return fmt.Errorf("copy %s: %w", src, err)
 	}

@@ -55,8 +55,9 @@ func stalePath(err error, batch []item) (int, bool) {
 }
 
 // refetch writes one document as the source has it now: replaced, or
-// deleted when the source no longer has it. Later entries of the document
-// then apply on top, as they do over the full copy.
+// deleted when the source no longer has it (or, in a filtered namespace,
+// it no longer matches: lookup). Later entries of the document then
+// apply on top, as they do over the full copy.
 func (r *Replayer) refetch(ctx context.Context, it item) error {
 	var model mongo.WriteModel
 	doc, _, err := r.lookup(ctx, it.src, it.ts, it.key)
@@ -81,8 +82,22 @@ func (r *Replayer) refetch(ctx context.Context, it item) error {
 // source has none. at is a cluster time at or past every write the read
 // reflects (the $clusterTime the source answered with; zero when it
 // sends none, as a server without a cluster clock): a write logged at or
-// below it is in the document read.
+// below it is in the document read. In a namespace with a filter
+// (namespaces.filters), a document that does not match is nil as well:
+// the target keeps the matching subset, where it is absent (subset.go).
 func (r *Replayer) lookup(ctx context.Context, src catalog.Namespace, ts bson.Timestamp, filter bson.Raw) (doc bson.Raw, at bson.Timestamp, err error) {
+	doc, at, err = r.lookupAny(ctx, src, ts, filter)
+	if err != nil {
+		return nil, at, err
+	}
+	if doc, err = r.inSubset(src, doc); err != nil {
+		return nil, at, fmt.Errorf("replay: re-read %s %s from the source: %w", src, filter, err)
+	}
+	return doc, at, nil
+}
+
+// lookupAny is lookup without the namespace's filter.
+func (r *Replayer) lookupAny(ctx context.Context, src catalog.Namespace, ts bson.Timestamp, filter bson.Raw) (doc bson.Raw, at bson.Timestamp, err error) {
 	if r.o.Lookup != nil {
 		doc, at, err := r.o.Lookup(ctx, src, filter)
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/docfilter"
 	"github.com/mongoferry/mongoferry/pkg/engine/holdback"
 	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
 	"github.com/mongoferry/mongoferry/pkg/engine/pipeline"
@@ -276,6 +277,8 @@ type item struct {
 	extra bool
 	// tk is how a sharded target shards ns; nil when it does not.
 	tk *targetKey
+	// filter, with op, keeps the source's matching documents (subset.go).
+	filter *docfilter.Filter
 	// parked: its document waits after a conflict (conflict.go), and
 	// its unpark applies and finishes it.
 	parked bool

@@ -31,17 +31,20 @@ var ErrTimeSeriesReplay = errors.New("time-series collections cannot be copied a
 
 // CheckReplayable refuses, before anything is copied, a task that copies
 // a selected time-series collection (copies: the task's mode includes a
-// full copy) and then replays it. A task in mode: incremental replays one
-// onto the target's time-series collection of that name, which must hold
-// the source's buckets as of the task's start (mongodump and mongorestore
-// of the collection copy its buckets as they are).
+// full copy) and then replays it, and one that filters a time-series
+// collection's documents (ErrTimeSeriesFilter). A task in mode:
+// incremental replays one onto the target's time-series collection of
+// that name, which must hold the source's buckets as of the task's start
+// (mongodump and mongorestore of the collection copy its buckets as they
+// are).
 func CheckReplayable(colls []catalog.Collection, copies bool) error {
-	if !copies {
-		return nil
-	}
 	var errs []error
 	for _, c := range colls {
-		if c.Type == "timeseries" {
+		if c.Type == "timeseries" && c.Filter != nil {
+			errs = append(errs, errTimeSeriesFilter(c.Source))
+			continue
+		}
+		if copies && c.Type == "timeseries" {
 			errs = append(errs, fmt.Errorf("%w: %s is a time-series collection, and its full copy would write measurements, not the source's buckets, "+
 				"which the replayed bucket writes need: exclude it from the task (namespaces.exclude: ['%s']) and copy it with mongodump/mongorestore "+
 				"(which copy its buckets), or stop its writes and copy it with a separate task in mode: full",

@@ -149,18 +149,7 @@ func newestOplogTS(t *testing.T, c *mongo.Client) bson.Timestamp {
 
 func sortedDocs(t *testing.T, c *mongo.Client) []bson.Raw {
 	t.Helper()
-	cur, err := c.Database("shop").Collection("orders").Find(context.Background(), bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []bson.Raw
-	for cur.Next(context.Background()) {
-		out = append(out, append(bson.Raw(nil), cur.Current...))
-	}
-	if err := cur.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return findAll(t, c.Database("shop").Collection("orders"), bson.D{})
 }
 
 func bytesEqualRaw(a, b bson.Raw) bool { return string(a) == string(b) }

@@ -213,6 +213,9 @@ func (r *Replayer) expand(batch, out []item, ws []oplog.Write) ([]item, []oplog.
 			out = append(out, it)
 			continue
 		}
+		if err == nil && it.filter != nil && len(ws) > 0 {
+			ws, err = r.subset(it, op, ws)
+		}
 		if err != nil {
 			r.budget.Release(it.bytes)
 			return out, ws, fmt.Errorf("replay: %w", err)

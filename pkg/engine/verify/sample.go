@@ -66,6 +66,9 @@ func (v *verifier) sampleStage(ctx context.Context, c catalog.Collection, n int6
 		return false, nil
 	}
 	pipeline := mongo.Pipeline{{{Key: "$sample", Value: bson.D{{Key: "size", Value: n}}}}}
+	if c.Filter != nil {
+		pipeline = append(mongo.Pipeline{{{Key: "$match", Value: c.Filter.Query()}}}, pipeline...)
+	}
 	cur, err := v.coll(c, sourceSide).Aggregate(ctx, pipeline, options.Aggregate().SetBatchSize(fetchChunk))
 	if err != nil {
 		return false, v.sampleError(ctx, err)
@@ -144,7 +147,7 @@ func (v *verifier) reservoir(ctx context.Context, c catalog.Collection, n, count
 	p.start(PassSample, 1, int64(len(ids)))
 	src := v.coll(c, sourceSide)
 	for chunk := range slices.Chunk(ids, fetchChunk) {
-		cur, err := src.Find(ctx, inFilter(chunk), options.Find().SetBatchSize(fetchChunk))
+		cur, err := src.Find(ctx, byID(c, sourceSide, chunk), options.Find().SetBatchSize(fetchChunk))
 		if err != nil {
 			return fmt.Errorf("fetch source documents: %w", err)
 		}

@@ -420,7 +420,8 @@ func keyed(docs []bson.Raw) ([]idKey, map[idKey]bson.Raw, error) {
 }
 
 // fetch reads the documents of the given _ids on one side (only their
-// _ids with idOnly), keyed by their exact _id bytes: a document whose _id
+// _ids with idOnly; on the source, those its filter keeps: byID), keyed
+// by their exact _id bytes: a document whose _id
 // only compares equal (int64 1 for int32 1) is not the same key.
 func (p *pass) fetch(ctx context.Context, i int, s side, keys []idKey, idOnly bool) (map[idKey]bson.Raw, error) {
 	out := make(map[idKey]bson.Raw, len(keys))
@@ -431,7 +432,7 @@ func (p *pass) fetch(ctx context.Context, i int, s side, keys []idKey, idOnly bo
 	if idOnly {
 		opts.SetProjection(bson.D{{Key: "_id", Value: 1}})
 	}
-	cur, err := p.coll(i, s).Find(ctx, inFilter(keys), opts)
+	cur, err := p.coll(i, s).Find(ctx, byID(p.colls[i], s, keys), opts)
 	if err != nil {
 		return nil, fmt.Errorf("read %s documents by _id: %w", s, err)
 	}
@@ -449,13 +450,14 @@ func (p *pass) fetch(ctx context.Context, i int, s side, keys []idKey, idOnly bo
 	return out, nil
 }
 
-// scanBatches reads every document of collection i on side s and hands
-// them to fn batch documents at a time (copies, valid after the call).
+// scanBatches reads the documents of collection i on side s (query) and
+// hands them to fn batch documents at a time (copies, valid after the
+// call).
 func (p *pass) scanBatches(ctx context.Context, i int, s side, opts *options.FindOptionsBuilder, batch int, fn func([]bson.Raw) error) error {
 	if opts == nil {
 		opts = options.Find()
 	}
-	cur, err := p.coll(i, s).Find(ctx, bson.D{}, opts.SetBatchSize(int32(batch))) //nolint:gosec // G115: a configured batch size
+	cur, err := p.coll(i, s).Find(ctx, query(p.colls[i], s), opts.SetBatchSize(int32(batch))) //nolint:gosec // G115: a configured batch size
 	if err != nil {
 		return fmt.Errorf("scan %s: %w", s, err)
 	}
