@@ -78,6 +78,10 @@ type Copier struct {
 	// NS is the source namespace; Target the target collection.
 	NS     string
 	Target *mongo.Collection
+	// Query, when set, is the namespace's document filter
+	// (namespaces.filters): each range is read as {$and: [range, Query]},
+	// so only the matching documents reach the target.
+	Query  bson.Raw
 	Leaser *rangelease.Leaser
 	Writer *sink.Writer
 	// BatchDocs and BatchBytes bound a write batch (100 documents and
@@ -244,7 +248,11 @@ func (c *Copier) copyRange(ctx context.Context, table *Table, r Range, lease *ra
 func (c *Copier) readRange(ctx context.Context, table *Table, r Range, b *batcher, out chan<- []bson.Raw) error {
 	n := catalog.ParseNamespace(c.NS)
 	src := c.Source.Database(n.DB).Collection(n.Coll, options.Collection().SetReadConcern(readconcern.Majority()))
-	cur, err := src.Find(ctx, r.Filter, options.Find().SetBatchSize(int32(b.maxDocs)))
+	var filter any = r.Filter
+	if c.Query != nil {
+		filter = bson.D{{Key: "$and", Value: bson.A{r.Filter, c.Query}}}
+	}
+	cur, err := src.Find(ctx, filter, options.Find().SetBatchSize(int32(b.maxDocs)))
 	if err != nil {
 		return err
 	}
