@@ -554,7 +554,7 @@ func TestRedactErrorKeepsUserNames(t *testing.T) {
 
 // TestSamplesParse keeps the shipped examples valid.
 func TestSamplesParse(t *testing.T) {
-	for _, p := range []string{"../../config/samples/ferry-task.yaml"} {
+	for _, p := range []string{"../../config/samples/ferry-task.yaml", "../../config/samples/ferry-tenant-split.yaml"} {
 		if _, err := Load(p); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}

@@ -230,10 +230,16 @@ func (p *perShardCopy) runCopiers(ctx context.Context, shard string, coll catalo
 	return &st, err
 }
 
-// newCopier returns a copier of shard's ranges of coll.
+// newCopier returns a copier of shard's ranges of coll, through its
+// document filter when it has one.
 func (p *perShardCopy) newCopier(shard string, coll catalog.Collection, written func(docs, bytes int64)) *sourceshardcopy.Copier {
 	spec := &p.e.task.Spec
+	var query bson.Raw
+	if coll.Filter != nil {
+		query = coll.Filter.Query()
+	}
 	return &sourceshardcopy.Copier{
+		Query: query,
 		Shard: shard, Source: p.client(shard), NS: coll.Source.String(),
 		Target: p.e.target.Database(coll.Target.DB).Collection(coll.Target.Coll),
 		Leaser: p.leaser, Writer: p.writer, BatchDocs: spec.Cache.BatchSize, BatchBytes: p.batchBytes,

@@ -19,8 +19,7 @@ import (
 // ranges with a filter on one tenant (namespaces.filters): the target
 // must hold exactly what find(filter) returns on the source, byte for
 // byte, and none of the other tenants' documents; a collection without a
-// filter is copied whole. The spec is not validated: validation refuses
-// filters until the replay applies them too (config.FiltersApplied).
+// filter is copied whole.
 func TestFilteredCopyOnFerretDB(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs FerretDB servers (make ferretdb); skipped with -short")
