@@ -161,6 +161,10 @@ helm-lint: $(BIN)/helm ## Lint the Helm chart (helm lint --strict) with its defa
 demo: ferry ferretdb ## Run a full sync end to end on two embedded servers.
 	$(BIN)/ferry demo
 
+.PHONY: demo-filter
+demo-filter: ferry ferretdb ## Run the demo keeping only part of the live collection (namespaces.filters): no other document reaches the target.
+	$(BIN)/ferry demo --filter
+
 .PHONY: demo-sharded
 demo-sharded: ferry ferretdb ## Run a sync from a 3-shard cluster stand-in with chunk migrations during a live load.
 	$(BIN)/ferry demo --sharded

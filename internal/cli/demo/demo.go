@@ -45,7 +45,16 @@ type demoFlags struct {
 	liveRate float64
 	oplogMiB int64
 	sharded  bool
+	filter   bool
 }
+
+// The --filter demo's split: the live collection's documents whose
+// field0 sorts before "a" (its upper-case letters, digits, '-' and '_':
+// about 60%), which the live load's updates move in and out.
+const (
+	filterNS    = "app.sessions"
+	filterQuery = `{"field0": {"$lt": "a"}}`
+)
 
 // NewCommand returns `ferry demo`.
 func NewCommand() *cobra.Command {
@@ -69,7 +78,8 @@ through the mongos stand-in; one replay subtask per shard tails its oplog
 and skips the migrations' fromMigrate entries.`,
 		Example: `  make demo
   ferry demo --records 20000
-  ferry demo --sharded`,
+  ferry demo --sharded
+  ferry demo --filter`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd.Context(), cmd.OutOrStdout(), f) },
 	}
@@ -79,6 +89,7 @@ and skips the migrations' fromMigrate entries.`,
 	cmd.Flags().Float64Var(&f.liveRate, "live-rate", 30, "operations per second of the live load on the source (0: none)")
 	cmd.Flags().Int64Var(&f.oplogMiB, "oplog-size", demoOplogMiB, "capped size of the source's oplog in MiB: it must hold every change the live load makes while the copy runs")
 	cmd.Flags().BoolVar(&f.sharded, "sharded", false, "a sharded source: 3 shards, chunk migrations during the live load")
+	cmd.Flags().BoolVar(&f.filter, "filter", false, "split part of the live collection out (namespaces.filters: "+filterNS+" documents with "+filterQuery+"), and show that no other document reached the target")
 	return cmd
 }
 
@@ -90,6 +101,9 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 		return fmt.Errorf("--oplog-size must be at least 1 (MiB), got %d", f.oplogMiB)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if f.sharded && f.filter {
+		return errors.New("--filter runs on the replica-set demo only: leave out --sharded")
+	}
 	if f.sharded {
 		return runShardedDemo(ctx, out, log, f)
 	}
@@ -114,7 +128,7 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 		return err
 	}
 
-	eng, err := openTask(ctx, "demo", config.Endpoint{URI: src.URI}, dst, log)
+	eng, err := openTask(ctx, "demo", config.Endpoint{URI: src.URI}, dst, log, demoFilters(out, f)...)
 	if err != nil {
 		return err
 	}
@@ -147,6 +161,11 @@ func runDemo(ctx context.Context, out io.Writer, f demoFlags) error {
 	st := eng.Status()
 	printReport(out, eng)
 	printSummary(out, st, timing, runErr)
+	if f.filter && runErr == nil {
+		if runErr = reportFilter(ctx, out, sc, dst); runErr != nil {
+			return runErr
+		}
+	}
 	if errors.Is(runErr, source.ErrOplogWindowLost) {
 		fmt.Fprintf(out, "\nThe source's oplog (%d MiB) no longer held the changes made during the copy: run the demo again with a larger --oplog-size.\n", f.oplogMiB)
 	}
@@ -335,4 +354,57 @@ func prepareSource(ctx context.Context, out io.Writer, src *ferretdb.Server, sc 
 		return workload.Options{}, err
 	}
 	return live, nil
+}
+
+// demoFilters returns the task's filters: the --filter demo's split, said
+// on out, or none.
+func demoFilters(out io.Writer, f demoFlags) []config.Filter {
+	if !f.filter {
+		return nil
+	}
+	fmt.Fprintf(out, "Only the documents of %s matching %s are copied and kept in sync (namespaces.filters);\nthe other namespaces are copied whole.\n\n", filterNS, filterQuery)
+	return []config.Filter{{Namespace: filterNS, Query: config.Query(filterQuery)}}
+}
+
+// reportFilter shows what the --filter demo's target holds of the split
+// collection: every source document the filter selects, and none of the
+// others. It fails when the target holds one the filter leaves out.
+func reportFilter(ctx context.Context, out io.Writer, sc *mongo.Client, dst *ferretdb.Server) error {
+	dc, err := dst.Client(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = dc.Disconnect(context.Background()) }()
+	var query bson.D
+	if err := bson.UnmarshalExtJSON([]byte(filterQuery), false, &query); err != nil {
+		return err
+	}
+	not := bson.D{{Key: "$nor", Value: bson.A{query}}}
+	db, coll, _ := strings.Cut(filterNS, ".")
+	count := func(c *mongo.Client, f bson.D) (int64, error) {
+		return c.Database(db).Collection(coll).CountDocuments(ctx, f)
+	}
+	kept, err := count(sc, query)
+	if err != nil {
+		return err
+	}
+	left, err := count(sc, not)
+	if err != nil {
+		return err
+	}
+	onTarget, err := count(dc, query)
+	if err != nil {
+		return err
+	}
+	others, err := count(dc, not)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nFilter %s on %s\n", filterQuery, filterNS)
+	fmt.Fprintf(out, "  source: %d documents match, %d do not\n", kept, left)
+	fmt.Fprintf(out, "  target: %d documents, all matching; %d of the others\n", onTarget, others)
+	if others != 0 || onTarget != kept {
+		return fmt.Errorf("the target's %s holds %d documents the filter leaves out and %d of the %d it selects", filterNS, others, onTarget, kept)
+	}
+	return nil
 }

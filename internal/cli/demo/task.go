@@ -17,13 +17,14 @@ import (
 )
 
 // openTask opens the demo's task: fullAndIncremental from source to dst,
-// verified with hashes.
-func openTask(ctx context.Context, name string, source config.Endpoint, dst *ferretdb.Server, log *slog.Logger) (*engine.Engine, error) {
+// verified with hashes, keeping only the documents filters select.
+func openTask(ctx context.Context, name string, source config.Endpoint, dst *ferretdb.Server, log *slog.Logger, filters ...config.Filter) (*engine.Engine, error) {
 	task := &config.Task{Name: name, Spec: config.Spec{
-		Mode:   config.ModeFullAndIncremental,
-		Source: source,
-		Target: config.Endpoint{URI: dst.URI},
-		Verify: config.Verify{Mode: config.VerifyHash},
+		Mode:       config.ModeFullAndIncremental,
+		Source:     source,
+		Target:     config.Endpoint{URI: dst.URI},
+		Verify:     config.Verify{Mode: config.VerifyHash},
+		Namespaces: config.Namespaces{Filters: filters},
 	}}
 	task.SetDefaults()
 	if err := task.Validate(); err != nil {
