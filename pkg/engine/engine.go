@@ -25,7 +25,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
-	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
@@ -129,23 +128,9 @@ type Engine struct {
 	// newest positions read after it.
 	finishAsked atomic.Int64
 
-	// A sharded source read shard by shard (see sharded.go); only
-	// pickStreamer and the sharded implementation read sharded.
-	sharded    bool
-	subMu      sync.Mutex
-	subtasks   map[string]*subtask
-	shardOrder []string // shard names, sorted
-	// board is where the subtasks publish their positions (replay holds
-	// writes after chunk migrations on it): in memory when this process
-	// runs every subtask, in the target's checkpoint database otherwise.
-	board board.Board
-	// perShard is a sharded source's per-shard copy (pershard.go), nil
-	// when the copy reads through mongos.
-	perShard *perShardCopy
-	// sharesCopy says the copy's ranges read through one client are
-	// leased, shared with copy-only workers or the other shard workers
-	// (copyonly.go).
-	sharesCopy bool
+	// shards supervises a sharded source read shard by shard (sharded.go);
+	// nil for a source read as one (a replica set, or through mongos).
+	shards *shardedSource
 	// cut is the cut-over's state machine (package cutover), made in
 	// Open once the store is.
 	cut *cutover.Machine
@@ -202,11 +187,6 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	}
 	e.log.Info("servers", "source", e.srcProfile.Flavor, "sourceVersion", e.srcProfile.Version,
 		"target", e.dstProfile.Flavor, "targetVersion", e.dstProfile.Version, "sourceUpdates", e.srcProfile.UpdateShape.String())
-	if err := e.openShards(ctx); err != nil {
-		e.Close()
-		return nil, err
-	}
-	e.streaming = e.pickStreamer()
 	e.store = checkpoint.NewStore(e.target, task.Checkpoint.Database, task.Name)
 	e.lease = &lease{store: e.store, key: opts.Shard, log: e.log}
 	e.cut = e.newCutover()
@@ -214,6 +194,11 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		e.Close()
 		return nil, err
 	}
+	if err := e.openShards(ctx); err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.streaming = e.pickStreamer()
 	replayStatus := func() *replay.Status { return e.Status().Replay }
 	e.verification = &verification{task: task, source: e.source, target: e.target, mapper: e.mapper, log: e.log,
 		partial: e.streaming.partial(), replayStatus: replayStatus,
@@ -229,20 +214,24 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	if e.targetSharding != nil {
 		copyOpts.ShardTarget = e.shardTarget(e.targetSharding)
 	}
-	if e.perShard, err = e.newPerShardCopy(); err != nil {
-		e.Close()
-		return nil, err
-	}
-	if e.perShard != nil {
-		copyOpts.PerShard = e.perShard
+	if e.shards != nil {
+		if e.shards.perShard, err = e.shards.newPerShardCopy(); err != nil {
+			e.Close()
+			return nil, err
+		}
+		if e.shards.perShard != nil {
+			copyOpts.PerShard = e.shards.perShard
+		}
 	}
 	if copyOpts.Leaser, copyOpts.Processes, err = e.copyLeaser(); err != nil {
 		e.Close()
 		return nil, err
 	}
 	// The operator sums its shard workers' figures: each counts its own.
-	copyOpts.OthersReport = e.sharded && e.opts.Shard != ""
-	e.sharesCopy = copyOpts.Leaser != nil
+	copyOpts.OthersReport = e.shards != nil && e.opts.Shard != ""
+	if e.shards != nil {
+		e.shards.sharesCopy = copyOpts.Leaser != nil
+	}
 	e.copier, err = fullsync.New(copyOpts)
 	if err != nil {
 		e.Close()
@@ -254,8 +243,8 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 // Close disconnects from both deployments (and every shard).
 func (e *Engine) Close() {
 	clients := []*mongo.Client{e.source, e.target}
-	for _, st := range e.subtaskList() {
-		clients = append(clients, st.client)
+	if e.shards != nil {
+		clients = append(clients, e.shards.clients()...)
 	}
 	for _, c := range clients {
 		if c != nil {

@@ -5,13 +5,11 @@ import (
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
-	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
@@ -31,7 +29,7 @@ func (e *Engine) run(ctx context.Context) error {
 		return err
 	}
 	if e.streaming.follows() {
-		return e.runShardWorker(ctx)
+		return e.shards.runShardWorker(ctx)
 	}
 	start, err := e.checkBeforeWrites(ctx, prev, exists)
 	if err != nil {
@@ -236,21 +234,4 @@ func (e *Engine) replayStart(ctx context.Context, useOplog bool) (ts bson.Timest
 		return ts, false, shards, err
 	}
 	return e.streaming.newestStart(ctx, useOplog)
-}
-
-// positionOf returns how the source's current position is read: its
-// newest oplog entry, or its clock where reading the newest entry would
-// read the whole oplog, or its cluster time for change streams.
-func (e *Engine) positionOf(useOplog bool) func(context.Context, *mongo.Client) (bson.Timestamp, bool, error) {
-	switch {
-	case !useOplog:
-		return func(ctx context.Context, c *mongo.Client) (bson.Timestamp, bool, error) {
-			ts, err := source.ClusterTime(ctx, c)
-			return ts, false, err
-		}
-	case e.srcProfile.OplogQueriesScan:
-		// Reading the newest entry would read the whole oplog.
-		return source.StartPositionByClock
-	}
-	return source.StartPosition
 }

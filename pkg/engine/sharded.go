@@ -4,17 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/board"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
+	"github.com/mongoferry/mongoferry/pkg/engine/cutover"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/engine/topology"
 )
@@ -29,79 +35,167 @@ import (
 // ErrUnknownShard means Options.Shard names no shard of the source.
 var ErrUnknownShard = errors.New("unknown shard")
 
-// openShards discovers a sharded source and connects to its shards. A
-// task that only copies (mode full) or reads a change stream through mongos
-// needs no shard connections.
-func (e *Engine) openShards(ctx context.Context) error {
-	sharded, shards, err := topology.Discover(ctx, e.source, e.task.Source)
+// shardedSource supervises a sharded source read shard by shard: its
+// subtasks and their lifecycle (sharded_stream.go), the shard order and
+// the board they publish their positions on, the per-shard copy and its
+// leadership (pershard.go), the cut-over as the subtasks follow it
+// (cutover_sharded.go) and shards added or removed. It is the run's
+// streamer (streamer_sharded.go). It owns its state and holds no pointer
+// to the engine: what it needs of the task's run comes as functions
+// (shardedRun).
+type shardedSource struct {
+	task *config.Task
+	opts shardedOptions
+	// log names the task; baseLog does not (for the replayers, which add
+	// it themselves).
+	log, baseLog   *slog.Logger
+	source, target *mongo.Client
+	// profiles of the source and target servers (the shards run the
+	// software the router does).
+	srcProfile, dstProfile conn.Profile
+	store                  *checkpoint.Store
+	mapper                 *catalog.Mapper
+	// cut is the task's cut-over, which the subtasks follow.
+	cut *cutover.Machine
+	run shardedRun
+
+	subMu      sync.Mutex
+	subtasks   map[string]*subtask
+	shardOrder []string // shard names, sorted
+	// board is where the subtasks publish their positions (replay holds
+	// writes after chunk migrations on it): in memory when this process
+	// runs every subtask, in the target's checkpoint database otherwise.
+	board board.Board
+	// perShard is the per-shard copy (pershard.go), nil when the copy
+	// reads through mongos.
+	perShard *perShardCopy
+	// sharesCopy says the copy's ranges read through mongos are leased,
+	// shared with the other shard workers (copyonly.go).
+	sharesCopy bool
+}
+
+// shardedOptions are the engine's Options a sharded source's supervision
+// reads.
+type shardedOptions struct {
+	// Shard, when set, is the one shard whose subtask this process runs
+	// (Options.Shard).
+	Shard string
+	// ShardReader, when set, replaces each shard's oplog tailer (tests).
+	ShardReader func(shard string, from bson.Timestamp) source.OplogReader
+	// TopologyInterval is how often config.shards is re-read while
+	// streaming; 10s when zero.
+	TopologyInterval   time.Duration
+	CheckpointInterval time.Duration
+	ObserveReplay      func(op string, d time.Duration)
+	ObserveWrite       func(time.Duration)
+}
+
+// shardedRun is what a sharded source's supervision needs of the task's
+// run, as functions.
+type shardedRun struct {
+	// untilCaughtUp reports whether streaming ends once every shard
+	// caught up (Options.UntilCaughtUp, FinishWhenCaughtUp).
+	untilCaughtUp func() bool
+	// setPhase records the phase this process is in.
+	setPhase func(Phase)
+	// takeLease takes the task's lease (a worker that follows).
+	takeLease func() error
+	// whileStreaming runs the streaming verification while the subtasks
+	// replay, until ctx ends.
+	whileStreaming func(ctx context.Context)
+	// replayParams reads what every replayer of the task shares.
+	replayParams func(ctx context.Context) (replayParams, error)
+	// shardKeys is what replay needs to know of a sharded target.
+	shardKeys func() replay.ShardKeys
+	// helpCopy copies the ranges read through mongos it can claim
+	// (Copier.HelpCopy); copied counts documents this process wrote for
+	// a per-shard copy another worker leads (Copier.Copied).
+	helpCopy func(ctx context.Context) (int, error)
+	copied   func(ns, target string, docs, bytes int64)
+}
+
+// open discovers a sharded source and connects to its shards; sharded
+// reports whether it is read shard by shard. A task that only copies
+// (mode full) or reads a change stream through mongos needs no shard
+// connections.
+func (s *shardedSource) open(ctx context.Context) (sharded bool, err error) {
+	sharded, shards, err := topology.Discover(ctx, s.source, s.task.Source)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if !sharded {
-		if e.opts.Shard != "" {
-			return fmt.Errorf("--shard %s: the source is not a sharded cluster (hello names no mongos and source.kind is %s): run without --shard", e.opts.Shard, e.task.Source.Kind)
+		if s.opts.Shard != "" {
+			return false, fmt.Errorf("--shard %s: the source is not a sharded cluster (hello names no mongos and source.kind is %s): run without --shard", s.opts.Shard, s.task.Source.Kind)
 		}
-		return nil
+		return false, nil
 	}
-	if e.task.Mode == config.ModeFull || e.task.Incremental.Method == config.MethodChangeStream {
-		e.log.Info("sharded source: copied (and changes read) through mongos", "shards", len(shards))
-		return nil
+	if s.task.Mode == config.ModeFull || s.task.Incremental.Method == config.MethodChangeStream {
+		s.log.Info("sharded source: copied (and changes read) through mongos", "shards", len(shards))
+		return false, nil
 	}
-	if e.opts.Shard != "" && !slices.ContainsFunc(shards, func(s topology.Shard) bool { return s.Name == e.opts.Shard }) {
-		return fmt.Errorf("--shard %s: %w: config.shards lists %s", e.opts.Shard, ErrUnknownShard, shardNames(shards))
+	if s.opts.Shard != "" && !slices.ContainsFunc(shards, func(sh topology.Shard) bool { return sh.Name == s.opts.Shard }) {
+		return false, fmt.Errorf("--shard %s: %w: config.shards lists %s", s.opts.Shard, ErrUnknownShard, shardNames(shards))
 	}
-	e.sharded = true
-	e.subtasks = map[string]*subtask{}
-	for _, s := range shards {
-		if err := e.addShard(ctx, s); err != nil {
-			return err
+	s.subtasks = map[string]*subtask{}
+	for _, sh := range shards {
+		if err := s.addShard(ctx, sh); err != nil {
+			return false, err
 		}
 	}
-	e.log.Info("sharded source: one replay subtask per shard", "shards", shardNames(shards), "shard", e.opts.Shard)
-	return nil
+	s.log.Info("sharded source: one replay subtask per shard", "shards", shardNames(shards), "shard", s.opts.Shard)
+	return true, nil
 }
 
 // addShard connects to a shard and registers its (not yet running)
 // subtask.
-func (e *Engine) addShard(ctx context.Context, s topology.Shard) error {
-	c, err := topology.Open(ctx, e.task.Source, s)
+func (s *shardedSource) addShard(ctx context.Context, sh topology.Shard) error {
+	c, err := topology.Open(ctx, s.task.Source, sh)
 	if err != nil {
 		return err
 	}
-	if err := checkNotTarget(ctx, c, e.target, s.Name); err != nil {
+	if err := checkNotTarget(ctx, c, s.target, sh.Name); err != nil {
 		_ = c.Disconnect(context.Background())
 		return err
 	}
-	st := &subtask{shard: s, client: c, phase: SubtaskPending, since: time.Now()}
-	e.subMu.Lock()
-	e.subtasks[s.Name] = st
-	e.shardOrder = append(e.shardOrder, s.Name)
-	slices.Sort(e.shardOrder)
-	e.subMu.Unlock()
+	st := &subtask{shard: sh, client: c, phase: SubtaskPending, since: time.Now()}
+	s.subMu.Lock()
+	s.subtasks[sh.Name] = st
+	s.shardOrder = append(s.shardOrder, sh.Name)
+	slices.Sort(s.shardOrder)
+	s.subMu.Unlock()
 	return nil
 }
 
 // copyLeader reports whether this process runs the full copy and records
 // the start positions: always in `ferry run`; in workers running one shard
 // each, the worker of the shard whose name sorts first.
-func (e *Engine) copyLeader() bool {
-	if e.opts.Shard == "" {
+func (s *shardedSource) copyLeader() bool {
+	if s.opts.Shard == "" {
 		return true
 	}
-	e.subMu.Lock()
-	defer e.subMu.Unlock()
-	return len(e.shardOrder) > 0 && e.shardOrder[0] == e.opts.Shard
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	return len(s.shardOrder) > 0 && s.shardOrder[0] == s.opts.Shard
 }
 
 // mine reports whether this process runs the subtask of shard name.
-func (e *Engine) mine(name string) bool { return e.opts.Shard == "" || e.opts.Shard == name }
+func (s *shardedSource) mine(name string) bool { return s.opts.Shard == "" || s.opts.Shard == name }
 
-func (e *Engine) subtaskList() []*subtask {
-	e.subMu.Lock()
-	defer e.subMu.Unlock()
-	out := make([]*subtask, 0, len(e.shardOrder))
-	for _, n := range e.shardOrder {
-		out = append(out, e.subtasks[n])
+func (s *shardedSource) subtaskList() []*subtask {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	out := make([]*subtask, 0, len(s.shardOrder))
+	for _, n := range s.shardOrder {
+		out = append(out, s.subtasks[n])
+	}
+	return out
+}
+
+// clients are the shards' connections, for Engine.Close.
+func (s *shardedSource) clients() []*mongo.Client {
+	var out []*mongo.Client
+	for _, st := range s.subtaskList() {
+		out = append(out, st.client)
 	}
 	return out
 }
@@ -110,10 +204,10 @@ func (e *Engine) subtaskList() []*subtask {
 // shard's oplog no longer holds its subtask's checkpoint, or with
 // source.ErrRolledBack when it no longer holds the entry the checkpoint
 // was saved at.
-func (e *Engine) checkShardWindows(ctx context.Context, recs map[string]checkpoint.ShardRecord) error {
-	for _, st := range e.subtaskList() {
+func (s *shardedSource) checkShardWindows(ctx context.Context, recs map[string]checkpoint.ShardRecord) error {
+	for _, st := range s.subtaskList() {
 		rec, ok := recs[st.shard.Name]
-		if !ok || rec.Retired || !e.mine(st.shard.Name) {
+		if !ok || rec.Retired || !s.mine(st.shard.Name) {
 			continue
 		}
 		if err := checkShardWindow(ctx, st, rec); err != nil {
@@ -142,9 +236,9 @@ func checkShardWindow(ctx context.Context, st *subtask, rec checkpoint.ShardReco
 // shardPositions reads the newest majority-committed oplog position of
 // every shard (source.CommittedTS): the start positions, taken before
 // anything is copied, which reads at majority read concern.
-func (e *Engine) shardPositions(ctx context.Context) (map[string]bson.Timestamp, error) {
+func (s *shardedSource) shardPositions(ctx context.Context) (map[string]bson.Timestamp, error) {
 	out := map[string]bson.Timestamp{}
-	for _, st := range e.subtaskList() {
+	for _, st := range s.subtaskList() {
 		ts, err := source.CommittedTS(ctx, st.client)
 		if err != nil {
 			return nil, fmt.Errorf("shard %s: %w", st.shard.Name, err)
@@ -156,15 +250,15 @@ func (e *Engine) shardPositions(ctx context.Context) (map[string]bson.Timestamp,
 
 // recordShardStarts stores the start positions (existing ones are kept)
 // and returns the lowest, the task's start.
-func (e *Engine) recordShardStarts(ctx context.Context, starts map[string]bson.Timestamp) (bson.Timestamp, error) {
+func (s *shardedSource) recordShardStarts(ctx context.Context, starts map[string]bson.Timestamp) (bson.Timestamp, error) {
 	var low bson.Timestamp
 	first := true
 	for _, name := range slices.Sorted(maps.Keys(starts)) {
-		rec, err := e.store.SetShardStart(ctx, name, starts[name])
+		rec, err := s.store.SetShardStart(ctx, name, starts[name])
 		if err != nil {
 			return low, err
 		}
-		e.log.Info("recorded the shard's replay start position", "shard", name, "ts", rec.StartTS)
+		s.log.Info("recorded the shard's replay start position", "shard", name, "ts", rec.StartTS)
 		if first || rec.StartTS.Compare(low) < 0 {
 			low, first = rec.StartTS, false
 		}
@@ -174,14 +268,14 @@ func (e *Engine) recordShardStarts(ctx context.Context, starts map[string]bson.T
 
 // recordShardCopyEnd stores every shard's newest position once the copy
 // is done.
-func (e *Engine) recordShardCopyEnd(ctx context.Context) (bson.Timestamp, error) {
-	ends, err := e.shardPositions(ctx)
+func (s *shardedSource) recordShardCopyEnd(ctx context.Context) (bson.Timestamp, error) {
+	ends, err := s.shardPositions(ctx)
 	if err != nil {
 		return bson.Timestamp{}, err
 	}
 	var high bson.Timestamp
 	for name, ts := range ends {
-		if err := e.store.SetShardCopyEnd(ctx, name, ts); err != nil {
+		if err := s.store.SetShardCopyEnd(ctx, name, ts); err != nil {
 			return high, err
 		}
 		if ts.Compare(high) > 0 {
@@ -209,10 +303,4 @@ func shardNames(shards []topology.Shard) string {
 		names[i] = s.Name
 	}
 	return strings.Join(names, ", ")
-}
-
-// ShardStatuses returns a snapshot of every shard subtask, by shard name;
-// nil for a source that is not read shard by shard.
-func (e *Engine) ShardStatuses() []ShardStatus {
-	return e.streaming.shardStatuses()
 }

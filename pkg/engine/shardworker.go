@@ -17,31 +17,31 @@ import (
 
 // runShardWorker runs one shard's subtask in a worker that does not run
 // the copy: it waits for the worker that does, then streams.
-func (e *Engine) runShardWorker(ctx context.Context) error {
-	if err := e.lease.take(); err != nil {
+func (s *shardedSource) runShardWorker(ctx context.Context) error {
+	if err := s.run.takeLease(); err != nil {
 		return err
 	}
-	e.setPhase(PhasePending)
-	e.noteStaleFailure(ctx)
-	e.log.Info("waiting for the worker that records the start positions and runs the full copy", "shard", e.opts.Shard)
-	if err := e.waitForLeader(ctx); err != nil {
+	s.run.setPhase(PhasePending)
+	s.noteStaleFailure(ctx)
+	s.log.Info("waiting for the worker that records the start positions and runs the full copy", "shard", s.opts.Shard)
+	if err := s.waitForLeader(ctx); err != nil {
 		return err
 	}
-	if err := e.followCutover(ctx); err != nil {
+	if err := s.followCutover(ctx); err != nil {
 		return err
 	}
-	if e.cutoverStep() != workerapi.CutoverComplete {
-		e.setPhase(PhaseStreaming)
-		if err := e.streamSharded(ctx); err != nil {
+	if s.cutoverStep() != workerapi.CutoverComplete {
+		s.run.setPhase(PhaseStreaming)
+		if err := s.streamSharded(ctx); err != nil {
 			return err
 		}
-		if step := e.cutoverStep(); step != "" && step != workerapi.CutoverFailed {
-			if err := e.awaitCutover(ctx); err != nil {
+		if step := s.cutoverStep(); step != "" && step != workerapi.CutoverFailed {
+			if err := s.awaitCutover(ctx); err != nil {
 				return err
 			}
 		}
 	}
-	e.setPhase(PhaseCompleted)
+	s.run.setPhase(PhaseCompleted)
 	return nil
 }
 
@@ -50,21 +50,21 @@ func (e *Engine) runShardWorker(ctx context.Context) error {
 // full copy, finished it; meanwhile it copies its shard's part of every
 // pass of a per-shard copy the leader saves (and helps with the others'),
 // and ranges the leader reads through mongos.
-func (e *Engine) waitForLeader(ctx context.Context) error {
+func (s *shardedSource) waitForLeader(ctx context.Context) error {
 	for {
-		if e.perShard != nil {
-			if err := e.perShard.follow(ctx); err != nil {
+		if s.perShard != nil {
+			if err := s.perShard.follow(ctx); err != nil {
 				return err
 			}
 		}
 		// The ranges the leader reads through mongos (collections not
 		// copied shard by shard), shared by every shard's worker.
-		if e.sharesCopy {
-			if _, err := e.copier.HelpCopy(ctx); err != nil {
+		if s.sharesCopy {
+			if _, err := s.run.helpCopy(ctx); err != nil {
 				return err
 			}
 		}
-		rec, err := e.store.Task(ctx)
+		rec, err := s.store.Task(ctx)
 		// The leader records every shard's start before the copy (and
 		// the task's start after them): once the copy is done (or, with
 		// no copy, the task's start is recorded) a shard without a record
@@ -72,9 +72,9 @@ func (e *Engine) waitForLeader(ctx context.Context) error {
 		if err == nil && rec.CopyDone {
 			return nil
 		}
-		if err == nil && e.task.Mode == config.ModeIncremental {
+		if err == nil && s.task.Mode == config.ModeIncremental {
 			// The task's start is zero when every shard's oplog was empty.
-			if _, serr := e.store.ShardRecord(ctx, e.opts.Shard); rec.HasStart() || serr == nil {
+			if _, serr := s.store.ShardRecord(ctx, s.opts.Shard); rec.HasStart() || serr == nil {
 				return nil
 			}
 		}

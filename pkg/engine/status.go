@@ -161,3 +161,9 @@ func (e *Engine) Status() Status {
 	}
 	return s
 }
+
+// ShardStatuses returns a snapshot of every shard subtask, by shard name;
+// nil for a source that is not read shard by shard.
+func (e *Engine) ShardStatuses() []ShardStatus {
+	return e.streaming.shardStatuses()
+}

@@ -7,13 +7,15 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
 // streamer is how a run reads the source's changes: one oplog for a
 // replica set (replicaSetStreamer), one subtask per shard for a sharded
-// source (shardedStreamer, sharded.go). The engine's phases, the
+// source (shardedSource, sharded.go). The engine's phases, the
 // cut-over and /status go through it; pickStreamer is the one place that
 // asks which kind of source this is.
 type streamer interface {
@@ -65,89 +67,128 @@ type streamer interface {
 // pickStreamer picks how this run reads the source, once Open found
 // which kind it is (openShards).
 func (e *Engine) pickStreamer() streamer {
-	if e.sharded {
-		return shardedStreamer{e}
+	if e.shards != nil {
+		return e.shards
 	}
-	return replicaSetStreamer{e}
+	return &replicaSetStreamer{task: e.task, shard: e.opts.Shard, source: e.source, srcProfile: e.srcProfile,
+		store: e.store, scripted: e.opts.Reader != nil, replay: e.stream}
+}
+
+// openShards finds whether the source is read shard by shard and, if so,
+// connects to its shards (shardedSource.open): e.shards supervises them,
+// given the engine's parts and what it needs of the run as functions.
+func (e *Engine) openShards(ctx context.Context) error {
+	e.shards = &shardedSource{
+		task: e.task, log: e.log, baseLog: e.baseLog(), source: e.source, target: e.target,
+		srcProfile: e.srcProfile, dstProfile: e.dstProfile, store: e.store, mapper: e.mapper, cut: e.cut,
+		opts: shardedOptions{Shard: e.opts.Shard, ShardReader: e.opts.ShardReader, TopologyInterval: e.opts.TopologyInterval,
+			CheckpointInterval: e.opts.CheckpointInterval, ObserveReplay: e.opts.ObserveReplay, ObserveWrite: e.opts.ObserveWrite},
+		run: shardedRun{
+			untilCaughtUp:  e.untilCaughtUp.Load,
+			setPhase:       e.setPhase,
+			takeLease:      e.lease.take,
+			whileStreaming: func(ctx context.Context) { e.verification.whileStreaming(ctx) },
+			replayParams:   e.replayParams,
+			shardKeys:      e.replayShardKeys,
+			helpCopy:       func(ctx context.Context) (int, error) { return e.copier.HelpCopy(ctx) },
+			copied:         func(ns, target string, docs, bytes int64) { e.copier.Copied(ns, target, docs, bytes) },
+		},
+	}
+	sharded, err := e.shards.open(ctx)
+	if err != nil {
+		return err // Close disconnects the shards it connected to
+	}
+	if !sharded {
+		e.shards = nil
+	}
+	return nil
 }
 
 // replicaSetStreamer reads a replica set's oplog (or a change stream,
-// through mongos too) in one replay.
-type replicaSetStreamer struct{ e *Engine }
+// through mongos too) in one replay, which the engine runs (replay).
+type replicaSetStreamer struct {
+	task *config.Task
+	// shard is Options.Shard.
+	shard      string
+	source     *mongo.Client
+	srcProfile conn.Profile
+	store      *checkpoint.Store
+	// scripted: Options.Reader replaces the oplog tailer (tests).
+	scripted bool
+	// replay is the Streaming phase's replay (Engine.stream).
+	replay func(ctx context.Context) error
+}
 
-func (replicaSetStreamer) follows() bool { return false }
+func (*replicaSetStreamer) follows() bool { return false }
 
 // partial: a worker given a shard (Options.Shard) over a sharded source
 // read through mongos (mode full, change streams) still leaves the
 // task-wide steps to the run that sees every shard.
-func (s replicaSetStreamer) partial() bool { return s.e.opts.Shard != "" }
+func (s *replicaSetStreamer) partial() bool { return s.shard != "" }
 
-func (s replicaSetStreamer) checkOplogs(ctx context.Context, what string) error {
-	ok, err := source.HasOplog(ctx, s.e.source)
+func (s *replicaSetStreamer) checkOplogs(ctx context.Context, what string) error {
+	ok, err := source.HasOplog(ctx, s.source)
 	if err != nil || ok {
 		return err
 	}
 	return source.NoOplogError(what, "the source")
 }
 
-func (s replicaSetStreamer) checkWindow(ctx context.Context, prev checkpoint.TaskRecord) error {
-	if err := source.CheckWindow(ctx, s.e.source, prev.ResumeTS(), prev.ResumesFromEmptyOplog()); err != nil {
+func (s *replicaSetStreamer) checkWindow(ctx context.Context, prev checkpoint.TaskRecord) error {
+	if err := source.CheckWindow(ctx, s.source, prev.ResumeTS(), prev.ResumesFromEmptyOplog()); err != nil {
 		return err
 	}
 	if prev.AppliedEntry == nil || prev.AppliedTS.IsZero() {
 		return nil // nothing applied yet, or a checkpoint saved without its entry
 	}
-	return source.CheckRollback(ctx, s.e.source, *prev.AppliedEntry)
+	return source.CheckRollback(ctx, s.source, *prev.AppliedEntry)
 }
 
-func (s replicaSetStreamer) checkGivenStart(ctx context.Context, ts bson.Timestamp, useOplog bool) (map[string]bson.Timestamp, error) {
-	e := s.e
-	if useOplog && e.opts.Reader == nil {
-		if err := source.CheckWindow(ctx, e.source, ts, false); err != nil {
-			return nil, fmt.Errorf("incremental.startAt %s: %w", e.task.Incremental.StartAt, err)
+func (s *replicaSetStreamer) checkGivenStart(ctx context.Context, ts bson.Timestamp, useOplog bool) (map[string]bson.Timestamp, error) {
+	if useOplog && !s.scripted {
+		if err := source.CheckWindow(ctx, s.source, ts, false); err != nil {
+			return nil, fmt.Errorf("incremental.startAt %s: %w", s.task.Incremental.StartAt, err)
 		}
 	}
 	return nil, nil
 }
 
-func (s replicaSetStreamer) newestStart(ctx context.Context, useOplog bool) (ts bson.Timestamp, empty bool, shards map[string]bson.Timestamp, err error) {
-	if ts, empty, err = s.e.positionOf(useOplog)(ctx, s.e.source); err != nil {
+func (s *replicaSetStreamer) newestStart(ctx context.Context, useOplog bool) (ts bson.Timestamp, empty bool, shards map[string]bson.Timestamp, err error) {
+	if ts, empty, err = s.positionOf(useOplog)(ctx, s.source); err != nil {
 		err = fmt.Errorf("the source's replay start position: %w", err)
 	}
 	return ts, empty, nil, err
 }
 
-func (replicaSetStreamer) recordStarts(_ context.Context, ts bson.Timestamp, _ map[string]bson.Timestamp) (bson.Timestamp, error) {
+func (*replicaSetStreamer) recordStarts(_ context.Context, ts bson.Timestamp, _ map[string]bson.Timestamp) (bson.Timestamp, error) {
 	return ts, nil
 }
 
-func (s replicaSetStreamer) copyEnd(ctx context.Context, useOplog bool) (bson.Timestamp, error) {
-	e := s.e
-	if useOplog && e.srcProfile.OplogQueriesScan {
-		return copyEndByClock(ctx, e.source)
+func (s *replicaSetStreamer) copyEnd(ctx context.Context, useOplog bool) (bson.Timestamp, error) {
+	if useOplog && s.srcProfile.OplogQueriesScan {
+		return copyEndByClock(ctx, s.source)
 	}
-	endTS, _, err := e.positionOf(useOplog)(ctx, e.source)
+	endTS, _, err := s.positionOf(useOplog)(ctx, s.source)
 	if err != nil {
 		err = fmt.Errorf("the source's position at the end of the copy: %w", err)
 	}
 	return endTS, err
 }
 
-func (s replicaSetStreamer) stream(ctx context.Context) error { return s.e.stream(ctx) }
+func (s *replicaSetStreamer) stream(ctx context.Context) error { return s.replay(ctx) }
 
-func (s replicaSetStreamer) oplogSides(ctx context.Context) ([]oplogSide, error) {
-	e := s.e
-	rec, err := e.store.Task(ctx)
+func (s *replicaSetStreamer) oplogSides(ctx context.Context) ([]oplogSide, error) {
+	rec, err := s.store.Task(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return []oplogSide{{client: e.source, from: rec.ResumeTS(), sinceEmpty: rec.ResumesFromEmptyOplog(), byClock: e.srcProfile.OplogQueriesScan}}, nil
+	return []oplogSide{{client: s.source, from: rec.ResumeTS(), sinceEmpty: rec.ResumesFromEmptyOplog(), byClock: s.srcProfile.OplogQueriesScan}}, nil
 }
 
-func (replicaSetStreamer) shardStatuses() []ShardStatus { return nil }
+func (*replicaSetStreamer) shardStatuses() []ShardStatus { return nil }
 
-func (s replicaSetStreamer) checkDrained(ctx context.Context, c checkpoint.CutoverRecord) error {
-	rec, err := s.e.store.Task(ctx)
+func (s *replicaSetStreamer) checkDrained(ctx context.Context, c checkpoint.CutoverRecord) error {
+	rec, err := s.store.Task(ctx)
 	if err != nil {
 		return err
 	}
@@ -157,12 +198,29 @@ func (s replicaSetStreamer) checkDrained(ctx context.Context, c checkpoint.Cutov
 	return nil
 }
 
-func (s replicaSetStreamer) newestAfterDrain(ctx context.Context, c checkpoint.CutoverRecord) (string, bson.Timestamp, bson.Timestamp, bool) {
+func (s *replicaSetStreamer) newestAfterDrain(ctx context.Context, c checkpoint.CutoverRecord) (string, bson.Timestamp, bson.Timestamp, bool) {
 	drained := c.SourceTS
-	if newest, err := source.NewestTS(ctx, s.e.source); err == nil && newest.Compare(drained) > 0 {
+	if newest, err := source.NewestTS(ctx, s.source); err == nil && newest.Compare(drained) > 0 {
 		return "", drained, newest, true
 	}
 	return "", bson.Timestamp{}, bson.Timestamp{}, false
+}
+
+// positionOf returns how the source's current position is read: its
+// newest oplog entry, or its clock where reading the newest entry would
+// read the whole oplog, or its cluster time for change streams.
+func (s *replicaSetStreamer) positionOf(useOplog bool) func(context.Context, *mongo.Client) (bson.Timestamp, bool, error) {
+	switch {
+	case !useOplog:
+		return func(ctx context.Context, c *mongo.Client) (bson.Timestamp, bool, error) {
+			ts, err := source.ClusterTime(ctx, c)
+			return ts, false, err
+		}
+	case s.srcProfile.OplogQueriesScan:
+		// Reading the newest entry would read the whole oplog.
+		return source.StartPositionByClock
+	}
+	return source.StartPosition
 }
 
 // copyEndByClock is the copy's end position on a source where reading

@@ -12,22 +12,21 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
-// shardedStreamer reads a sharded source shard by shard, one replay
-// subtask per shard (sharded.go, sharded_stream.go): every shard in
-// `ferry run`, one in a worker of the operator (Options.Shard). Inside
-// it, copyLeader and Options.Shard tell the worker that runs the copy
-// and moves the cut-over from the others: the two ways of running a
-// sharded source.
-type shardedStreamer struct{ e *Engine }
+// The sharded source as the run's streamer: it reads the source shard by
+// shard, one replay subtask per shard (sharded.go, sharded_stream.go):
+// every shard in `ferry run`, one in a worker of the operator
+// (Options.Shard). Inside it, copyLeader and Options.Shard tell the
+// worker that runs the copy and moves the cut-over from the others: the
+// two ways of running a sharded source.
+var _ streamer = (*shardedSource)(nil)
 
-func (s shardedStreamer) follows() bool { return !s.e.copyLeader() }
+func (s *shardedSource) follows() bool { return !s.copyLeader() }
 
-func (s shardedStreamer) partial() bool { return s.e.opts.Shard != "" }
+func (s *shardedSource) partial() bool { return s.opts.Shard != "" }
 
-func (s shardedStreamer) checkOplogs(ctx context.Context, what string) error {
-	e := s.e
-	for _, st := range e.subtaskList() {
-		if !e.mine(st.shard.Name) && !e.copyLeader() {
+func (s *shardedSource) checkOplogs(ctx context.Context, what string) error {
+	for _, st := range s.subtaskList() {
+		if !s.mine(st.shard.Name) && !s.copyLeader() {
 			continue // the copy leader checks every shard before it copies
 		}
 		ok, err := source.HasOplog(ctx, st.client)
@@ -41,21 +40,20 @@ func (s shardedStreamer) checkOplogs(ctx context.Context, what string) error {
 	return nil
 }
 
-func (s shardedStreamer) checkWindow(ctx context.Context, _ checkpoint.TaskRecord) error {
-	recs, err := s.e.store.Shards(ctx)
+func (s *shardedSource) checkWindow(ctx context.Context, _ checkpoint.TaskRecord) error {
+	recs, err := s.store.Shards(ctx)
 	if err != nil {
 		return err
 	}
-	return s.e.checkShardWindows(ctx, recs)
+	return s.checkShardWindows(ctx, recs)
 }
 
-func (s shardedStreamer) checkGivenStart(ctx context.Context, ts bson.Timestamp, useOplog bool) (map[string]bson.Timestamp, error) {
-	e := s.e
+func (s *shardedSource) checkGivenStart(ctx context.Context, ts bson.Timestamp, useOplog bool) (map[string]bson.Timestamp, error) {
 	starts := map[string]bson.Timestamp{}
-	for _, st := range e.subtaskList() {
+	for _, st := range s.subtaskList() {
 		if useOplog {
 			if err := source.CheckWindow(ctx, st.client, ts, false); err != nil {
-				return nil, fmt.Errorf("incremental.startAt %s: shard %s: %w", e.task.Incremental.StartAt, st.shard.Name, err)
+				return nil, fmt.Errorf("incremental.startAt %s: shard %s: %w", s.task.Incremental.StartAt, st.shard.Name, err)
 			}
 		}
 		starts[st.shard.Name] = ts
@@ -63,48 +61,46 @@ func (s shardedStreamer) checkGivenStart(ctx context.Context, ts bson.Timestamp,
 	return starts, nil
 }
 
-func (s shardedStreamer) newestStart(ctx context.Context, _ bool) (bson.Timestamp, bool, map[string]bson.Timestamp, error) {
-	shards, err := s.e.shardPositions(ctx)
+func (s *shardedSource) newestStart(ctx context.Context, _ bool) (bson.Timestamp, bool, map[string]bson.Timestamp, error) {
+	shards, err := s.shardPositions(ctx)
 	return bson.Timestamp{}, false, shards, err
 }
 
-func (s shardedStreamer) recordStarts(ctx context.Context, _ bson.Timestamp, shards map[string]bson.Timestamp) (bson.Timestamp, error) {
-	return s.e.recordShardStarts(ctx, shards)
+func (s *shardedSource) recordStarts(ctx context.Context, _ bson.Timestamp, shards map[string]bson.Timestamp) (bson.Timestamp, error) {
+	return s.recordShardStarts(ctx, shards)
 }
 
-func (s shardedStreamer) copyEnd(ctx context.Context, _ bool) (bson.Timestamp, error) {
-	return s.e.recordShardCopyEnd(ctx)
+func (s *shardedSource) copyEnd(ctx context.Context, _ bool) (bson.Timestamp, error) {
+	return s.recordShardCopyEnd(ctx)
 }
 
-func (s shardedStreamer) stream(ctx context.Context) error { return s.e.streamSharded(ctx) }
+func (s *shardedSource) stream(ctx context.Context) error { return s.streamSharded(ctx) }
 
-func (s shardedStreamer) oplogSides(ctx context.Context) ([]oplogSide, error) {
-	e := s.e
-	recs, err := e.store.Shards(ctx)
+func (s *shardedSource) oplogSides(ctx context.Context) ([]oplogSide, error) {
+	recs, err := s.store.Shards(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []oplogSide
-	for _, st := range e.subtaskList() {
-		if !e.mine(st.shard.Name) {
+	for _, st := range s.subtaskList() {
+		if !s.mine(st.shard.Name) {
 			continue
 		}
 		rec, ok := recs[st.shard.Name]
 		if ok && rec.Retired {
 			continue
 		}
-		out = append(out, oplogSide{shard: st.shard.Name, client: st.client, from: shardResume(rec, ok), byClock: e.srcProfile.OplogQueriesScan})
+		out = append(out, oplogSide{shard: st.shard.Name, client: st.client, from: shardResume(rec, ok), byClock: s.srcProfile.OplogQueriesScan})
 	}
 	return out, nil
 }
 
-func (s shardedStreamer) shardStatuses() []ShardStatus {
-	e := s.e
+func (s *shardedSource) shardStatuses() []ShardStatus {
 	var out []ShardStatus
-	for _, st := range e.subtaskList() {
+	for _, st := range s.subtaskList() {
 		ss := st.status()
 		ss.Address = config.Redact(st.shard.URI)
-		if !e.mine(st.shard.Name) {
+		if !s.mine(st.shard.Name) {
 			continue
 		}
 		out = append(out, ss)
@@ -112,21 +108,20 @@ func (s shardedStreamer) shardStatuses() []ShardStatus {
 	return out
 }
 
-func (s shardedStreamer) checkDrained(ctx context.Context, c checkpoint.CutoverRecord) error {
-	recs, err := s.e.store.Shards(ctx)
+func (s *shardedSource) checkDrained(ctx context.Context, c checkpoint.CutoverRecord) error {
+	recs, err := s.store.Shards(ctx)
 	if err != nil {
 		return err
 	}
 	return cutover.CheckShardsDrained(recs, c.StartedAt)
 }
 
-func (s shardedStreamer) newestAfterDrain(ctx context.Context, c checkpoint.CutoverRecord) (string, bson.Timestamp, bson.Timestamp, bool) {
-	e := s.e
-	recs, err := e.store.Shards(ctx)
+func (s *shardedSource) newestAfterDrain(ctx context.Context, c checkpoint.CutoverRecord) (string, bson.Timestamp, bson.Timestamp, bool) {
+	recs, err := s.store.Shards(ctx)
 	if err != nil {
 		return "", bson.Timestamp{}, bson.Timestamp{}, false
 	}
-	for _, st := range e.subtaskList() {
+	for _, st := range s.subtaskList() {
 		drained := recs[st.shard.Name].CutoverOf(c.StartedAt).DrainTS
 		if drained.IsZero() {
 			continue
