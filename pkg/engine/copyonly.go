@@ -45,12 +45,12 @@ func (e *Engine) copyLeaser() (*rangelease.Leaser, int, error) {
 	case spec.Mode == config.ModeIncremental:
 		return nil, 0, nil
 	case e.shards != nil && e.opts.Shard != "":
-		workers = len(e.shards.subtaskList())
+		workers = e.shards.ShardCount()
 	case workers <= 1:
 		return nil, 0, nil
 	}
 	return rangelease.New(e.target.Database(spec.Checkpoint.Database),
-		rangelease.Options{Task: e.task.Name, Owner: leaseOwner(), TTL: rangeLeaseTTL}), workers, nil
+		rangelease.Options{Task: e.task.Name, Owner: rangelease.Owner(), TTL: rangelease.DefaultTTL}), workers, nil
 }
 
 // runCopyOnly is a copy-only worker's run: it copies the ranges it can

@@ -122,7 +122,7 @@ type cutoverTarget struct {
 // last checkpoint when it stopped; one that had nothing to apply resumes
 // from its start position.
 func (t cutoverTarget) CheckDrained(ctx context.Context, c checkpoint.CutoverRecord) error {
-	return t.streaming.checkDrained(ctx, c)
+	return t.streaming.CheckDrained(ctx, c)
 }
 
 // Verify compares the target with the source and names the namespaces
@@ -150,7 +150,7 @@ func (t cutoverTarget) WritesAfterDrain(ctx context.Context, c checkpoint.Cutove
 	if t.task.Cutover.BlockSourceWrites {
 		return ""
 	}
-	if where, drained, newest, ok := t.streaming.newestAfterDrain(ctx, c); ok {
+	if where, drained, newest, ok := t.streaming.NewestAfterDrain(ctx, c); ok {
 		return fmt.Sprintf("the source took writes after the drain position%s %d,%d (its newest entry is %d,%d), which the target does not have yet; "+
 			"nothing is lost: stop the application's writes to the source (or block them with blockSourceWrites: true on MongoDB 6.0 or later), "+
 			"then request the cut-over again, and replay goes on from where it stopped", where, drained.T, drained.I, newest.T, newest.I)
@@ -170,7 +170,7 @@ func (t cutoverTarget) Finalize(ctx context.Context) error { return t.finalize(c
 // holdback.Pending. Not to be confused with the writes replay holds
 // after a chunk migration (package replay, the shard board).
 func (e *Engine) restoreDeferred(ctx context.Context) error {
-	if e.streaming.partial() {
+	if e.streaming.Partial() {
 		return nil
 	}
 	return e.finalizeTarget(ctx)

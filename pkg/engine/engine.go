@@ -5,11 +5,11 @@
 // the first two through the Copier and Replayer interfaces (engine.go),
 // and reading the source's changes through a streamer, replica set or
 // sharded (streamer.go); a sharded source runs one subtask per shard, all
-// in one process or one per worker (sharded.go, shardworker.go). The
+// in one process or one per worker (package shardedsource). The
 // cut-over is package cutover's state machine, given the engine's parts
-// in cutover.go and cutover_sharded.go. Status is a value snapshot for
-// /status, metrics and progress output. It never imports Kubernetes
-// packages.
+// in cutover.go (a sharded source's in shardedsource). Status is a value
+// snapshot for /status, metrics and progress output. It never imports
+// Kubernetes packages.
 package engine
 
 import (
@@ -31,6 +31,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/cutover"
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+	"github.com/mongoferry/mongoferry/pkg/engine/shardedsource"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
@@ -79,8 +80,8 @@ type Options struct {
 	// (a worker of the operator; MONGOFERRY_SHARD or --shard in the CLI).
 	// The worker of the shard whose name sorts first also records the
 	// start positions and leads the full copy; every worker copies its
-	// shard's part of it and helps with the rest (pershard.go,
-	// copyonly.go), the others then wait for it to end.
+	// shard's part of it and helps with the rest (shardedsource's
+	// pershard.go, copyonly.go), the others then wait for it to end.
 	// Empty runs every shard's subtask in this process.
 	Shard string
 	// TopologyInterval is how often config.shards is re-read while a
@@ -128,9 +129,10 @@ type Engine struct {
 	// newest positions read after it.
 	finishAsked atomic.Int64
 
-	// shards supervises a sharded source read shard by shard (sharded.go);
-	// nil for a source read as one (a replica set, or through mongos).
-	shards *shardedSource
+	// shards supervises a sharded source read shard by shard (package
+	// shardedsource); nil for a source read as one (a replica set, or
+	// through mongos).
+	shards *shardedsource.Source
 	// cut is the cut-over's state machine (package cutover), made in
 	// Open once the store is.
 	cut *cutover.Machine
@@ -201,7 +203,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	e.streaming = e.pickStreamer()
 	replayStatus := func() *replay.Status { return e.Status().Replay }
 	e.verification = &verification{task: task, source: e.source, target: e.target, mapper: e.mapper, log: e.log,
-		partial: e.streaming.partial(), replayStatus: replayStatus,
+		partial: e.streaming.Partial(), replayStatus: replayStatus,
 		positions: &replayPositions{source: e.source, replayStatus: replayStatus, tailer: e.tailer.Load, scripted: opts.Reader != nil}}
 	if e.targetSharding, err = e.openTargetSharding(ctx); err != nil {
 		e.Close()
@@ -215,12 +217,9 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		copyOpts.ShardTarget = e.shardTarget(e.targetSharding)
 	}
 	if e.shards != nil {
-		if e.shards.perShard, err = e.shards.newPerShardCopy(); err != nil {
+		if copyOpts.PerShard, err = e.shards.PerShardCopy(); err != nil {
 			e.Close()
 			return nil, err
-		}
-		if e.shards.perShard != nil {
-			copyOpts.PerShard = e.shards.perShard
 		}
 	}
 	if copyOpts.Leaser, copyOpts.Processes, err = e.copyLeaser(); err != nil {
@@ -230,7 +229,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	// The operator sums its shard workers' figures: each counts its own.
 	copyOpts.OthersReport = e.shards != nil && e.opts.Shard != ""
 	if e.shards != nil {
-		e.shards.sharesCopy = copyOpts.Leaser != nil
+		e.shards.ShareCopy(copyOpts.Leaser != nil)
 	}
 	e.copier, err = fullsync.New(copyOpts)
 	if err != nil {
@@ -244,7 +243,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 func (e *Engine) Close() {
 	clients := []*mongo.Client{e.source, e.target}
 	if e.shards != nil {
-		clients = append(clients, e.shards.clients()...)
+		clients = append(clients, e.shards.Clients()...)
 	}
 	for _, c := range clients {
 		if c != nil {

@@ -1,4 +1,4 @@
-package engine
+package shardedsource
 
 import (
 	"context"
@@ -20,32 +20,27 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/cutover"
+	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/engine/topology"
+	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
-
-// A sharded source (docs/sharded.md; docs/architecture.md, "Sharded
-// sources"): the full copy reads each shard directly (pershard.go) or
-// through mongos; replay runs one subtask per shard, each
-// tailing its shard's oplog from its own checkpoint and skipping chunk
-// migrations (fromMigrate). In `ferry run` every subtask runs in one
-// process; a worker started with Options.Shard runs one of them.
 
 // ErrUnknownShard means Options.Shard names no shard of the source.
 var ErrUnknownShard = errors.New("unknown shard")
 
-// shardedSource supervises a sharded source read shard by shard: its
-// subtasks and their lifecycle (sharded_stream.go), the shard order and
-// the board they publish their positions on, the per-shard copy and its
-// leadership (pershard.go), the cut-over as the subtasks follow it
-// (cutover_sharded.go) and shards added or removed. It is the run's
-// streamer (streamer_sharded.go). It owns its state and holds no pointer
-// to the engine: what it needs of the task's run comes as functions
-// (shardedRun).
-type shardedSource struct {
+// Source supervises a sharded source read shard by shard: its subtasks
+// and their lifecycle (sharded_stream.go), the shard order and the board
+// they publish their positions on, the per-shard copy and its leadership
+// (pershard.go), the cut-over as the subtasks follow it
+// (cutover_sharded.go, shardworker.go) and shards added or removed. It
+// is the engine's streamer for such a source (streamer_sharded.go). It
+// owns its state and knows the engine only through Config: its parts,
+// and what it needs of the task's run as functions (Run).
+type Source struct {
 	task *config.Task
-	opts shardedOptions
+	opts Options
 	// log names the task; baseLog does not (for the replayers, which add
 	// it themselves).
 	log, baseLog   *slog.Logger
@@ -57,7 +52,7 @@ type shardedSource struct {
 	mapper                 *catalog.Mapper
 	// cut is the task's cut-over, which the subtasks follow.
 	cut *cutover.Machine
-	run shardedRun
+	run Run
 
 	subMu      sync.Mutex
 	subtasks   map[string]*subtask
@@ -70,15 +65,33 @@ type shardedSource struct {
 	// reads through mongos.
 	perShard *perShardCopy
 	// sharesCopy says the copy's ranges read through mongos are leased,
-	// shared with the other shard workers (copyonly.go).
+	// shared with the other shard workers (ShareCopy).
 	sharesCopy bool
 }
 
-// shardedOptions are the engine's Options a sharded source's supervision
-// reads.
-type shardedOptions struct {
-	// Shard, when set, is the one shard whose subtask this process runs
-	// (Options.Shard).
+// Config is what New is given: the task, the engine's options and parts,
+// and what the supervision needs of the task's run.
+type Config struct {
+	Task    *config.Task
+	Options Options
+	// Log names the task; BaseLog does not (for the replayers, which add
+	// it themselves).
+	Log, BaseLog   *slog.Logger
+	Source, Target *mongo.Client
+	// SourceProfile and TargetProfile are the servers' profiles (the
+	// shards run the software the router does).
+	SourceProfile, TargetProfile conn.Profile
+	Store                        *checkpoint.Store
+	Mapper                       *catalog.Mapper
+	// Cutover is the task's cut-over, which the subtasks follow.
+	Cutover *cutover.Machine
+	Run     Run
+}
+
+// Options are the engine's options the supervision reads (engine.Options
+// documents them).
+type Options struct {
+	// Shard, when set, is the one shard whose subtask this process runs.
 	Shard string
 	// ShardReader, when set, replaces each shard's oplog tailer (tests).
 	ShardReader func(shard string, from bson.Timestamp) source.OplogReader
@@ -90,35 +103,63 @@ type shardedOptions struct {
 	ObserveWrite       func(time.Duration)
 }
 
-// shardedRun is what a sharded source's supervision needs of the task's
-// run, as functions.
-type shardedRun struct {
-	// untilCaughtUp reports whether streaming ends once every shard
-	// caught up (Options.UntilCaughtUp, FinishWhenCaughtUp).
-	untilCaughtUp func() bool
-	// setPhase records the phase this process is in.
-	setPhase func(Phase)
-	// takeLease takes the task's lease (a worker that follows).
-	takeLease func() error
-	// whileStreaming runs the streaming verification while the subtasks
+// Run is what the supervision needs of the task's run, as functions.
+type Run struct {
+	// UntilCaughtUp reports whether streaming ends once every shard
+	// caught up (engine.Options.UntilCaughtUp, FinishWhenCaughtUp).
+	UntilCaughtUp func() bool
+	// SetPhase records the phase this process is in.
+	SetPhase func(workerapi.Phase)
+	// TakeLease takes the task's lease (a worker that follows).
+	TakeLease func() error
+	// WhileStreaming runs the streaming verification while the subtasks
 	// replay, until ctx ends.
-	whileStreaming func(ctx context.Context)
-	// replayParams reads what every replayer of the task shares.
-	replayParams func(ctx context.Context) (replayParams, error)
-	// shardKeys is what replay needs to know of a sharded target.
-	shardKeys func() replay.ShardKeys
-	// helpCopy copies the ranges read through mongos it can claim
-	// (Copier.HelpCopy); copied counts documents this process wrote for
-	// a per-shard copy another worker leads (Copier.Copied).
-	helpCopy func(ctx context.Context) (int, error)
-	copied   func(ns, target string, docs, bytes int64)
+	WhileStreaming func(ctx context.Context)
+	// ReplayParams reads what every replayer of the task shares: the
+	// selected source namespaces, and the target namespaces with a
+	// unique secondary index.
+	ReplayParams func(ctx context.Context) (unique map[string]bool, selected []catalog.Namespace, err error)
+	// ShardKeys is what replay needs to know of a sharded target.
+	ShardKeys func() replay.ShardKeys
+	// HelpCopy copies the ranges read through mongos it can claim
+	// (the copier's HelpCopy); Copied counts documents this process
+	// wrote for a per-shard copy another worker leads (its Copied).
+	HelpCopy func(ctx context.Context) (int, error)
+	Copied   func(ns, target string, docs, bytes int64)
 }
 
-// open discovers a sharded source and connects to its shards; sharded
+// New returns the supervision of a sharded source, not connected yet
+// (Open).
+func New(c Config) *Source {
+	return &Source{task: c.Task, opts: c.Options, log: c.Log, baseLog: c.BaseLog, source: c.Source, target: c.Target,
+		srcProfile: c.SourceProfile, dstProfile: c.TargetProfile, store: c.Store, mapper: c.Mapper, cut: c.Cutover, run: c.Run}
+}
+
+// ShardCount is how many shards the source has, as far as this process
+// knows.
+func (s *Source) ShardCount() int { return len(s.subtaskList()) }
+
+// PerShardCopy makes the per-shard copy, the full copy's
+// fullsync.Options.PerShard; nil when the task copies through mongos.
+func (s *Source) PerShardCopy() (fullsync.PerShard, error) {
+	p, err := s.newPerShardCopy()
+	if err != nil || p == nil {
+		return nil, err
+	}
+	s.perShard = p
+	return p, nil
+}
+
+// ShareCopy says whether the copy's ranges read through mongos are
+// leased, shared with the other shard workers: a worker that follows
+// helps with them while it waits for the copy's end.
+func (s *Source) ShareCopy(leased bool) { s.sharesCopy = leased }
+
+// Open discovers a sharded source and connects to its shards; sharded
 // reports whether it is read shard by shard. A task that only copies
 // (mode full) or reads a change stream through mongos needs no shard
-// connections.
-func (s *shardedSource) open(ctx context.Context) (sharded bool, err error) {
+// connections. On an error, Clients lists the shards it connected to.
+func (s *Source) Open(ctx context.Context) (sharded bool, err error) {
 	sharded, shards, err := topology.Discover(ctx, s.source, s.task.Source)
 	if err != nil {
 		return false, err
@@ -148,7 +189,7 @@ func (s *shardedSource) open(ctx context.Context) (sharded bool, err error) {
 
 // addShard connects to a shard and registers its (not yet running)
 // subtask.
-func (s *shardedSource) addShard(ctx context.Context, sh topology.Shard) error {
+func (s *Source) addShard(ctx context.Context, sh topology.Shard) error {
 	c, err := topology.Open(ctx, s.task.Source, sh)
 	if err != nil {
 		return err
@@ -169,7 +210,7 @@ func (s *shardedSource) addShard(ctx context.Context, sh topology.Shard) error {
 // copyLeader reports whether this process runs the full copy and records
 // the start positions: always in `ferry run`; in workers running one shard
 // each, the worker of the shard whose name sorts first.
-func (s *shardedSource) copyLeader() bool {
+func (s *Source) copyLeader() bool {
 	if s.opts.Shard == "" {
 		return true
 	}
@@ -179,9 +220,9 @@ func (s *shardedSource) copyLeader() bool {
 }
 
 // mine reports whether this process runs the subtask of shard name.
-func (s *shardedSource) mine(name string) bool { return s.opts.Shard == "" || s.opts.Shard == name }
+func (s *Source) mine(name string) bool { return s.opts.Shard == "" || s.opts.Shard == name }
 
-func (s *shardedSource) subtaskList() []*subtask {
+func (s *Source) subtaskList() []*subtask {
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
 	out := make([]*subtask, 0, len(s.shardOrder))
@@ -191,8 +232,8 @@ func (s *shardedSource) subtaskList() []*subtask {
 	return out
 }
 
-// clients are the shards' connections, for Engine.Close.
-func (s *shardedSource) clients() []*mongo.Client {
+// Clients are the shards' connections, for the engine to close.
+func (s *Source) Clients() []*mongo.Client {
 	var out []*mongo.Client
 	for _, st := range s.subtaskList() {
 		out = append(out, st.client)
@@ -204,7 +245,7 @@ func (s *shardedSource) clients() []*mongo.Client {
 // shard's oplog no longer holds its subtask's checkpoint, or with
 // source.ErrRolledBack when it no longer holds the entry the checkpoint
 // was saved at.
-func (s *shardedSource) checkShardWindows(ctx context.Context, recs map[string]checkpoint.ShardRecord) error {
+func (s *Source) checkShardWindows(ctx context.Context, recs map[string]checkpoint.ShardRecord) error {
 	for _, st := range s.subtaskList() {
 		rec, ok := recs[st.shard.Name]
 		if !ok || rec.Retired || !s.mine(st.shard.Name) {
@@ -236,7 +277,7 @@ func checkShardWindow(ctx context.Context, st *subtask, rec checkpoint.ShardReco
 // shardPositions reads the newest majority-committed oplog position of
 // every shard (source.CommittedTS): the start positions, taken before
 // anything is copied, which reads at majority read concern.
-func (s *shardedSource) shardPositions(ctx context.Context) (map[string]bson.Timestamp, error) {
+func (s *Source) shardPositions(ctx context.Context) (map[string]bson.Timestamp, error) {
 	out := map[string]bson.Timestamp{}
 	for _, st := range s.subtaskList() {
 		ts, err := source.CommittedTS(ctx, st.client)
@@ -250,7 +291,7 @@ func (s *shardedSource) shardPositions(ctx context.Context) (map[string]bson.Tim
 
 // recordShardStarts stores the start positions (existing ones are kept)
 // and returns the lowest, the task's start.
-func (s *shardedSource) recordShardStarts(ctx context.Context, starts map[string]bson.Timestamp) (bson.Timestamp, error) {
+func (s *Source) recordShardStarts(ctx context.Context, starts map[string]bson.Timestamp) (bson.Timestamp, error) {
 	var low bson.Timestamp
 	first := true
 	for _, name := range slices.Sorted(maps.Keys(starts)) {
@@ -268,7 +309,7 @@ func (s *shardedSource) recordShardStarts(ctx context.Context, starts map[string
 
 // recordShardCopyEnd stores every shard's newest position once the copy
 // is done.
-func (s *shardedSource) recordShardCopyEnd(ctx context.Context) (bson.Timestamp, error) {
+func (s *Source) recordShardCopyEnd(ctx context.Context) (bson.Timestamp, error) {
 	ends, err := s.shardPositions(ctx)
 	if err != nil {
 		return bson.Timestamp{}, err

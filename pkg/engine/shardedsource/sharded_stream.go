@@ -1,4 +1,4 @@
-package engine
+package shardedsource
 
 import (
 	"context"
@@ -29,15 +29,16 @@ import (
 // its end. It re-reads config.shards while running: a shard added gets a
 // subtask from the first entry of its oplog, a removed shard's subtask
 // reads its oplog to the end, then retires.
-func (s *shardedSource) streamSharded(ctx context.Context) error {
-	params, err := s.run.replayParams(ctx)
+func (s *Source) streamSharded(ctx context.Context) error {
+	unique, selected, err := s.run.ReplayParams(ctx)
 	if err != nil {
 		return err
 	}
+	params := replayParams{unique: unique, selected: selected}
 	s.openBoard()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go s.run.whileStreaming(ctx)
+	go s.run.WhileStreaming(ctx)
 	failed := make(chan error, 1)
 	start := func(st *subtask) error { return s.startSubtask(ctx, st, params, failed) }
 	if err := s.recoverRemoved(ctx); err != nil {
@@ -69,7 +70,7 @@ func (s *shardedSource) streamSharded(ctx context.Context) error {
 
 // openBoard makes the board the subtasks publish their positions on, on
 // the first stream.
-func (s *shardedSource) openBoard() {
+func (s *Source) openBoard() {
 	if s.board == nil {
 		s.board = board.NewMemoryBoard() // every subtask in this process
 		if s.opts.Shard != "" {
@@ -83,7 +84,7 @@ func (s *shardedSource) openBoard() {
 // startSubtask starts the replay of one shard from its record (a shard
 // that joined without one starts at its first entry); a retired or
 // drained shard is not replayed. A replay that fails reports on failed.
-func (s *shardedSource) startSubtask(ctx context.Context, st *subtask, params replayParams, failed chan<- error) error {
+func (s *Source) startSubtask(ctx context.Context, st *subtask, params replayParams, failed chan<- error) error {
 	rec, err := s.store.ShardRecord(ctx, st.shard.Name)
 	if errors.Is(err, checkpoint.ErrNotFound) {
 		// Joined the cluster after the start positions were taken
@@ -139,7 +140,7 @@ func (s *shardedSource) startSubtask(ctx context.Context, st *subtask, params re
 // config.shards, retires drained shards, takes the cut-over a step
 // further, and ends once every shard caught up (with UntilCaughtUp), the
 // cut-over drained them, a subtask failed or ctx ends.
-func (s *shardedSource) superviseShards(ctx context.Context, start func(*subtask) error, failed <-chan error) error {
+func (s *Source) superviseShards(ctx context.Context, start func(*subtask) error, failed <-chan error) error {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	lastTopology := time.Now()
@@ -167,7 +168,7 @@ func (s *shardedSource) superviseShards(ctx context.Context, start func(*subtask
 				return err
 			}
 		}
-		if s.run.untilCaughtUp() && !s.shardedCutoverRunning() && s.allCaughtUp() {
+		if s.run.UntilCaughtUp() && !s.shardedCutoverRunning() && s.allCaughtUp() {
 			streak++
 		} else {
 			streak = 0
@@ -179,7 +180,7 @@ func (s *shardedSource) superviseShards(ctx context.Context, start func(*subtask
 	}
 }
 
-func (s *shardedSource) topologyInterval() time.Duration {
+func (s *Source) topologyInterval() time.Duration {
 	if s.opts.TopologyInterval > 0 {
 		return s.opts.TopologyInterval
 	}
@@ -194,7 +195,7 @@ type replayParams struct {
 }
 
 // subtaskOptions are the replay options of one shard's subtask.
-func (s *shardedSource) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, p replayParams) replay.Options {
+func (s *Source) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, p replayParams) replay.Options {
 	from := rec.ResumeTS()
 	var reader source.OplogReader
 	if s.opts.ShardReader != nil {
@@ -233,7 +234,7 @@ func (s *shardedSource) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, 
 		CheckpointInterval: s.opts.CheckpointInterval, ObserveWrite: s.opts.ObserveReplay, UniqueIndexed: p.unique, Selected: p.selected,
 		MaxWriteBatch: s.dstProfile.MaxWriteBatch, BulkWrite: s.dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(s.task.Target.URI), IndexesOneByOne: s.dstProfile.IndexesOneByOne, SerialUpdates: s.dstProfile.SerialUpdates,
 		ReinsertReplacements: s.dstProfile.ReinsertReplacements,
-		ShardKeys:            s.run.shardKeys(), TargetMajor: s.dstProfile.Major,
+		ShardKeys:            s.run.ShardKeys(), TargetMajor: s.dstProfile.Major,
 		// The source's shard keys, through its mongos, for inserts logged
 		// without their document key (before FCV 5.3).
 		SourceShardKeys: replay.TargetShardKeys{Router: s.source},
@@ -252,7 +253,7 @@ func (s *shardedSource) subtaskOptions(st *subtask, rec checkpoint.ShardRecord, 
 
 // watchTopology re-reads config.shards: added shards get a subtask from
 // the first entry of their oplog, removed ones start retiring.
-func (s *shardedSource) watchTopology(ctx context.Context, start func(*subtask) error) error {
+func (s *Source) watchTopology(ctx context.Context, start func(*subtask) error) error {
 	shards, err := topology.ReadShards(ctx, s.source, s.task.Source.Shards)
 	if err != nil {
 		return err
@@ -297,7 +298,7 @@ func (s *shardedSource) watchTopology(ctx context.Context, start func(*subtask) 
 
 // retireDrained stops the subtasks of removed shards once they applied
 // their shard's oplog to its end, and records them as retired.
-func (s *shardedSource) retireDrained(ctx context.Context) error {
+func (s *Source) retireDrained(ctx context.Context) error {
 	for _, st := range s.subtaskList() {
 		if !st.retiring.Load() || !s.mine(st.shard.Name) {
 			continue
@@ -328,7 +329,7 @@ func (s *shardedSource) retireDrained(ctx context.Context) error {
 
 // allCaughtUp reports whether every subtask of this process that still
 // streams has applied everything its shard logged.
-func (s *shardedSource) allCaughtUp() bool {
+func (s *Source) allCaughtUp() bool {
 	running := false
 	for _, st := range s.subtaskList() {
 		if !s.mine(st.shard.Name) {
@@ -353,7 +354,7 @@ func (s *shardedSource) allCaughtUp() bool {
 // stopped, before their subtask retired: their oplog may hold writes not
 // applied yet. A shard named in source.shards[] is read to its end and
 // retired; without an address the task stops rather than lose them.
-func (s *shardedSource) recoverRemoved(ctx context.Context) error {
+func (s *Source) recoverRemoved(ctx context.Context) error {
 	if !s.copyLeader() {
 		return nil // the worker of the first shard does it
 	}
@@ -395,7 +396,7 @@ func (s *shardedSource) recoverRemoved(ctx context.Context) error {
 // holds nobody back, so a subtask must not run while another shard's
 // position is missing (its worker not started yet, or a shard just added).
 // A position already published is left alone: it is at least as new.
-func (s *shardedSource) publishStarts(ctx context.Context) error {
+func (s *Source) publishStarts(ctx context.Context) error {
 	known, err := s.board.Positions(ctx)
 	if err != nil {
 		return err

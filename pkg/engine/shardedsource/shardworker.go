@@ -1,4 +1,4 @@
-package engine
+package shardedsource
 
 import (
 	"context"
@@ -10,18 +10,18 @@ import (
 
 // A worker of the operator runs one shard's subtask (Options.Shard). The
 // worker of the shard whose name sorts first (copyLeader) runs the task
-// as `ferry run` does; the others run runShardWorker: they copy their
+// as `ferry run` does; the others run RunShardWorker: they copy their
 // shard's part of a per-shard copy and wait for the copy's end, then
 // stream their shard, and follow a cut-over it moves
 // (cutover_sharded.go).
 
-// runShardWorker runs one shard's subtask in a worker that does not run
+// RunShardWorker runs one shard's subtask in a worker that does not run
 // the copy: it waits for the worker that does, then streams.
-func (s *shardedSource) runShardWorker(ctx context.Context) error {
-	if err := s.run.takeLease(); err != nil {
+func (s *Source) RunShardWorker(ctx context.Context) error {
+	if err := s.run.TakeLease(); err != nil {
 		return err
 	}
-	s.run.setPhase(PhasePending)
+	s.run.SetPhase(workerapi.PhasePending)
 	s.noteStaleFailure(ctx)
 	s.log.Info("waiting for the worker that records the start positions and runs the full copy", "shard", s.opts.Shard)
 	if err := s.waitForLeader(ctx); err != nil {
@@ -31,7 +31,7 @@ func (s *shardedSource) runShardWorker(ctx context.Context) error {
 		return err
 	}
 	if s.cutoverStep() != workerapi.CutoverComplete {
-		s.run.setPhase(PhaseStreaming)
+		s.run.SetPhase(workerapi.PhaseStreaming)
 		if err := s.streamSharded(ctx); err != nil {
 			return err
 		}
@@ -41,7 +41,7 @@ func (s *shardedSource) runShardWorker(ctx context.Context) error {
 			}
 		}
 	}
-	s.run.setPhase(PhaseCompleted)
+	s.run.SetPhase(workerapi.PhaseCompleted)
 	return nil
 }
 
@@ -50,7 +50,7 @@ func (s *shardedSource) runShardWorker(ctx context.Context) error {
 // full copy, finished it; meanwhile it copies its shard's part of every
 // pass of a per-shard copy the leader saves (and helps with the others'),
 // and ranges the leader reads through mongos.
-func (s *shardedSource) waitForLeader(ctx context.Context) error {
+func (s *Source) waitForLeader(ctx context.Context) error {
 	for {
 		if s.perShard != nil {
 			if err := s.perShard.follow(ctx); err != nil {
@@ -60,7 +60,7 @@ func (s *shardedSource) waitForLeader(ctx context.Context) error {
 		// The ranges the leader reads through mongos (collections not
 		// copied shard by shard), shared by every shard's worker.
 		if s.sharesCopy {
-			if _, err := s.run.helpCopy(ctx); err != nil {
+			if _, err := s.run.HelpCopy(ctx); err != nil {
 				return err
 			}
 		}

@@ -1,11 +1,10 @@
-package engine
+package shardedsource
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -34,29 +33,14 @@ import (
 // range is taken over by its successor. A worker that does not lead finds
 // the saved passes (follow) and copies its shard's part of each.
 
-// rangeLeaseTTL is how long a copier may go silent before its range is
-// taken over: it renews after every batch and every second while it
-// skips orphans.
-const rangeLeaseTTL = 20 * time.Second
-
 // helpAfter is how long a shard's part of a pass is left to its own
 // worker before the others help with the ranges no worker holds: the
 // lease's TTL, the time a silent holder keeps a range too.
-const helpAfter = rangeLeaseTTL
-
-// leaseOwner names this process in the range leases: its pod (or host)
-// and process id.
-func leaseOwner() string {
-	owner := os.Getenv(workerapi.EnvPodName)
-	if owner == "" {
-		owner, _ = os.Hostname()
-	}
-	return fmt.Sprintf("%s/%d", owner, os.Getpid())
-}
+const helpAfter = rangelease.DefaultTTL
 
 // perShardCopy is the sharded source's fullsync.PerShard.
 type perShardCopy struct {
-	s       *shardedSource
+	s       *Source
 	leaser  *rangelease.Leaser
 	writer  *sink.Writer
 	limiter *rate.Limiter
@@ -75,7 +59,7 @@ type perShardCopy struct {
 
 // newPerShardCopy returns the per-shard copy of a sharded source read
 // shard by shard, or nil when the task copies through mongos.
-func (s *shardedSource) newPerShardCopy() (*perShardCopy, error) {
+func (s *Source) newPerShardCopy() (*perShardCopy, error) {
 	spec := &s.task.Spec
 	if spec.Mode == config.ModeIncremental || spec.FullSync.ShardedCopy != config.ShardedCopyPerShard {
 		return nil, nil
@@ -93,7 +77,7 @@ func (s *shardedSource) newPerShardCopy() (*perShardCopy, error) {
 	copiers := max(1, spec.Threads.Readers)
 	p := &perShardCopy{
 		s:          s,
-		leaser:     rangelease.New(s.target.Database(spec.Checkpoint.Database), rangelease.Options{Task: s.task.Name, Owner: leaseOwner(), TTL: rangeLeaseTTL}),
+		leaser:     rangelease.New(s.target.Database(spec.Checkpoint.Database), rangelease.Options{Task: s.task.Name, Owner: rangelease.Owner(), TTL: rangelease.DefaultTTL}),
 		writer:     &sink.Writer{MaxRetries: 8, Log: s.baseLog, SerialUpdates: s.dstProfile.SerialUpdates},
 		limiter:    fullsync.Limiter(spec, processes),
 		copiers:    copiers,
@@ -353,9 +337,9 @@ func (p *perShardCopy) followPass(ctx context.Context, ns string, pass sourcesha
 	s := p.s
 	src := catalog.ParseNamespace(ns)
 	coll := catalog.Collection{Source: src, Target: s.mapper.Target(src), Type: "collection"}
-	written := func(docs, bytes int64) { s.run.copied(ns, coll.Target.String(), docs, bytes) }
+	written := func(docs, bytes int64) { s.run.Copied(ns, coll.Target.String(), docs, bytes) }
 	if !st.copied {
-		s.run.setPhase(PhaseFullSync)
+		s.run.SetPhase(workerapi.PhaseFullSync)
 		if err := p.copyShard(ctx, s.opts.Shard, coll, pass.Table, pass.Ranges[s.opts.Shard], written); err != nil {
 			return err
 		}

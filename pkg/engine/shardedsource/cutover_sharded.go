@@ -1,4 +1,4 @@
-package engine
+package shardedsource
 
 import (
 	"context"
@@ -22,19 +22,19 @@ import (
 
 // cutoverAttempt is the running cut-over's start time: it names the
 // attempt that the shard records' parts belong to.
-func (s *shardedSource) cutoverAttempt() time.Time { return s.cut.Attempt() }
+func (s *Source) cutoverAttempt() time.Time { return s.cut.Attempt() }
 
 // shardedCutoverRunning reports whether a sharded cut-over drives this
 // process's subtasks: a step before Verifying that is not Failed.
-func (s *shardedSource) shardedCutoverRunning() bool { return s.cut.ShardedRunning() }
+func (s *Source) shardedCutoverRunning() bool { return s.cut.ShardedRunning() }
 
 // shardDrained reports whether a shard's record says its subtask drained
 // in the running cut-over (so it is not started again).
-func (s *shardedSource) shardDrained(rec checkpoint.ShardRecord) bool { return s.cut.ShardDrained(rec) }
+func (s *Source) shardDrained(rec checkpoint.ShardRecord) bool { return s.cut.ShardDrained(rec) }
 
 // startShardedCutover records a new cut-over before the subtasks run, so
 // that the task record says one runs (the other workers follow it).
-func (s *shardedSource) startShardedCutover(ctx context.Context) error {
+func (s *Source) startShardedCutover(ctx context.Context) error {
 	if !s.copyLeader() {
 		return nil
 	}
@@ -45,7 +45,7 @@ func (s *shardedSource) startShardedCutover(ctx context.Context) error {
 // calls it about every second. done reports that this process's subtasks
 // are all drained (and, in the process that moves the step, every
 // shard's), so streaming ends.
-func (s *shardedSource) shardedCutoverTick(ctx context.Context) (done bool, err error) {
+func (s *Source) shardedCutoverTick(ctx context.Context) (done bool, err error) {
 	if !s.copyLeader() {
 		if err := s.cut.Follow(ctx); err != nil {
 			return false, err
@@ -78,10 +78,10 @@ func (s *shardedSource) shardedCutoverTick(ctx context.Context) (done bool, err 
 }
 
 // cutoverStep returns the cut-over's current step, "" when none runs.
-func (s *shardedSource) cutoverStep() string { return s.cut.Step() }
+func (s *Source) cutoverStep() string { return s.cut.Step() }
 
 // shardCutoverSource is the sharded source as the cut-over acts on it.
-type shardCutoverSource struct{ s *shardedSource }
+type shardCutoverSource struct{ s *Source }
 
 // BlockWrites blocks the source's user writes through mongos: the whole
 // cluster.
@@ -106,7 +106,7 @@ func (c shardCutoverSource) NewestTS(ctx context.Context, shard string) (bson.Ti
 
 // cutoverSubtask is a subtask as the cut-over drives it.
 type cutoverSubtask struct {
-	s  *shardedSource
+	s  *Source
 	st *subtask
 }
 
@@ -128,7 +128,7 @@ func (s cutoverSubtask) StopDrained(ctx context.Context, c checkpoint.ShardCutov
 // stopDrained stops a subtask that applied everything up to its drain
 // position, checks the checkpoint it saved on the way out, and records
 // the shard as drained, on its record and on the shard board.
-func (s *shardedSource) stopDrained(ctx context.Context, st *subtask, c checkpoint.ShardCutover) error {
+func (s *Source) stopDrained(ctx context.Context, st *subtask, c checkpoint.ShardCutover) error {
 	name := st.shard.Name
 	if st.cancel != nil {
 		st.cancel()
@@ -151,7 +151,7 @@ func (s *shardedSource) stopDrained(ctx context.Context, st *subtask, c checkpoi
 }
 
 // publishDrained puts a drained shard on the board: it holds nobody back.
-func (s *shardedSource) publishDrained(ctx context.Context, name string, rec checkpoint.ShardRecord) error {
+func (s *Source) publishDrained(ctx context.Context, name string, rec checkpoint.ShardRecord) error {
 	at := rec.ResumeTS()
 	return s.board.Publish(ctx, board.Position{Shard: name, Read: at, Applied: at, Drained: true})
 }
@@ -161,7 +161,7 @@ func (s *shardedSource) publishDrained(ctx context.Context, name string, rec che
 // drained), before subtasks replay again: a shard so marked holds nobody
 // back although its subtask may replay writes again. It goes by the
 // records, not by what this process follows.
-func (s *shardedSource) undrain(ctx context.Context) error {
+func (s *Source) undrain(ctx context.Context) error {
 	ps, err := s.board.Positions(ctx)
 	if err != nil || !slices.ContainsFunc(ps, func(p board.Position) bool { return p.Drained }) {
 		return err
@@ -189,16 +189,16 @@ func (s *shardedSource) undrain(ctx context.Context) error {
 
 // followCutover is how a worker that does not move the step learns it
 // (cutover.Machine.Follow).
-func (s *shardedSource) followCutover(ctx context.Context) error { return s.cut.Follow(ctx) }
+func (s *Source) followCutover(ctx context.Context) error { return s.cut.Follow(ctx) }
 
 // noteStaleFailure remembers the failed attempt recorded when a worker
 // following the cut-over starts (cutover.Machine.NoteStaleFailure).
-func (s *shardedSource) noteStaleFailure(ctx context.Context) { s.cut.NoteStaleFailure(ctx) }
+func (s *Source) noteStaleFailure(ctx context.Context) { s.cut.NoteStaleFailure(ctx) }
 
 // awaitCutover keeps a worker whose shard is drained until the worker
 // moving the step records Complete (nil) or a failure.
-func (s *shardedSource) awaitCutover(ctx context.Context) error {
-	s.run.setPhase(PhaseVerifying)
+func (s *Source) awaitCutover(ctx context.Context) error {
+	s.run.SetPhase(workerapi.PhaseVerifying)
 	s.log.Info("cut-over: this worker's shard is drained; waiting for the cut-over to complete", "shard", s.opts.Shard)
 	return s.cut.Await(ctx)
 }
