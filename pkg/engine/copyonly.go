@@ -40,17 +40,17 @@ func (e *Engine) copyLeaser() (*rangelease.Leaser, int, error) {
 	case e.opts.CopyOnly && (workers <= 1 || spec.Mode == config.ModeIncremental):
 		return nil, 0, fmt.Errorf("%w: task %s has fullSync.workers %d and mode %s, so its run copies without range leases and shares nothing: set fullSync.workers to 2 or more (restart the task's run too), or stop this worker",
 			ErrCopyOnly, e.task.Name, workers, spec.Mode)
-	case e.sharded && (workers > 1 || e.opts.CopyOnly):
+	case e.shards != nil && (workers > 1 || e.opts.CopyOnly):
 		return nil, 0, fmt.Errorf("%w: the source is sharded and replayed shard by shard, so it is copied by one worker per shard (fullSync.shardedCopy), not by copy-only workers: set fullSync.workers to 1", ErrCopyOnly)
 	case spec.Mode == config.ModeIncremental:
 		return nil, 0, nil
-	case e.sharded && e.opts.Shard != "":
-		workers = len(e.subtaskList())
+	case e.shards != nil && e.opts.Shard != "":
+		workers = e.shards.ShardCount()
 	case workers <= 1:
 		return nil, 0, nil
 	}
 	return rangelease.New(e.target.Database(spec.Checkpoint.Database),
-		rangelease.Options{Task: e.task.Name, Owner: leaseOwner(), TTL: rangeLeaseTTL}), workers, nil
+		rangelease.Options{Task: e.task.Name, Owner: rangelease.Owner(), TTL: rangelease.DefaultTTL}), workers, nil
 }
 
 // runCopyOnly is a copy-only worker's run: it copies the ranges it can

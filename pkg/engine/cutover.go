@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
@@ -67,12 +68,15 @@ func (e *Engine) cutoverStep() string { return e.cut.Step() }
 // CatchingUp, BlockingWrites and Draining. It returns nil once replay has
 // applied everything up to the drain position and may stop.
 func (e *Engine) driveCutover(ctx context.Context, r Replayer) error {
-	return e.cut.Drive(ctx, r, cutoverSource{e}, func() bool { return e.freshNewest(e.tailer.Load()) })
+	return e.cut.Drive(ctx, r, cutoverSource{e.source}, func() bool { return e.freshNewest(e.tailer.Load()) })
 }
 
 // finishCutover runs the steps after the drain: Verifying, Finalizing and
 // Complete, skipping those a previous run finished.
-func (e *Engine) finishCutover(ctx context.Context) error { return e.cut.Finish(ctx, cutoverTarget{e}) }
+func (e *Engine) finishCutover(ctx context.Context) error {
+	return e.cut.Finish(ctx, cutoverTarget{task: e.task, streaming: e.streaming, verification: e.verification,
+		finalize: e.finalizeTarget, position: e.targetPosition})
+}
 
 // cutoverStatus is the cut-over as /status reports it, with p the
 // progress of the verification that runs. Called with e.mu held.
@@ -83,46 +87,48 @@ func (e *Engine) cutoverStatus(p verifyProgress) *workerapi.Cutover {
 	return e.cut.Status(cutover.Progress{NS: p.NS, Done: p.Done, Total: p.Total})
 }
 
-// cutoverSource is the source as the cut-over acts on it.
-type cutoverSource struct{ e *Engine }
+// cutoverSource is a replica set as the cut-over acts on it (a sharded
+// source's is shardCutoverSource).
+type cutoverSource struct{ source *mongo.Client }
 
-// BlockWrites blocks the source's user writes (through mongos for a
-// sharded source: the whole cluster).
+// BlockWrites blocks the source's user writes.
 func (s cutoverSource) BlockWrites(ctx context.Context) error {
-	return source.SetUserWriteBlock(ctx, s.e.source, true)
+	return source.SetUserWriteBlock(ctx, s.source, true)
 }
 
-// NewestTS reads the newest oplog position of the source, or of a shard
-// through its subtask's connection.
+// NewestTS reads the newest oplog position of the source; a replica set
+// has no shard connections.
 func (s cutoverSource) NewestTS(ctx context.Context, shard string) (bson.Timestamp, error) {
 	if shard == "" {
-		return source.NewestTS(ctx, s.e.source)
+		return source.NewestTS(ctx, s.source)
 	}
-	s.e.subMu.Lock()
-	st := s.e.subtasks[shard]
-	s.e.subMu.Unlock()
-	if st == nil {
-		return bson.Timestamp{}, errors.New("it has a record but no connection")
-	}
-	return source.NewestTS(ctx, st.client)
+	return bson.Timestamp{}, errors.New("it has a record but no connection")
 }
 
 // cutoverTarget is the target and the records as the steps after the
 // drain see them.
-type cutoverTarget struct{ e *Engine }
+type cutoverTarget struct {
+	task         *config.Task
+	streaming    streamer
+	verification *verification
+	// finalize restores the options the sync deferred (finalizeTarget);
+	// position is the target's newest oplog position (targetPosition).
+	finalize func(ctx context.Context) error
+	position func(ctx context.Context) (bson.Timestamp, error)
+}
 
 // CheckDrained fails unless replay saved its checkpoint at or past the
 // drain position (every shard's, for a sharded source). Replay saved its
 // last checkpoint when it stopped; one that had nothing to apply resumes
 // from its start position.
 func (t cutoverTarget) CheckDrained(ctx context.Context, c checkpoint.CutoverRecord) error {
-	return t.e.streaming.checkDrained(ctx, c)
+	return t.streaming.CheckDrained(ctx, c)
 }
 
 // Verify compares the target with the source and names the namespaces
 // that differ.
 func (t cutoverTarget) Verify(ctx context.Context, mode config.VerifyMode) ([]string, error) {
-	rep, err := t.e.verification.verifyWith(ctx, mode)
+	rep, err := t.verification.verifyWith(ctx, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -141,10 +147,10 @@ func (t cutoverTarget) Verify(ctx context.Context, mode config.VerifyMode) ([]st
 // so the application kept writing. "" when writes were blocked, nothing
 // was written after the drain, or the newest entries cannot be read.
 func (t cutoverTarget) WritesAfterDrain(ctx context.Context, c checkpoint.CutoverRecord) string {
-	if t.e.task.Cutover.BlockSourceWrites {
+	if t.task.Cutover.BlockSourceWrites {
 		return ""
 	}
-	if where, drained, newest, ok := t.e.streaming.newestAfterDrain(ctx, c); ok {
+	if where, drained, newest, ok := t.streaming.NewestAfterDrain(ctx, c); ok {
 		return fmt.Sprintf("the source took writes after the drain position%s %d,%d (its newest entry is %d,%d), which the target does not have yet; "+
 			"nothing is lost: stop the application's writes to the source (or block them with blockSourceWrites: true on MongoDB 6.0 or later), "+
 			"then request the cut-over again, and replay goes on from where it stopped", where, drained.T, drained.I, newest.T, newest.I)
@@ -153,7 +159,7 @@ func (t cutoverTarget) WritesAfterDrain(ctx context.Context, c checkpoint.Cutove
 }
 
 // Finalize restores on the target the options the sync deferred.
-func (t cutoverTarget) Finalize(ctx context.Context) error { return t.e.finalizeTarget(ctx) }
+func (t cutoverTarget) Finalize(ctx context.Context) error { return t.finalize(ctx) }
 
 // restoreDeferred puts back on the target the options the sync deferred
 // (TTL expiries, capped limits, late unique indexes: package holdback,
@@ -164,7 +170,7 @@ func (t cutoverTarget) Finalize(ctx context.Context) error { return t.e.finalize
 // holdback.Pending. Not to be confused with the writes replay holds
 // after a chunk migration (package replay, the shard board).
 func (e *Engine) restoreDeferred(ctx context.Context) error {
-	if e.streaming.partial() {
+	if e.streaming.Partial() {
 		return nil
 	}
 	return e.finalizeTarget(ctx)
@@ -194,7 +200,7 @@ func (e *Engine) finalizeTarget(ctx context.Context) error {
 
 // Position is the target's newest oplog position (targetPosition).
 func (t cutoverTarget) Position(ctx context.Context) (bson.Timestamp, error) {
-	return t.e.targetPosition(ctx)
+	return t.position(ctx)
 }
 
 // targetPosition is the target's newest oplog position (its current time

@@ -5,11 +5,11 @@
 // the first two through the Copier and Replayer interfaces (engine.go),
 // and reading the source's changes through a streamer, replica set or
 // sharded (streamer.go); a sharded source runs one subtask per shard, all
-// in one process or one per worker (sharded.go, shardworker.go). The
+// in one process or one per worker (package shardedsource). The
 // cut-over is package cutover's state machine, given the engine's parts
-// in cutover.go and cutover_sharded.go. Status is a value snapshot for
-// /status, metrics and progress output. It never imports Kubernetes
-// packages.
+// in cutover.go (a sharded source's in shardedsource). Status is a value
+// snapshot for /status, metrics and progress output. It never imports
+// Kubernetes packages.
 package engine
 
 import (
@@ -25,13 +25,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
-	"github.com/mongoferry/mongoferry/pkg/engine/board"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/cutover"
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+	"github.com/mongoferry/mongoferry/pkg/engine/shardedsource"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
@@ -80,8 +80,8 @@ type Options struct {
 	// (a worker of the operator; MONGOFERRY_SHARD or --shard in the CLI).
 	// The worker of the shard whose name sorts first also records the
 	// start positions and leads the full copy; every worker copies its
-	// shard's part of it and helps with the rest (pershard.go,
-	// copyonly.go), the others then wait for it to end.
+	// shard's part of it and helps with the rest (shardedsource's
+	// pershard.go, copyonly.go), the others then wait for it to end.
 	// Empty runs every shard's subtask in this process.
 	Shard string
 	// TopologyInterval is how often config.shards is re-read while a
@@ -129,23 +129,10 @@ type Engine struct {
 	// newest positions read after it.
 	finishAsked atomic.Int64
 
-	// A sharded source read shard by shard (see sharded.go); only
-	// pickStreamer and the sharded implementation read sharded.
-	sharded    bool
-	subMu      sync.Mutex
-	subtasks   map[string]*subtask
-	shardOrder []string // shard names, sorted
-	// board is where the subtasks publish their positions (replay holds
-	// writes after chunk migrations on it): in memory when this process
-	// runs every subtask, in the target's checkpoint database otherwise.
-	board board.Board
-	// perShard is a sharded source's per-shard copy (pershard.go), nil
-	// when the copy reads through mongos.
-	perShard *perShardCopy
-	// sharesCopy says the copy's ranges read through one client are
-	// leased, shared with copy-only workers or the other shard workers
-	// (copyonly.go).
-	sharesCopy bool
+	// shards supervises a sharded source read shard by shard (package
+	// shardedsource); nil for a source read as one (a replica set, or
+	// through mongos).
+	shards *shardedsource.Source
 	// cut is the cut-over's state machine (package cutover), made in
 	// Open once the store is.
 	cut *cutover.Machine
@@ -202,11 +189,6 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	}
 	e.log.Info("servers", "source", e.srcProfile.Flavor, "sourceVersion", e.srcProfile.Version,
 		"target", e.dstProfile.Flavor, "targetVersion", e.dstProfile.Version, "sourceUpdates", e.srcProfile.UpdateShape.String())
-	if err := e.openShards(ctx); err != nil {
-		e.Close()
-		return nil, err
-	}
-	e.streaming = e.pickStreamer()
 	e.store = checkpoint.NewStore(e.target, task.Checkpoint.Database, task.Name)
 	e.lease = &lease{store: e.store, key: opts.Shard, log: e.log}
 	e.cut = e.newCutover()
@@ -214,9 +196,14 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		e.Close()
 		return nil, err
 	}
+	if err := e.openShards(ctx); err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.streaming = e.pickStreamer()
 	replayStatus := func() *replay.Status { return e.Status().Replay }
 	e.verification = &verification{task: task, source: e.source, target: e.target, mapper: e.mapper, log: e.log,
-		partial: e.streaming.partial(), replayStatus: replayStatus,
+		partial: e.streaming.Partial(), replayStatus: replayStatus,
 		positions: &replayPositions{source: e.source, replayStatus: replayStatus, tailer: e.tailer.Load, scripted: opts.Reader != nil}}
 	if e.targetSharding, err = e.openTargetSharding(ctx); err != nil {
 		e.Close()
@@ -229,20 +216,21 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	if e.targetSharding != nil {
 		copyOpts.ShardTarget = e.shardTarget(e.targetSharding)
 	}
-	if e.perShard, err = e.newPerShardCopy(); err != nil {
-		e.Close()
-		return nil, err
-	}
-	if e.perShard != nil {
-		copyOpts.PerShard = e.perShard
+	if e.shards != nil {
+		if copyOpts.PerShard, err = e.shards.PerShardCopy(); err != nil {
+			e.Close()
+			return nil, err
+		}
 	}
 	if copyOpts.Leaser, copyOpts.Processes, err = e.copyLeaser(); err != nil {
 		e.Close()
 		return nil, err
 	}
 	// The operator sums its shard workers' figures: each counts its own.
-	copyOpts.OthersReport = e.sharded && e.opts.Shard != ""
-	e.sharesCopy = copyOpts.Leaser != nil
+	copyOpts.OthersReport = e.shards != nil && e.opts.Shard != ""
+	if e.shards != nil {
+		e.shards.ShareCopy(copyOpts.Leaser != nil)
+	}
 	e.copier, err = fullsync.New(copyOpts)
 	if err != nil {
 		e.Close()
@@ -254,8 +242,8 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 // Close disconnects from both deployments (and every shard).
 func (e *Engine) Close() {
 	clients := []*mongo.Client{e.source, e.target}
-	for _, st := range e.subtaskList() {
-		clients = append(clients, st.client)
+	if e.shards != nil {
+		clients = append(clients, e.shards.Clients()...)
 	}
 	for _, c := range clients {
 		if c != nil {

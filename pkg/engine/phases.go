@@ -5,20 +5,18 @@ import (
 	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
-	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
 // run is Run under the task's lease: the checks before anything is
 // written, the run's record, then the phases from where the record says
 // the task is (walkPhases). A worker of one shard that does not run the
-// copy follows the one that does (runShardWorker).
+// copy follows the one that does (shardedsource.Source.RunShardWorker).
 func (e *Engine) run(ctx context.Context) error {
 	// Checks that stop a task before anything is written: a resumed task
 	// whose oplog position rolled away, a target that is not empty.
@@ -30,8 +28,8 @@ func (e *Engine) run(ctx context.Context) error {
 	if err := e.checkSameSelection(prev, exists); err != nil {
 		return err
 	}
-	if e.streaming.follows() {
-		return e.runShardWorker(ctx)
+	if e.streaming.Follows() {
+		return e.shards.RunShardWorker(ctx)
 	}
 	start, err := e.checkBeforeWrites(ctx, prev, exists)
 	if err != nil {
@@ -107,7 +105,7 @@ func (e *Engine) recordRun(ctx context.Context, start runStart) (checkpoint.Task
 		return rec, err
 	}
 	if e.task.Mode != config.ModeFull && !rec.HasStart() {
-		startTS, err := e.streaming.recordStarts(ctx, start.ts, start.shards)
+		startTS, err := e.streaming.RecordStarts(ctx, start.ts, start.shards)
 		if err != nil {
 			return rec, err
 		}
@@ -162,7 +160,7 @@ func (e *Engine) walkPhases(ctx context.Context, next Phase) error {
 				next = PhaseStreaming
 			}
 		case PhaseStreaming:
-			if err := e.streaming.stream(ctx); err != nil {
+			if err := e.streaming.Stream(ctx); err != nil {
 				return err
 			}
 			next = PhaseVerifying
@@ -188,7 +186,7 @@ func (e *Engine) fullSync(ctx context.Context) error {
 	var endTS bson.Timestamp
 	if e.task.Mode != config.ModeFull {
 		var err error
-		if endTS, err = e.streaming.copyEnd(ctx, e.task.Incremental.Method != config.MethodChangeStream); err != nil {
+		if endTS, err = e.streaming.CopyEnd(ctx, e.task.Incremental.Method != config.MethodChangeStream); err != nil {
 			return err
 		}
 	}
@@ -203,7 +201,7 @@ func (e *Engine) verifyPhase(ctx context.Context) error {
 		if err := e.finishCutover(ctx); err != nil {
 			return err
 		}
-	} else if spec.Verify.Mode != config.VerifyNone && e.streaming.partial() {
+	} else if spec.Verify.Mode != config.VerifyNone && e.streaming.Partial() {
 		e.log.Info("verification skipped in a worker running one shard: other shards may still be replaying; run ferry verify once every worker caught up", "shard", e.opts.Shard)
 	} else if spec.Verify.Mode != config.VerifyNone {
 		if err := e.verification.verify(ctx); err != nil {
@@ -220,7 +218,7 @@ func (e *Engine) verifyPhase(ctx context.Context) error {
 // the source's oplog (a shard's, for a sharded source) no longer holds the
 // position replay goes on from.
 func (e *Engine) checkResumeWindow(ctx context.Context, prev checkpoint.TaskRecord) error {
-	return e.streaming.checkWindow(ctx, prev)
+	return e.streaming.CheckWindow(ctx, prev)
 }
 
 // replayStart returns the replay start position of a task's first run,
@@ -235,22 +233,5 @@ func (e *Engine) replayStart(ctx context.Context, useOplog bool) (ts bson.Timest
 		ts, shards, err = e.givenStart(ctx, useOplog)
 		return ts, false, shards, err
 	}
-	return e.streaming.newestStart(ctx, useOplog)
-}
-
-// positionOf returns how the source's current position is read: its
-// newest oplog entry, or its clock where reading the newest entry would
-// read the whole oplog, or its cluster time for change streams.
-func (e *Engine) positionOf(useOplog bool) func(context.Context, *mongo.Client) (bson.Timestamp, bool, error) {
-	switch {
-	case !useOplog:
-		return func(ctx context.Context, c *mongo.Client) (bson.Timestamp, bool, error) {
-			ts, err := source.ClusterTime(ctx, c)
-			return ts, false, err
-		}
-	case e.srcProfile.OplogQueriesScan:
-		// Reading the newest entry would read the whole oplog.
-		return source.StartPositionByClock
-	}
-	return source.StartPosition
+	return e.streaming.NewestStart(ctx, useOplog)
 }

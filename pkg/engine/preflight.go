@@ -52,7 +52,7 @@ func (e *Engine) checkOplogs(ctx context.Context) error {
 	if spec.Mode == config.ModeIncremental {
 		what += " with incremental.method: oplog"
 	}
-	return e.streaming.checkOplogs(ctx, what)
+	return e.streaming.CheckOplogs(ctx, what)
 }
 
 // ErrSelectionChanged means a task's namespaces differ from those its
@@ -85,7 +85,7 @@ func (e *Engine) checkSameSelection(prev checkpoint.TaskRecord, exists bool) err
 // from it and ignores startAt.
 func (e *Engine) checkGivenStart(ctx context.Context) error {
 	spec := &e.task.Spec
-	if spec.Incremental.StartAt == "" || spec.Mode == config.ModeFull || e.streaming.follows() {
+	if spec.Incremental.StartAt == "" || spec.Mode == config.ModeFull || e.streaming.Follows() {
 		return nil
 	}
 	if prev, err := e.store.Task(ctx); err == nil && prev.HasStart() {
@@ -106,6 +106,6 @@ func (e *Engine) givenStart(ctx context.Context, useOplog bool) (bson.Timestamp,
 	if err != nil {
 		return ts, nil, fmt.Errorf("incremental.startAt: %w", err)
 	}
-	starts, err := e.streaming.checkGivenStart(ctx, ts, useOplog)
+	starts, err := e.streaming.CheckGivenStart(ctx, ts, useOplog)
 	return ts, starts, err
 }

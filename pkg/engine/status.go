@@ -5,6 +5,7 @@ import (
 
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
+	"github.com/mongoferry/mongoferry/pkg/engine/shardedsource"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 	"github.com/mongoferry/mongoferry/pkg/engine/verify"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
@@ -121,7 +122,7 @@ func (e *Engine) Status() Status {
 	}
 	shards := e.ShardStatuses()
 	if shards != nil {
-		replayStatus = aggregateReplay(shards)
+		replayStatus = shardedsource.AggregateReplay(shards)
 	}
 	streaming := e.StreamVerifyStatus()
 	e.mu.Lock()
@@ -161,3 +162,25 @@ func (e *Engine) Status() Status {
 	}
 	return s
 }
+
+// ShardStatuses returns a snapshot of every shard subtask, by shard name;
+// nil for a source that is not read shard by shard.
+func (e *Engine) ShardStatuses() []ShardStatus {
+	return e.streaming.ShardStatuses()
+}
+
+// ShardStatus is one shard subtask's snapshot (shardedsource.ShardStatus).
+type ShardStatus = shardedsource.ShardStatus
+
+// Subtask phases, shown per shard in Status.Shards (package
+// shardedsource).
+const (
+	SubtaskPending   = shardedsource.SubtaskPending
+	SubtaskStreaming = shardedsource.SubtaskStreaming
+	SubtaskRetiring  = shardedsource.SubtaskRetiring
+	SubtaskRetired   = shardedsource.SubtaskRetired
+	SubtaskFailed    = shardedsource.SubtaskFailed
+)
+
+// ErrUnknownShard means Options.Shard names no shard of the source.
+var ErrUnknownShard = shardedsource.ErrUnknownShard

@@ -113,11 +113,10 @@ func (e *Engine) openReader(ctx context.Context, rec checkpoint.TaskRecord, from
 // newStreamReplayer makes the replayer of a replica set's oplog (or a
 // change stream), from the task's record and the target's profile.
 func (e *Engine) newStreamReplayer(ctx context.Context, rec checkpoint.TaskRecord, from bson.Timestamp, reader source.OplogReader) (Replayer, error) {
-	p, err := e.replayParams(ctx)
+	unique, selected, err := e.replayParams(ctx)
 	if err != nil {
 		return nil, err
 	}
-	unique := p.unique
 	store := e.store
 	if l, ok := reader.(checkpoint.EntryLog); ok {
 		store = store.WithEntries(l) // checked at resume: source.CheckRollback
@@ -125,7 +124,7 @@ func (e *Engine) newStreamReplayer(ctx context.Context, rec checkpoint.TaskRecor
 	r := e.newReplayer(replay.Options{
 		Task: e.task.Name, Spec: &e.task.Spec, Reader: reader, Source: e.source, Target: e.target, Store: store,
 		Mapper: e.mapper, Log: e.baseLog(), From: from, OverlapUntil: rec.CopyEndTS,
-		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique, Selected: p.selected,
+		CheckpointInterval: e.opts.CheckpointInterval, ObserveWrite: e.opts.ObserveReplay, UniqueIndexed: unique, Selected: selected,
 		MaxWriteBatch: e.dstProfile.MaxWriteBatch, BulkWrite: e.dstProfile.BulkWriteCommand, WriteConcern: conn.WriteConcern(e.task.Target.URI), IndexesOneByOne: e.dstProfile.IndexesOneByOne, SerialUpdates: e.dstProfile.SerialUpdates,
 		ReinsertReplacements: e.dstProfile.ReinsertReplacements,
 		ShardKeys:            e.replayShardKeys(), TargetMajor: e.dstProfile.Major,
@@ -158,20 +157,21 @@ func (e *Engine) watchCaughtUp(rctx context.Context, r Replayer, caughtUp chan s
 }
 
 // replayParams reads what every replayer of the task shares: the
-// selected source namespaces, and those with a unique secondary index.
-func (e *Engine) replayParams(ctx context.Context) (replayParams, error) {
+// selected source namespaces, and the target namespaces with a unique
+// secondary index.
+func (e *Engine) replayParams(ctx context.Context) (unique map[string]bool, selected []catalog.Namespace, err error) {
 	colls, err := catalog.List(ctx, e.source, e.mapper)
 	if err != nil {
-		return replayParams{}, err
+		return nil, nil, err
 	}
-	p := replayParams{unique: map[string]bool{}, selected: []catalog.Namespace{}}
+	unique, selected = map[string]bool{}, []catalog.Namespace{}
 	for _, c := range colls {
-		p.selected = append(p.selected, c.Source)
+		selected = append(selected, c.Source)
 		if c.HasUniqueIndex() {
-			p.unique[c.Target.String()] = true
+			unique[c.Target.String()] = true
 		}
 	}
-	return p, nil
+	return unique, selected, nil
 }
 
 // FinishWhenCaughtUp asks a streaming task to stop replay once everything

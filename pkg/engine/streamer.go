@@ -7,147 +7,190 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
+	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
+	"github.com/mongoferry/mongoferry/pkg/engine/conn"
+	"github.com/mongoferry/mongoferry/pkg/engine/shardedsource"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
 // streamer is how a run reads the source's changes: one oplog for a
 // replica set (replicaSetStreamer), one subtask per shard for a sharded
-// source (shardedStreamer, sharded.go). The engine's phases, the
+// source (shardedsource.Source). The engine's phases, the
 // cut-over and /status go through it; pickStreamer is the one place that
 // asks which kind of source this is.
 type streamer interface {
-	// follows reports whether this process follows a run another one
+	// Follows reports whether this process follows a run another one
 	// leads: a worker of one shard that does not run the copy
-	// (runShardWorker).
-	follows() bool
-	// partial reports whether this process replays only part of the
+	// (shardedsource.Source.RunShardWorker).
+	Follows() bool
+	// Partial reports whether this process replays only part of the
 	// source (one shard's worker): the task-wide verification, the
 	// restore of the options the sync deferred and streaming verification are
 	// left to the run that sees every shard (the cut-over, ferry verify).
-	partial() bool
-	// checkOplogs fails with source.ErrNoOplog when an oplog this
+	Partial() bool
+	// CheckOplogs fails with source.ErrNoOplog when an oplog this
 	// process replays keeps none; what names the task's mode.
-	checkOplogs(ctx context.Context, what string) error
-	// checkWindow stops a resumed task whose oplog no longer holds the
+	CheckOplogs(ctx context.Context, what string) error
+	// CheckWindow stops a resumed task whose oplog no longer holds the
 	// position replay goes on from.
-	checkWindow(ctx context.Context, prev checkpoint.TaskRecord) error
-	// checkGivenStart checks incremental.startAt, ts, against each
+	CheckWindow(ctx context.Context, prev checkpoint.TaskRecord) error
+	// CheckGivenStart checks incremental.startAt, ts, against each
 	// oplog's window and returns the start of each shard.
-	checkGivenStart(ctx context.Context, ts bson.Timestamp, useOplog bool) (map[string]bson.Timestamp, error)
-	// newestStart is a first run's start position without startAt: the
+	CheckGivenStart(ctx context.Context, ts bson.Timestamp, useOplog bool) (map[string]bson.Timestamp, error)
+	// NewestStart is a first run's start position without startAt: the
 	// source's newest position, or every shard's.
-	newestStart(ctx context.Context, useOplog bool) (ts bson.Timestamp, empty bool, shards map[string]bson.Timestamp, err error)
-	// recordStarts records each shard's start position and returns the
+	NewestStart(ctx context.Context, useOplog bool) (ts bson.Timestamp, empty bool, shards map[string]bson.Timestamp, err error)
+	// RecordStarts records each shard's start position and returns the
 	// task's (ts for a replica set).
-	recordStarts(ctx context.Context, ts bson.Timestamp, shards map[string]bson.Timestamp) (bson.Timestamp, error)
-	// copyEnd is the source's position once the copy ended (each shard's
+	RecordStarts(ctx context.Context, ts bson.Timestamp, shards map[string]bson.Timestamp) (bson.Timestamp, error)
+	// CopyEnd is the source's position once the copy ended (each shard's
 	// recorded for a sharded source).
-	copyEnd(ctx context.Context, useOplog bool) (bson.Timestamp, error)
-	// stream replays until ctx ends, or, with UntilCaughtUp or a
+	CopyEnd(ctx context.Context, useOplog bool) (bson.Timestamp, error)
+	// Stream replays until ctx ends, or, with UntilCaughtUp or a
 	// cut-over, until everything the source wrote is applied.
-	stream(ctx context.Context) error
-	// oplogSides lists the oplogs this process replays with their
+	Stream(ctx context.Context) error
+	// OplogSides lists the oplogs this process replays with their
 	// checkpoints, for the oplog window's watch.
-	oplogSides(ctx context.Context) ([]oplogSide, error)
-	// shardStatuses is every shard subtask's snapshot this process runs;
+	OplogSides(ctx context.Context) ([]source.OplogSide, error)
+	// ShardStatuses is every shard subtask's snapshot this process runs;
 	// nil for a replica set.
-	shardStatuses() []ShardStatus
-	// checkDrained fails unless replay saved its checkpoint at or past
+	ShardStatuses() []ShardStatus
+	// CheckDrained fails unless replay saved its checkpoint at or past
 	// the cut-over's drain position (every shard's).
-	checkDrained(ctx context.Context, c checkpoint.CutoverRecord) error
-	// newestAfterDrain finds an oplog whose newest entry is past its
+	CheckDrained(ctx context.Context, c checkpoint.CutoverRecord) error
+	// NewestAfterDrain finds an oplog whose newest entry is past its
 	// drain position: where ("" or " of shard s"), the drain position
 	// and the newest entry; ok false when none is (or none can be read).
-	newestAfterDrain(ctx context.Context, c checkpoint.CutoverRecord) (where string, drained, newest bson.Timestamp, ok bool)
+	NewestAfterDrain(ctx context.Context, c checkpoint.CutoverRecord) (where string, drained, newest bson.Timestamp, ok bool)
 }
 
 // pickStreamer picks how this run reads the source, once Open found
 // which kind it is (openShards).
 func (e *Engine) pickStreamer() streamer {
-	if e.sharded {
-		return shardedStreamer{e}
+	if e.shards != nil {
+		return e.shards
 	}
-	return replicaSetStreamer{e}
+	return &replicaSetStreamer{task: e.task, shard: e.opts.Shard, source: e.source, srcProfile: e.srcProfile,
+		store: e.store, scripted: e.opts.Reader != nil, replay: e.stream}
+}
+
+// openShards finds whether the source is read shard by shard and, if so,
+// connects to its shards (shardedsource.Source.Open): e.shards
+// supervises them, given the engine's parts and what it needs of the run
+// as functions.
+func (e *Engine) openShards(ctx context.Context) error {
+	e.shards = shardedsource.New(shardedsource.Config{
+		Task: e.task, Log: e.log, BaseLog: e.baseLog(), Source: e.source, Target: e.target,
+		SourceProfile: e.srcProfile, TargetProfile: e.dstProfile, Store: e.store, Mapper: e.mapper, Cutover: e.cut,
+		Options: shardedsource.Options{Shard: e.opts.Shard, ShardReader: e.opts.ShardReader, TopologyInterval: e.opts.TopologyInterval,
+			CheckpointInterval: e.opts.CheckpointInterval, ObserveReplay: e.opts.ObserveReplay, ObserveWrite: e.opts.ObserveWrite},
+		Run: shardedsource.Run{
+			UntilCaughtUp:  e.untilCaughtUp.Load,
+			SetPhase:       e.setPhase,
+			TakeLease:      e.lease.take,
+			WhileStreaming: func(ctx context.Context) { e.verification.whileStreaming(ctx) },
+			ReplayParams:   e.replayParams,
+			ShardKeys:      e.replayShardKeys,
+			HelpCopy:       func(ctx context.Context) (int, error) { return e.copier.HelpCopy(ctx) },
+			Copied:         func(ns, target string, docs, bytes int64) { e.copier.Copied(ns, target, docs, bytes) },
+		},
+	})
+	sharded, err := e.shards.Open(ctx)
+	if err != nil {
+		return err // Close disconnects the shards it connected to
+	}
+	if !sharded {
+		e.shards = nil
+	}
+	return nil
 }
 
 // replicaSetStreamer reads a replica set's oplog (or a change stream,
-// through mongos too) in one replay.
-type replicaSetStreamer struct{ e *Engine }
+// through mongos too) in one replay, which the engine runs (replay).
+type replicaSetStreamer struct {
+	task *config.Task
+	// shard is Options.Shard.
+	shard      string
+	source     *mongo.Client
+	srcProfile conn.Profile
+	store      *checkpoint.Store
+	// scripted: Options.Reader replaces the oplog tailer (tests).
+	scripted bool
+	// replay is the Streaming phase's replay (Engine.stream).
+	replay func(ctx context.Context) error
+}
 
-func (replicaSetStreamer) follows() bool { return false }
+func (*replicaSetStreamer) Follows() bool { return false }
 
 // partial: a worker given a shard (Options.Shard) over a sharded source
 // read through mongos (mode full, change streams) still leaves the
 // task-wide steps to the run that sees every shard.
-func (s replicaSetStreamer) partial() bool { return s.e.opts.Shard != "" }
+func (s *replicaSetStreamer) Partial() bool { return s.shard != "" }
 
-func (s replicaSetStreamer) checkOplogs(ctx context.Context, what string) error {
-	ok, err := source.HasOplog(ctx, s.e.source)
+func (s *replicaSetStreamer) CheckOplogs(ctx context.Context, what string) error {
+	ok, err := source.HasOplog(ctx, s.source)
 	if err != nil || ok {
 		return err
 	}
 	return source.NoOplogError(what, "the source")
 }
 
-func (s replicaSetStreamer) checkWindow(ctx context.Context, prev checkpoint.TaskRecord) error {
-	if err := source.CheckWindow(ctx, s.e.source, prev.ResumeTS(), prev.ResumesFromEmptyOplog()); err != nil {
+func (s *replicaSetStreamer) CheckWindow(ctx context.Context, prev checkpoint.TaskRecord) error {
+	if err := source.CheckWindow(ctx, s.source, prev.ResumeTS(), prev.ResumesFromEmptyOplog()); err != nil {
 		return err
 	}
 	if prev.AppliedEntry == nil || prev.AppliedTS.IsZero() {
 		return nil // nothing applied yet, or a checkpoint saved without its entry
 	}
-	return source.CheckRollback(ctx, s.e.source, *prev.AppliedEntry)
+	return source.CheckRollback(ctx, s.source, *prev.AppliedEntry)
 }
 
-func (s replicaSetStreamer) checkGivenStart(ctx context.Context, ts bson.Timestamp, useOplog bool) (map[string]bson.Timestamp, error) {
-	e := s.e
-	if useOplog && e.opts.Reader == nil {
-		if err := source.CheckWindow(ctx, e.source, ts, false); err != nil {
-			return nil, fmt.Errorf("incremental.startAt %s: %w", e.task.Incremental.StartAt, err)
+func (s *replicaSetStreamer) CheckGivenStart(ctx context.Context, ts bson.Timestamp, useOplog bool) (map[string]bson.Timestamp, error) {
+	if useOplog && !s.scripted {
+		if err := source.CheckWindow(ctx, s.source, ts, false); err != nil {
+			return nil, fmt.Errorf("incremental.startAt %s: %w", s.task.Incremental.StartAt, err)
 		}
 	}
 	return nil, nil
 }
 
-func (s replicaSetStreamer) newestStart(ctx context.Context, useOplog bool) (ts bson.Timestamp, empty bool, shards map[string]bson.Timestamp, err error) {
-	if ts, empty, err = s.e.positionOf(useOplog)(ctx, s.e.source); err != nil {
+func (s *replicaSetStreamer) NewestStart(ctx context.Context, useOplog bool) (ts bson.Timestamp, empty bool, shards map[string]bson.Timestamp, err error) {
+	if ts, empty, err = s.positionOf(useOplog)(ctx, s.source); err != nil {
 		err = fmt.Errorf("the source's replay start position: %w", err)
 	}
 	return ts, empty, nil, err
 }
 
-func (replicaSetStreamer) recordStarts(_ context.Context, ts bson.Timestamp, _ map[string]bson.Timestamp) (bson.Timestamp, error) {
+func (*replicaSetStreamer) RecordStarts(_ context.Context, ts bson.Timestamp, _ map[string]bson.Timestamp) (bson.Timestamp, error) {
 	return ts, nil
 }
 
-func (s replicaSetStreamer) copyEnd(ctx context.Context, useOplog bool) (bson.Timestamp, error) {
-	e := s.e
-	if useOplog && e.srcProfile.OplogQueriesScan {
-		return copyEndByClock(ctx, e.source)
+func (s *replicaSetStreamer) CopyEnd(ctx context.Context, useOplog bool) (bson.Timestamp, error) {
+	if useOplog && s.srcProfile.OplogQueriesScan {
+		return copyEndByClock(ctx, s.source)
 	}
-	endTS, _, err := e.positionOf(useOplog)(ctx, e.source)
+	endTS, _, err := s.positionOf(useOplog)(ctx, s.source)
 	if err != nil {
 		err = fmt.Errorf("the source's position at the end of the copy: %w", err)
 	}
 	return endTS, err
 }
 
-func (s replicaSetStreamer) stream(ctx context.Context) error { return s.e.stream(ctx) }
+func (s *replicaSetStreamer) Stream(ctx context.Context) error { return s.replay(ctx) }
 
-func (s replicaSetStreamer) oplogSides(ctx context.Context) ([]oplogSide, error) {
-	e := s.e
-	rec, err := e.store.Task(ctx)
+func (s *replicaSetStreamer) OplogSides(ctx context.Context) ([]source.OplogSide, error) {
+	rec, err := s.store.Task(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return []oplogSide{{client: e.source, from: rec.ResumeTS(), sinceEmpty: rec.ResumesFromEmptyOplog(), byClock: e.srcProfile.OplogQueriesScan}}, nil
+	return []source.OplogSide{{Client: s.source, From: rec.ResumeTS(), SinceEmpty: rec.ResumesFromEmptyOplog(), ByClock: s.srcProfile.OplogQueriesScan}}, nil
 }
 
-func (replicaSetStreamer) shardStatuses() []ShardStatus { return nil }
+func (*replicaSetStreamer) ShardStatuses() []ShardStatus { return nil }
 
-func (s replicaSetStreamer) checkDrained(ctx context.Context, c checkpoint.CutoverRecord) error {
-	rec, err := s.e.store.Task(ctx)
+func (s *replicaSetStreamer) CheckDrained(ctx context.Context, c checkpoint.CutoverRecord) error {
+	rec, err := s.store.Task(ctx)
 	if err != nil {
 		return err
 	}
@@ -157,12 +200,29 @@ func (s replicaSetStreamer) checkDrained(ctx context.Context, c checkpoint.Cutov
 	return nil
 }
 
-func (s replicaSetStreamer) newestAfterDrain(ctx context.Context, c checkpoint.CutoverRecord) (string, bson.Timestamp, bson.Timestamp, bool) {
+func (s *replicaSetStreamer) NewestAfterDrain(ctx context.Context, c checkpoint.CutoverRecord) (string, bson.Timestamp, bson.Timestamp, bool) {
 	drained := c.SourceTS
-	if newest, err := source.NewestTS(ctx, s.e.source); err == nil && newest.Compare(drained) > 0 {
+	if newest, err := source.NewestTS(ctx, s.source); err == nil && newest.Compare(drained) > 0 {
 		return "", drained, newest, true
 	}
 	return "", bson.Timestamp{}, bson.Timestamp{}, false
+}
+
+// positionOf returns how the source's current position is read: its
+// newest oplog entry, or its clock where reading the newest entry would
+// read the whole oplog, or its cluster time for change streams.
+func (s *replicaSetStreamer) positionOf(useOplog bool) func(context.Context, *mongo.Client) (bson.Timestamp, bool, error) {
+	switch {
+	case !useOplog:
+		return func(ctx context.Context, c *mongo.Client) (bson.Timestamp, bool, error) {
+			ts, err := source.ClusterTime(ctx, c)
+			return ts, false, err
+		}
+	case s.srcProfile.OplogQueriesScan:
+		// Reading the newest entry would read the whole oplog.
+		return source.StartPositionByClock
+	}
+	return source.StartPosition
 }
 
 // copyEndByClock is the copy's end position on a source where reading

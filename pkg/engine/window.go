@@ -5,10 +5,8 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
-	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
@@ -36,18 +34,6 @@ type OplogWindow struct {
 	// lost (negative once it is). Unset while the checkpoint is a start
 	// position taken on an empty oplog, which no entry marks.
 	HeadroomSeconds *float64 `json:"headroomSeconds,omitempty"`
-}
-
-// oplogSide is one oplog to watch and where its task resumes on it.
-type oplogSide struct {
-	shard  string
-	client *mongo.Client
-	// from is the checkpoint; zero skips the oplog (no position yet).
-	from       bson.Timestamp
-	sinceEmpty bool
-	// byClock: the newest position is the server's clock (see
-	// readWindow).
-	byClock bool
 }
 
 // watchWindows reads the window of every source oplog the task replays
@@ -88,15 +74,8 @@ func (e *Engine) watchWindows(ctx context.Context) {
 
 // oplogSides lists the oplogs to watch with their checkpoints, read from
 // the checkpoint store (what a restart resumes from).
-func (e *Engine) oplogSides(ctx context.Context) ([]oplogSide, error) {
-	return e.streaming.oplogSides(ctx)
-}
-
-func shardResume(rec checkpoint.ShardRecord, ok bool) bson.Timestamp {
-	if !ok {
-		return bson.Timestamp{}
-	}
-	return rec.ResumeTS()
+func (e *Engine) oplogSides(ctx context.Context) ([]source.OplogSide, error) {
+	return e.streaming.OplogSides(ctx)
 }
 
 // readWindow reads an oplog's oldest and newest positions. On a source
@@ -104,21 +83,21 @@ func shardResume(rec checkpoint.ShardRecord, ok bool) bson.Timestamp {
 // (conn.Profile.OplogQueriesScan), the newest position is the server's
 // clock: read every windowInterval, such a query would keep the source
 // busy throughout the task, slowing the copy's reads and the tailer's.
-func readWindow(ctx context.Context, s oplogSide) (OplogWindow, error) {
+func readWindow(ctx context.Context, s source.OplogSide) (OplogWindow, error) {
 	var oldest, newest bson.Timestamp
 	var err error
-	if s.byClock {
-		if oldest, err = source.OldestTS(ctx, s.client); err == nil && !oldest.IsZero() {
-			newest, err = source.ServerTime(ctx, s.client)
+	if s.ByClock {
+		if oldest, err = source.OldestTS(ctx, s.Client); err == nil && !oldest.IsZero() {
+			newest, err = source.ServerTime(ctx, s.Client)
 			newest = maxTimestamp(newest, oldest)
 		}
 	} else {
-		oldest, newest, err = source.OplogBounds(ctx, s.client)
+		oldest, newest, err = source.OplogBounds(ctx, s.Client)
 	}
 	if err != nil {
 		return OplogWindow{}, err
 	}
-	return windowOf(s.shard, s.from, s.sinceEmpty, oldest, newest), nil
+	return windowOf(s.Shard, s.From, s.SinceEmpty, oldest, newest), nil
 }
 
 func maxTimestamp(a, b bson.Timestamp) bson.Timestamp {

@@ -7,6 +7,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
+	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
 // TestWindowOf: the headroom is the seconds between the oplog's oldest
@@ -69,11 +70,11 @@ func TestReadWindowByClock(t *testing.T) {
 		}
 	}
 	from := bson.Timestamp{T: 1}
-	byEntries, err := readWindow(ctx, oplogSide{client: c, from: from})
+	byEntries, err := readWindow(ctx, source.OplogSide{Client: c, From: from})
 	if err != nil {
 		t.Fatal(err)
 	}
-	byClock, err := readWindow(ctx, oplogSide{client: c, from: from, byClock: true})
+	byClock, err := readWindow(ctx, source.OplogSide{Client: c, From: from, ByClock: true})
 	if err != nil {
 		t.Fatal(err)
 	}

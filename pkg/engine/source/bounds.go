@@ -17,3 +17,17 @@ func OplogBounds(ctx context.Context, client *mongo.Client) (oldest, newest bson
 	newest, err = edgeTS(ctx, client, -1)
 	return oldest, newest, err
 }
+
+// OplogSide is one oplog to watch and where its task resumes on it: the
+// source's, or a shard's.
+type OplogSide struct {
+	// Shard names the shard; empty for a replica set.
+	Shard  string
+	Client *mongo.Client
+	// From is the checkpoint; zero skips the oplog (no position yet).
+	From       bson.Timestamp
+	SinceEmpty bool
+	// ByClock: the newest position is the server's clock (the engine's
+	// readWindow).
+	ByClock bool
+}

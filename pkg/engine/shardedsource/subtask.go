@@ -1,4 +1,4 @@
-package engine
+package shardedsource
 
 import (
 	"context"
@@ -93,10 +93,10 @@ func (st *subtask) status() ShardStatus {
 	return s
 }
 
-// aggregateReplay sums the subtasks' replay into one task-level snapshot:
+// AggregateReplay sums the subtasks' replay into one task-level snapshot:
 // the applied position is the minimum over the shards still streaming (the
 // task's checkpoint), the lag the largest, rates and counts the sums.
-func aggregateReplay(shards []ShardStatus) *replay.Status {
+func AggregateReplay(shards []ShardStatus) *replay.Status {
 	var out *replay.Status
 	var retired []*replay.Status
 	for _, s := range shards {

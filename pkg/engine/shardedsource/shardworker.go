@@ -1,4 +1,4 @@
-package engine
+package shardedsource
 
 import (
 	"context"
@@ -10,38 +10,38 @@ import (
 
 // A worker of the operator runs one shard's subtask (Options.Shard). The
 // worker of the shard whose name sorts first (copyLeader) runs the task
-// as `ferry run` does; the others run runShardWorker: they copy their
+// as `ferry run` does; the others run RunShardWorker: they copy their
 // shard's part of a per-shard copy and wait for the copy's end, then
 // stream their shard, and follow a cut-over it moves
 // (cutover_sharded.go).
 
-// runShardWorker runs one shard's subtask in a worker that does not run
+// RunShardWorker runs one shard's subtask in a worker that does not run
 // the copy: it waits for the worker that does, then streams.
-func (e *Engine) runShardWorker(ctx context.Context) error {
-	if err := e.lease.take(); err != nil {
+func (s *Source) RunShardWorker(ctx context.Context) error {
+	if err := s.run.TakeLease(); err != nil {
 		return err
 	}
-	e.setPhase(PhasePending)
-	e.noteStaleFailure(ctx)
-	e.log.Info("waiting for the worker that records the start positions and runs the full copy", "shard", e.opts.Shard)
-	if err := e.waitForLeader(ctx); err != nil {
+	s.run.SetPhase(workerapi.PhasePending)
+	s.noteStaleFailure(ctx)
+	s.log.Info("waiting for the worker that records the start positions and runs the full copy", "shard", s.opts.Shard)
+	if err := s.waitForLeader(ctx); err != nil {
 		return err
 	}
-	if err := e.followCutover(ctx); err != nil {
+	if err := s.followCutover(ctx); err != nil {
 		return err
 	}
-	if e.cutoverStep() != workerapi.CutoverComplete {
-		e.setPhase(PhaseStreaming)
-		if err := e.streamSharded(ctx); err != nil {
+	if s.cutoverStep() != workerapi.CutoverComplete {
+		s.run.SetPhase(workerapi.PhaseStreaming)
+		if err := s.streamSharded(ctx); err != nil {
 			return err
 		}
-		if step := e.cutoverStep(); step != "" && step != workerapi.CutoverFailed {
-			if err := e.awaitCutover(ctx); err != nil {
+		if step := s.cutoverStep(); step != "" && step != workerapi.CutoverFailed {
+			if err := s.awaitCutover(ctx); err != nil {
 				return err
 			}
 		}
 	}
-	e.setPhase(PhaseCompleted)
+	s.run.SetPhase(workerapi.PhaseCompleted)
 	return nil
 }
 
@@ -50,21 +50,21 @@ func (e *Engine) runShardWorker(ctx context.Context) error {
 // full copy, finished it; meanwhile it copies its shard's part of every
 // pass of a per-shard copy the leader saves (and helps with the others'),
 // and ranges the leader reads through mongos.
-func (e *Engine) waitForLeader(ctx context.Context) error {
+func (s *Source) waitForLeader(ctx context.Context) error {
 	for {
-		if e.perShard != nil {
-			if err := e.perShard.follow(ctx); err != nil {
+		if s.perShard != nil {
+			if err := s.perShard.follow(ctx); err != nil {
 				return err
 			}
 		}
 		// The ranges the leader reads through mongos (collections not
 		// copied shard by shard), shared by every shard's worker.
-		if e.sharesCopy {
-			if _, err := e.copier.HelpCopy(ctx); err != nil {
+		if s.sharesCopy {
+			if _, err := s.run.HelpCopy(ctx); err != nil {
 				return err
 			}
 		}
-		rec, err := e.store.Task(ctx)
+		rec, err := s.store.Task(ctx)
 		// The leader records every shard's start before the copy (and
 		// the task's start after them): once the copy is done (or, with
 		// no copy, the task's start is recorded) a shard without a record
@@ -72,9 +72,9 @@ func (e *Engine) waitForLeader(ctx context.Context) error {
 		if err == nil && rec.CopyDone {
 			return nil
 		}
-		if err == nil && e.task.Mode == config.ModeIncremental {
+		if err == nil && s.task.Mode == config.ModeIncremental {
 			// The task's start is zero when every shard's oplog was empty.
-			if _, serr := e.store.ShardRecord(ctx, e.opts.Shard); rec.HasStart() || serr == nil {
+			if _, serr := s.store.ShardRecord(ctx, s.opts.Shard); rec.HasStart() || serr == nil {
 				return nil
 			}
 		}

@@ -1,4 +1,4 @@
-package engine
+package shardedsource
 
 import (
 	"testing"
@@ -35,7 +35,7 @@ func TestAggregateReplay(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := aggregateReplay(tc.shards)
+			got := AggregateReplay(tc.shards)
 			if got == nil {
 				t.Fatal("nil")
 			}
@@ -46,7 +46,7 @@ func TestAggregateReplay(t *testing.T) {
 			}
 		})
 	}
-	if aggregateReplay(nil) != nil {
+	if AggregateReplay(nil) != nil {
 		t.Error("no shards: want nil")
 	}
 }

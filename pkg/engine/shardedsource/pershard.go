@@ -1,11 +1,10 @@
-package engine
+package shardedsource
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"sync"
 	"time"
@@ -34,29 +33,14 @@ import (
 // range is taken over by its successor. A worker that does not lead finds
 // the saved passes (follow) and copies its shard's part of each.
 
-// rangeLeaseTTL is how long a copier may go silent before its range is
-// taken over: it renews after every batch and every second while it
-// skips orphans.
-const rangeLeaseTTL = 20 * time.Second
-
 // helpAfter is how long a shard's part of a pass is left to its own
 // worker before the others help with the ranges no worker holds: the
 // lease's TTL, the time a silent holder keeps a range too.
-const helpAfter = rangeLeaseTTL
+const helpAfter = rangelease.DefaultTTL
 
-// leaseOwner names this process in the range leases: its pod (or host)
-// and process id.
-func leaseOwner() string {
-	owner := os.Getenv(workerapi.EnvPodName)
-	if owner == "" {
-		owner, _ = os.Hostname()
-	}
-	return fmt.Sprintf("%s/%d", owner, os.Getpid())
-}
-
-// perShardCopy is the engine's fullsync.PerShard.
+// perShardCopy is the sharded source's fullsync.PerShard.
 type perShardCopy struct {
-	e       *Engine
+	s       *Source
 	leaser  *rangelease.Leaser
 	writer  *sink.Writer
 	limiter *rate.Limiter
@@ -75,9 +59,9 @@ type perShardCopy struct {
 
 // newPerShardCopy returns the per-shard copy of a sharded source read
 // shard by shard, or nil when the task copies through mongos.
-func (e *Engine) newPerShardCopy() (*perShardCopy, error) {
-	spec := &e.task.Spec
-	if !e.sharded || spec.Mode == config.ModeIncremental || spec.FullSync.ShardedCopy != config.ShardedCopyPerShard {
+func (s *Source) newPerShardCopy() (*perShardCopy, error) {
+	spec := &s.task.Spec
+	if spec.Mode == config.ModeIncremental || spec.FullSync.ShardedCopy != config.ShardedCopyPerShard {
 		return nil, nil
 	}
 	maxBytes, err := spec.Cache.MaxBytes.Bytes()
@@ -86,21 +70,21 @@ func (e *Engine) newPerShardCopy() (*perShardCopy, error) {
 	}
 	// shards this process copies; processes copying at once (one per
 	// shard under the operator), which share rateLimit.
-	shards, processes := 1, len(e.subtaskList())
-	if e.opts.Shard == "" {
+	shards, processes := 1, len(s.subtaskList())
+	if s.opts.Shard == "" {
 		shards, processes = processes, 1
 	}
 	copiers := max(1, spec.Threads.Readers)
 	p := &perShardCopy{
-		e:          e,
-		leaser:     rangelease.New(e.target.Database(spec.Checkpoint.Database), rangelease.Options{Task: e.task.Name, Owner: leaseOwner(), TTL: rangeLeaseTTL}),
-		writer:     &sink.Writer{MaxRetries: 8, Log: e.baseLog(), SerialUpdates: e.dstProfile.SerialUpdates},
+		s:          s,
+		leaser:     rangelease.New(s.target.Database(spec.Checkpoint.Database), rangelease.Options{Task: s.task.Name, Owner: rangelease.Owner(), TTL: rangelease.DefaultTTL}),
+		writer:     &sink.Writer{MaxRetries: 8, Log: s.baseLog, SerialUpdates: s.dstProfile.SerialUpdates},
 		limiter:    fullsync.Limiter(spec, processes),
 		copiers:    copiers,
 		batchBytes: sourceshardcopy.BatchBytes(maxBytes, copiers*shards),
 		followed:   map[sourceshardcopy.SavedPass]*followState{},
 	}
-	if e.opts.Shard != "" {
+	if s.opts.Shard != "" {
 		p.slot = make(chan struct{}, 1)
 	}
 	return p, nil
@@ -111,20 +95,20 @@ func (e *Engine) newPerShardCopy() (*perShardCopy, error) {
 // does not read) is copied through mongos, which is always exact.
 func (p *perShardCopy) Takes(ctx context.Context, coll catalog.Collection) (bool, int64, error) {
 	ns := coll.Source.String()
-	_, ok, err := sourceshardcopy.ReadTable(ctx, p.e.source, ns)
+	_, ok, err := sourceshardcopy.ReadTable(ctx, p.s.source, ns)
 	switch {
 	case ctx.Err() != nil:
 		return false, 0, ctx.Err()
 	case errors.Is(err, sourceshardcopy.ErrHashedKey):
-		p.e.log.Info("copied through mongos: its shard key is hashed", "ns", ns)
+		p.s.log.Info("copied through mongos: its shard key is hashed", "ns", ns)
 		return false, 0, nil
 	case err != nil:
-		p.e.log.Warn("copied through mongos: its chunk table does not read", "ns", ns, "err", err)
+		p.s.log.Warn("copied through mongos: its chunk table does not read", "ns", ns, "err", err)
 		return false, 0, nil
 	case !ok:
 		return false, 0, nil
 	}
-	n, err := source.Estimate(ctx, p.e.source.Database(coll.Source.DB).Collection(coll.Source.Coll))
+	n, err := source.Estimate(ctx, p.s.source.Database(coll.Source.DB).Collection(coll.Source.Coll))
 	if err != nil {
 		return false, 0, err
 	}
@@ -134,25 +118,25 @@ func (p *perShardCopy) Takes(ctx context.Context, coll catalog.Collection) (bool
 // Copy runs the passes of coll (the leader's part): each shard this
 // process runs is copied here, the others' parts are awaited.
 func (p *perShardCopy) Copy(ctx context.Context, coll catalog.Collection, written func(docs, bytes int64)) error {
-	e, ns := p.e, coll.Source.String()
-	db := e.target.Database(e.task.Checkpoint.Database)
+	s, ns := p.s, coll.Source.String()
+	db := s.target.Database(s.task.Checkpoint.Database)
 	var names []string
-	for _, st := range e.subtaskList() {
+	for _, st := range s.subtaskList() {
 		names = append(names, st.shard.Name)
 	}
 	passes := &sourceshardcopy.Passes{
-		NS: ns, Shards: names, Log: e.log,
+		NS: ns, Shards: names, Log: s.log,
 		Read: func(ctx context.Context) (*sourceshardcopy.Table, error) {
-			t, ok, err := sourceshardcopy.ReadTable(ctx, e.source, ns)
+			t, ok, err := sourceshardcopy.ReadTable(ctx, s.source, ns)
 			if err == nil && !ok {
 				err = fmt.Errorf("%s is no longer sharded: run the task again", ns)
 			}
 			return t, err
 		},
 		Recipients: func(ctx context.Context, since time.Time) ([]string, error) {
-			return sourceshardcopy.Recipients(ctx, e.source, ns, since)
+			return sourceshardcopy.Recipients(ctx, s.source, ns, since)
 		},
-		Positions: e.shardPositions,
+		Positions: s.shardPositions,
 		Migrated: func(ctx context.Context, shard string, from bson.Timestamp) (bool, error) {
 			return sourceshardcopy.Migrated(ctx, p.client(shard), shard, ns, from)
 		},
@@ -160,10 +144,10 @@ func (p *perShardCopy) Copy(ctx context.Context, coll catalog.Collection, writte
 			return sourceshardcopy.PlanShard(ctx, p.client(shard), shard, ns, pass, p.splitter())
 		},
 		Save: func(ctx context.Context, pass sourceshardcopy.Pass) (sourceshardcopy.Pass, error) {
-			return sourceshardcopy.SavePass(ctx, db, e.task.Name, ns, pass)
+			return sourceshardcopy.SavePass(ctx, db, s.task.Name, ns, pass)
 		},
 		Copy: func(ctx context.Context, shard string, _ int, table *sourceshardcopy.Table, ranges []sourceshardcopy.Range) error {
-			if e.mine(shard) {
+			if s.mine(shard) {
 				return p.copyShard(ctx, shard, coll, table, ranges, written)
 			}
 			return p.await(ctx, shard, coll, table, ranges, written)
@@ -173,22 +157,22 @@ func (p *perShardCopy) Copy(ctx context.Context, coll catalog.Collection, writte
 	if err != nil {
 		return err
 	}
-	e.log.Info("copied shard by shard", "ns", ns, "passes", res.Passes, "shardsPerPass", fmt.Sprint(res.Shards))
+	s.log.Info("copied shard by shard", "ns", ns, "passes", res.Passes, "shardsPerPass", fmt.Sprint(res.Shards))
 	return nil
 }
 
 // client is shard's connection.
 func (p *perShardCopy) client(shard string) *mongo.Client {
-	p.e.subMu.Lock()
-	defer p.e.subMu.Unlock()
-	return p.e.subtasks[shard].client
+	p.s.subMu.Lock()
+	defer p.s.subMu.Unlock()
+	return p.s.subtasks[shard].client
 }
 
 // splitter plans a shard's ranges as the copy through mongos plans a
 // collection's (fullSync.rangeDocuments and split).
 func (p *perShardCopy) splitter() source.Splitter {
-	fs := p.e.task.FullSync
-	whole := fs.Split == config.SplitNever || (fs.Split == config.SplitAuto && !p.e.srcProfile.IndexedRangeReads)
+	fs := p.s.task.FullSync
+	whole := fs.Split == config.SplitNever || (fs.Split == config.SplitAuto && !p.s.srcProfile.IndexedRangeReads)
 	return source.Splitter{RangeDocuments: fs.RangeDocuments, Whole: whole}
 }
 
@@ -197,7 +181,7 @@ func (p *perShardCopy) splitter() source.Splitter {
 func (p *perShardCopy) copyShard(ctx context.Context, shard string, coll catalog.Collection, table *sourceshardcopy.Table, ranges []sourceshardcopy.Range, written func(docs, bytes int64)) error {
 	st, err := p.runCopiers(ctx, shard, coll, table, ranges, written, true)
 	if st != nil {
-		p.e.log.Info("copied a shard's part of a pass", "ns", coll.Source.String(), "shard", shard, "ranges", st.Ranges, "documents", st.Kept, "orphansLeftOut", st.Orphans, "rangesTakenOver", st.TakenOver, "rangesLost", st.Lost)
+		p.s.log.Info("copied a shard's part of a pass", "ns", coll.Source.String(), "shard", shard, "ranges", st.Ranges, "documents", st.Kept, "orphansLeftOut", st.Orphans, "rangesTakenOver", st.TakenOver, "rangesLost", st.Lost)
 	}
 	return err
 }
@@ -233,7 +217,7 @@ func (p *perShardCopy) runCopiers(ctx context.Context, shard string, coll catalo
 // newCopier returns a copier of shard's ranges of coll, through its
 // document filter when it has one.
 func (p *perShardCopy) newCopier(shard string, coll catalog.Collection, written func(docs, bytes int64)) *sourceshardcopy.Copier {
-	spec := &p.e.task.Spec
+	spec := &p.s.task.Spec
 	var query bson.Raw
 	if coll.Filter != nil {
 		query = coll.Filter.Query()
@@ -241,9 +225,9 @@ func (p *perShardCopy) newCopier(shard string, coll catalog.Collection, written 
 	return &sourceshardcopy.Copier{
 		Query: query,
 		Shard: shard, Source: p.client(shard), NS: coll.Source.String(),
-		Target: p.e.target.Database(coll.Target.DB).Collection(coll.Target.Coll),
+		Target: p.s.target.Database(coll.Target.DB).Collection(coll.Target.Coll),
 		Leaser: p.leaser, Writer: p.writer, BatchDocs: spec.Cache.BatchSize, BatchBytes: p.batchBytes,
-		Conflict: spec.FullSync.OnConflict, Limiter: p.limiter, Written: written, ObserveWrite: p.e.opts.ObserveWrite,
+		Conflict: spec.FullSync.OnConflict, Limiter: p.limiter, Written: written, ObserveWrite: p.s.opts.ObserveWrite,
 	}
 }
 
@@ -273,7 +257,7 @@ func (p *perShardCopy) help(ctx context.Context, shard string, coll catalog.Coll
 	}
 	st, err := p.runCopiers(ctx, shard, coll, table, ranges, written, false)
 	if st != nil && st.Ranges > 0 {
-		p.e.log.Info("helped copy another shard's part of a pass", "ns", coll.Source.String(), "shard", shard, "ranges", st.Ranges, "documents", st.Kept, "orphansLeftOut", st.Orphans, "rangesTakenOver", st.TakenOver)
+		p.s.log.Info("helped copy another shard's part of a pass", "ns", coll.Source.String(), "shard", shard, "ranges", st.Ranges, "documents", st.Kept, "orphansLeftOut", st.Orphans, "rangesTakenOver", st.TakenOver)
 	}
 	return err
 }
@@ -302,7 +286,7 @@ func (p *perShardCopy) await(ctx context.Context, shard string, coll catalog.Col
 			return nil
 		}
 		if time.Since(last) > 30*time.Second {
-			p.e.log.Info("waiting for the worker of a shard to copy its part", "shard", shard, "rangesLeft", left, "ranges", len(ranges))
+			p.s.log.Info("waiting for the worker of a shard to copy its part", "shard", shard, "rangesLeft", left, "ranges", len(ranges))
 			last = time.Now()
 		}
 		select {
@@ -316,9 +300,9 @@ func (p *perShardCopy) await(ctx context.Context, shard string, coll catalog.Col
 // follow copies this worker's shard's part of every saved pass it has not
 // copied yet: the part of the copy a worker that does not lead runs.
 func (p *perShardCopy) follow(ctx context.Context) error {
-	e := p.e
-	db := e.target.Database(e.task.Checkpoint.Database)
-	saved, err := sourceshardcopy.ListPasses(ctx, db, e.task.Name)
+	s := p.s
+	db := s.target.Database(s.task.Checkpoint.Database)
+	saved, err := sourceshardcopy.ListPasses(ctx, db, s.task.Name)
 	if err != nil {
 		return err
 	}
@@ -333,7 +317,7 @@ func (p *perShardCopy) follow(ctx context.Context) error {
 		if st.helped {
 			continue
 		}
-		pass, err := sourceshardcopy.LoadPass(ctx, db, e.task.Name, sp.NS, sp.N)
+		pass, err := sourceshardcopy.LoadPass(ctx, db, s.task.Name, sp.NS, sp.N)
 		if err != nil {
 			return err
 		}
@@ -356,13 +340,13 @@ type followState struct {
 // shards' parts that no worker holds (all of them when the collection
 // lives on other shards only). follow calls it again until it helped.
 func (p *perShardCopy) followPass(ctx context.Context, ns string, pass sourceshardcopy.Pass, st *followState) error {
-	e := p.e
+	s := p.s
 	src := catalog.ParseNamespace(ns)
-	coll := catalog.Collection{Source: src, Target: e.mapper.Target(src), Type: "collection"}
-	written := func(docs, bytes int64) { e.copier.Copied(ns, coll.Target.String(), docs, bytes) }
+	coll := catalog.Collection{Source: src, Target: s.mapper.Target(src), Type: "collection"}
+	written := func(docs, bytes int64) { s.run.Copied(ns, coll.Target.String(), docs, bytes) }
 	if !st.copied {
-		e.setPhase(PhaseFullSync)
-		if err := p.copyShard(ctx, e.opts.Shard, coll, pass.Table, pass.Ranges[e.opts.Shard], written); err != nil {
+		s.run.SetPhase(workerapi.PhaseFullSync)
+		if err := p.copyShard(ctx, s.opts.Shard, coll, pass.Table, pass.Ranges[s.opts.Shard], written); err != nil {
 			return err
 		}
 		st.copied = true
@@ -371,7 +355,7 @@ func (p *perShardCopy) followPass(ctx context.Context, ns string, pass sourcesha
 		return nil
 	}
 	for _, shard := range slices.Sorted(maps.Keys(pass.Ranges)) {
-		if shard == e.opts.Shard {
+		if shard == s.opts.Shard {
 			continue
 		}
 		if err := p.help(ctx, shard, coll, pass.Table, pass.Ranges[shard], written); err != nil {

@@ -1,4 +1,4 @@
-package engine
+package shardedsource
 
 import (
 	"testing"
@@ -22,7 +22,7 @@ func TestAggregateUnknownLag(t *testing.T) {
 		{"all known", []ShardStatus{streaming("rs0", 3, ""), streaming("rs1", 7, "")}, "7s"},
 		{"retired shard left out", []ShardStatus{{Shard: "rs9", Phase: SubtaskRetired, Replay: &replay.Status{LagUnknown: replay.LagNotRead}}, streaming("rs1", 2, "")}, "2s"},
 	} {
-		if got := aggregateReplay(tc.shards).LagText(); got != tc.want {
+		if got := AggregateReplay(tc.shards).LagText(); got != tc.want {
 			t.Errorf("%s: lag %q, want %q", tc.name, got, tc.want)
 		}
 	}
