@@ -3,9 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -100,21 +98,8 @@ verify: {mode: hash}
 `, src.URI, dst.URI))
 	bin := ferryBinary(t)
 	addr := testutil.FreeAddr(t)
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "run", "-f", yaml, "--progress", "none", "--listen", addr)
-		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
-	phase := func() engine.Phase {
-		s, err := getStatus(addr)
-		if err != nil {
-			return ""
-		}
-		return s.Phase
-	}
+	start := func() *exec.Cmd { return startRun(t, bin, yaml, addr) }
+	phase := func() engine.Phase { return phaseAt(addr) }
 
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	var wg sync.WaitGroup

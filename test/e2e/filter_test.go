@@ -3,16 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"syscall"
 	"testing"
 	"time"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
 	"github.com/mongoferry/mongoferry/internal/testutil"
@@ -58,21 +53,8 @@ verify: {mode: hash}
 `, src.URI, dst.URI))
 	bin := ferryBinary(t)
 	addr := testutil.FreeAddr(t)
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "run", "-f", yaml, "--progress", "none", "--listen", addr)
-		cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
-	}
-	phase := func() engine.Phase {
-		s, err := getStatus(addr)
-		if err != nil {
-			return ""
-		}
-		return s.Phase
-	}
+	start := func() *exec.Cmd { return startRun(t, bin, yaml, addr) }
+	phase := func() engine.Phase { return phaseAt(addr) }
 
 	loadCtx, stopLoad := context.WithCancel(ctx)
 	loadDone := make(chan map[string]int)
@@ -131,7 +113,7 @@ verify: {mode: hash}
 	if out, err := last.CombinedOutput(); err != nil {
 		t.Fatalf("final run (with hash verification of the subset): %v\n%s", err, out)
 	}
-	want := filteredByID(t, sc, doc("tenant", "globex"))
+	want := docsMatching(t, sc, "shop", "orders", doc("tenant", "globex"))
 	got := docsByID(t, dc, "shop", "orders")
 	if diff := diffDocs(want, got, "find({tenant: globex}) on shop.orders -> shop.orders"); diff != "" {
 		t.Fatal(diff)
@@ -141,22 +123,4 @@ verify: {mode: hash}
 		t.Fatalf("the target holds %d documents of other tenants (%v)", others, err)
 	}
 	t.Logf("the target holds the %d documents of tenant globex, byte for byte, and none of the others", len(got))
-}
-
-// filteredByID reads shop.orders' documents matching filter, by _id.
-func filteredByID(t *testing.T, c *mongo.Client, filter bson.D) map[string]bson.Raw {
-	t.Helper()
-	cur, err := c.Database("shop").Collection("orders").Find(context.Background(), filter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]bson.Raw{}
-	for cur.Next(context.Background()) {
-		id := cur.Current.Lookup("_id")
-		out[string(append([]byte{byte(id.Type)}, id.Value...))] = append(bson.Raw(nil), cur.Current...)
-	}
-	if err := cur.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

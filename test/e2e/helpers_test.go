@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,8 +27,14 @@ import (
 // its _id (type byte included).
 func docsByID(t *testing.T, c *mongo.Client, db, name string) map[string]bson.Raw {
 	t.Helper()
+	return docsMatching(t, c, db, name, bson.D{})
+}
+
+// docsMatching is docsByID of the documents that match filter.
+func docsMatching(t *testing.T, c *mongo.Client, db, name string, filter bson.D) map[string]bson.Raw {
+	t.Helper()
 	coll := c.Database(db).Collection(name)
-	cur, err := coll.Find(context.Background(), bson.D{}, options.Find().SetBatchSize(catalog.BatchSizeFor(context.Background(), coll, 8<<20, 10000)))
+	cur, err := coll.Find(context.Background(), filter, options.Find().SetBatchSize(catalog.BatchSizeFor(context.Background(), coll, 8<<20, 10000)))
 	if err != nil {
 		t.Fatalf("read %s.%s: %v", db, name, err)
 	}
@@ -192,4 +199,26 @@ func indexModel(name string, unique bool) mongo.IndexModel {
 
 func optsNewest() *options.FindOneOptionsBuilder {
 	return options.FindOne().SetSort(bson.D{{Key: "$natural", Value: -1}})
+}
+
+// startRun starts `ferry run -f yaml` with its status served on addr, its
+// output discarded and its errors on the test's stderr.
+func startRun(t *testing.T, bin, yaml, addr string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, "run", "-f", yaml, "--progress", "none", "--listen", addr)
+	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// phaseAt returns the phase the run serving its status on addr reports,
+// "" when it does not answer.
+func phaseAt(addr string) engine.Phase {
+	s, err := getStatus(addr)
+	if err != nil {
+		return ""
+	}
+	return s.Phase
 }
