@@ -28,6 +28,15 @@ type Write struct {
 	Model mongo.WriteModel
 	// DDL is set, instead of Model, for a DDL command: a barrier.
 	DDL *DDL
+	// Unconfirmed marks an upsert that stands for an update the source
+	// may have logged without writing it, so that the write must not
+	// create the document by itself. FerretDB v1 logs an update once its
+	// write returns, whether or not the write found the document: an
+	// update that read a document a concurrent delete then removed is
+	// logged after that delete, with the whole document it meant to
+	// write (backends/decorators/oplog, UpdateAll). The replayer re-reads
+	// from the source a document such a write inserted.
+	Unconfirmed bool
 }
 
 // Translate turns one entry into the writes that apply it on the target,
@@ -76,8 +85,10 @@ type Translator struct {
 	// with o2 {_id} (FerretDB v1). Such an entry is applied as a
 	// replacement of the document by its key (an upsert, so replaying it
 	// again is harmless), so a field the update removed is removed on the
-	// target too. Set it from the source's profile only: on MongoDB a $set
-	// that names _id and other fields is a partial update.
+	// target too; the write is Unconfirmed, as such a source may log an
+	// update that found no document. Set it from the source's profile
+	// only: on MongoDB a $set that names _id and other fields is a
+	// partial update.
 	WholeDocumentUpdates bool
 	// PipelineUpdates: the target applies pipeline-style updates
 	// (MongoDB 4.2+). A $v:2 diff's i section (fields inserted or moved
@@ -123,7 +134,7 @@ func (t Translator) translate(dst []Write, e Entry) ([]Write, error) {
 	case OpUpdate:
 		if t.WholeDocumentUpdates {
 			if doc, ok := wholeDocumentSet(e.o, e.o2); ok {
-				return append(dst, Write{NS: e.ns, Kind: Update, DocKey: e.o2, Model: sink.Replace(e.o2, doc)}), nil
+				return append(dst, Write{NS: e.ns, Kind: Update, DocKey: e.o2, Model: sink.Replace(e.o2, doc), Unconfirmed: true}), nil
 			}
 		}
 		return translateUpdate(dst, e, t)

@@ -189,8 +189,9 @@ func (r *Replayer) applyBulk(ctx context.Context, runs []run) error {
 // built from the writes' raw documents where it can be (bulkcmd.go),
 // through the driver's models otherwise.
 func (r *Replayer) bulkStretch(ctx context.Context, runs []run) error {
-	if len(runs) == 1 || r.parked.n.Load() > 0 {
-		// A parked document's writes leave the runs in applyRun.
+	if len(runs) == 1 || r.parked.n.Load() > 0 || unconfirmedIn(runs) {
+		// A parked document's writes leave the runs in applyRun; an
+		// Unconfirmed write needs its command's reply (unconfirmed.go).
 		return r.applyRuns(ctx, runs)
 	}
 	var (

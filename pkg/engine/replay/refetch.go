@@ -69,7 +69,7 @@ func (r *Replayer) refetch(ctx context.Context, it item) error {
 	default:
 		model = sink.Replace(it.key, doc)
 	}
-	it.model, it.kind, it.cmd = model, kindRefetch, commandOf(model)
+	it.model, it.kind, it.cmd, it.unconfirmed = model, kindRefetch, commandOf(model), false
 	if err := r.applyBatch(ctx, []item{it}); err != nil {
 		return err
 	}

@@ -166,8 +166,22 @@ func (r *Replayer) reinsertRun(ctx context.Context, batch []item) error {
 		del.model, del.cmd = mongo.NewDeleteOneModel().SetFilter(bson.Raw(bsoncore.NewDocumentBuilder().AppendValue("_id", id).Build())), cmdDelete
 		deletes = append(deletes, del)
 	}
-	if err := r.applyBatch(ctx, deletes); err != nil {
+	removed, err := r.applyOrderedN(ctx, deletes, false, false)
+	if err != nil {
 		return err
+	}
+	if removed.known && removed.n < int64(len(deletes)) && anyUnconfirmed(inserts) {
+		// Some documents were not on the target, and the reply does not
+		// say which: each is written as the source holds it now
+		// (unconfirmed.go).
+		r.log.Debug("a run of whole-document updates found documents missing on the target; they are re-read from the source",
+			"ns", batch[0].ns.String(), "documents", len(inserts), "found", removed.n)
+		for _, it := range inserts {
+			if err := r.refetch(ctx, it); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	return r.applyInserts(ctx, inserts)
 }

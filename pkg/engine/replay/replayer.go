@@ -208,7 +208,7 @@ type Replayer struct {
 	// Writers (worker.go, bulk.go): apply sends one command; bulkWrite,
 	// set when the target has the command, one bulkWrite. Counted by
 	// command kind: commands sent and the writes they carried.
-	apply func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) error
+	apply func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) (reply, error)
 	// updateTurns are the target databases' turns to send an update or
 	// delete command (Options.SerialUpdates).
 	updateTurns sink.Turns
@@ -285,6 +285,9 @@ type item struct {
 	// settled: a write settleConflict placed; it steps over a document it
 	// meets.
 	settled bool
+	// unconfirmed: an upsert that must not insert its document by
+	// itself (oplog.Write.Unconfirmed, unconfirmed.go).
+	unconfirmed bool
 }
 
 // New builds a Replayer.

@@ -232,6 +232,7 @@ func (r *Replayer) expand(batch, out []item, ws []oplog.Write) ([]item, []oplog.
 			}
 			x := it
 			x.model, x.cmd = w.Model, commandOf(w.Model)
+			x.unconfirmed = w.Unconfirmed && !r.o.ShardMember
 			if j < len(ws)-1 {
 				x.extra, x.bytes = true, 0
 			}
@@ -270,7 +271,7 @@ func (r *Replayer) applyRun(ctx context.Context, rn run) error {
 func (r *Replayer) applyInserts(ctx context.Context, batch []item) error {
 	var rt retry
 	for {
-		err := r.command(ctx, cmdInsert, batch)
+		_, err := r.command(ctx, cmdInsert, batch)
 		if err == nil {
 			return nil
 		}
@@ -346,29 +347,42 @@ func (r *Replayer) applyParked(ctx context.Context, batch []item, waited bool) e
 // its _id waits where it is instead of parking its document; waited:
 // batch[0] has waited already.
 func (r *Replayer) applyOrdered(ctx context.Context, batch []item, inline, waited bool) error {
+	_, err := r.applyOrderedN(ctx, batch, inline, waited)
+	return err
+}
+
+// applyOrderedN is applyOrdered, returning the documents its delete
+// commands removed (known: every command's reply was read).
+func (r *Replayer) applyOrderedN(ctx context.Context, batch []item, inline, waited bool) (reply, error) {
 	var rt retry
+	removed := reply{known: true}
 	for len(batch) > 0 {
-		err := r.command(ctx, batch[0].cmd, batch)
+		rep, err := r.command(ctx, batch[0].cmd, batch)
+		removed.known = removed.known && rep.known
+		removed.n += rep.n
+		if cerr := r.confirm(ctx, batch, rep); cerr != nil {
+			return removed, cerr
+		}
 		if err == nil {
-			return nil
+			return removed, nil
 		}
 		switch r.classify(err) {
 		case sink.Retryable:
 			if ctx.Err() != nil {
-				return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
+				return removed, fmt.Errorf("replay into %s: %w", batch[0].ns, err)
 			}
 			r.log.Warn("retrying replay batch", "ns", batch[0].ns.String(), "attempt", rt.n()+1, "err", err)
 			if !rt.wait(ctx, err) {
 				if ctx.Err() != nil {
-					return ctx.Err()
+					return removed, ctx.Err()
 				}
-				return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
+				return removed, fmt.Errorf("replay into %s: %w", batch[0].ns, err)
 			}
 			continue // writes are idempotent: the whole batch again
 		case sink.Conflict:
 			var bwe mongo.BulkWriteException
 			if !errors.As(err, &bwe) || len(bwe.WriteErrors) == 0 {
-				return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
+				return removed, fmt.Errorf("replay into %s: %w", batch[0].ns, err)
 			}
 			k := bwe.WriteErrors[0].Index
 			it := batch[k]
@@ -383,19 +397,19 @@ func (r *Replayer) applyOrdered(ctx context.Context, batch []item, inline, waite
 						continue
 					}
 					if err := r.waitConflict(ctx, it); err != nil {
-						return err
+						return removed, err
 					}
 					batch, waited = batch[k:], true
 					continue
 				}
 				if err := r.settleConflict(ctx, it); err != nil {
-					return err
+					return removed, err
 				}
 				batch, waited = batch[1:], false
 				continue
 			}
 			if !r.inOverlap(it.ns, it.ts) {
-				return fmt.Errorf("replay into %s at %d,%d: %w: a unique index on the target refuses a write the source accepted; "+
+				return removed, fmt.Errorf("replay into %s at %d,%d: %w: a unique index on the target refuses a write the source accepted; "+
 					"the target holds documents the source does not (written outside this task?)", it.ns, it.ts.T, it.ts.I, err)
 			}
 			// Overlap: the copy already holds a newer state; later entries
@@ -415,15 +429,15 @@ func (r *Replayer) applyOrdered(ctx context.Context, batch []item, inline, waite
 				r.log.Info("an update does not fit the target's newer document (an older entry applied again); the document is re-read from the source",
 					"ns", batch[k].ns.String(), "ts", batch[k].ts, "err", err)
 				if err := r.refetch(ctx, batch[k]); err != nil {
-					return err
+					return removed, err
 				}
 				batch, waited = batch[k+1:], false
 				continue
 			}
-			return fmt.Errorf("replay into %s: %w", batch[0].ns, err)
+			return removed, fmt.Errorf("replay into %s: %w", batch[0].ns, err)
 		}
 	}
-	return nil
+	return removed, nil
 }
 
 // classify is sink.Classify, with an abandoned attempt retryable.
@@ -437,18 +451,18 @@ func (r *Replayer) classify(err error) sink.Class {
 // command sends one command: batch's writes, all of kind cmd and of one
 // namespace (an insert command unordered, the others ordered), within
 // the write timeout. It counts the command and observes its duration.
-func (r *Replayer) command(ctx context.Context, cmd cmdKind, batch []item) error {
+func (r *Replayer) command(ctx context.Context, cmd cmdKind, batch []item) (reply, error) {
 	models := make([]mongo.WriteModel, len(batch))
 	for i, it := range batch {
 		models[i] = it.model
 	}
 	if err := r.routeWrites(ctx, batch, models); err != nil {
-		return err
+		return reply{}, err
 	}
 	r.sent(cmd, len(batch))
 	started := time.Now()
 	actx, cancel := context.WithTimeout(ctx, r.writeTimeout())
-	err := r.apply(actx, batch[0].ns, cmd, models, batch)
+	rep, err := r.apply(actx, batch[0].ns, cmd, models, batch)
 	if err != nil && actx.Err() != nil && ctx.Err() == nil {
 		err = fmt.Errorf("%w: no answer within %s", errWriteTimeout, r.writeTimeout())
 	}
@@ -456,7 +470,7 @@ func (r *Replayer) command(ctx context.Context, cmd cmdKind, batch []item) error
 	if r.o.ObserveWrite != nil {
 		r.o.ObserveWrite(batch[0].kind, time.Since(started))
 	}
-	return err
+	return rep, err
 }
 
 // sent counts a command and the writes it carries.
@@ -472,18 +486,18 @@ func (r *Replayer) sent(cmd cmdKind, writes int) {
 // by _id cost more than the same deletes one after the other: 20 of them
 // on 50,000 documents took 10.3-12.0 s from 4 clients, 8.3-8.7 s from
 // one, load average 8).
-func (r *Replayer) applier() func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) error {
+func (r *Replayer) applier() func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) (reply, error) {
 	apply := r.sender()
 	if !r.o.SerialUpdates {
 		return apply
 	}
-	return func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) error {
+	return func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) (reply, error) {
 		if cmd != cmdUpdate && cmd != cmdDelete {
 			return apply(ctx, ns, cmd, models, batch)
 		}
 		release, err := r.updateTurns.Take(ctx, ns.DB)
 		if err != nil {
-			return err
+			return reply{}, err
 		}
 		defer release()
 		return apply(ctx, ns, cmd, models, batch)
@@ -491,20 +505,21 @@ func (r *Replayer) applier() func(ctx context.Context, ns catalog.Namespace, cmd
 }
 
 // sender returns what sends a command: Options.ApplyAt, Options.Apply or
-// a bulk write on the target.
-func (r *Replayer) sender() func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) error {
+// a bulk write on the target, with what the reply tells (nothing through
+// Apply and ApplyAt).
+func (r *Replayer) sender() func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, batch []item) (reply, error) {
 	switch {
 	case r.o.ApplyAt != nil:
-		return func(ctx context.Context, ns catalog.Namespace, _ cmdKind, models []mongo.WriteModel, batch []item) error {
+		return func(ctx context.Context, ns catalog.Namespace, _ cmdKind, models []mongo.WriteModel, batch []item) (reply, error) {
 			at := make([]bson.Timestamp, len(batch))
 			for i, it := range batch {
 				at[i] = it.ts
 			}
-			return r.o.ApplyAt(ctx, ns, models, at)
+			return reply{}, r.o.ApplyAt(ctx, ns, models, at)
 		}
 	case r.o.Apply != nil:
-		return func(ctx context.Context, ns catalog.Namespace, _ cmdKind, models []mongo.WriteModel, _ []item) error {
-			return r.o.Apply(ctx, ns, models)
+		return func(ctx context.Context, ns catalog.Namespace, _ cmdKind, models []mongo.WriteModel, _ []item) (reply, error) {
+			return reply{}, r.o.Apply(ctx, ns, models)
 		}
 	}
 	// Commands built from the raw documents (sink.AppendWriteCommand),
@@ -512,23 +527,24 @@ func (r *Replayer) sender() func(ctx context.Context, ns catalog.Namespace, cmd 
 	// shard-key value, which a cluster takes only as a retryable write
 	// (with a txnNumber, which only the driver's BulkWrite adds).
 	raw := r.o.ShardKeys == nil
-	return func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, _ []item) error {
+	return func(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel, _ []item) (reply, error) {
 		if raw {
-			if sent, err := r.rawCommand(ctx, ns, cmd, models); sent {
-				return err
+			if sent, rep, err := r.rawCommand(ctx, ns, cmd, models); sent {
+				return rep, err
 			}
 		}
-		_, err := r.o.Target.Database(ns.DB).Collection(ns.Coll).BulkWrite(ctx, models,
+		res, err := r.o.Target.Database(ns.DB).Collection(ns.Coll).BulkWrite(ctx, models,
 			options.BulkWrite().SetOrdered(cmd != cmdInsert).SetBypassDocumentValidation(true))
-		return err
+		return bulkReply(res), err
 	}
 }
 
 // rawCommand sends models as one insert (unordered), update or delete
 // command built from their raw documents, and reports false (having sent
-// nothing) when the builder does not cover them. Its errors are those of
-// the driver's BulkWrite (write errors as a mongo.BulkWriteException).
-func (r *Replayer) rawCommand(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel) (bool, error) {
+// nothing) when the builder does not cover them, with what its reply
+// tells. Its errors are those of the driver's BulkWrite (write errors as
+// a mongo.BulkWriteException).
+func (r *Replayer) rawCommand(ctx context.Context, ns catalog.Namespace, cmd cmdKind, models []mongo.WriteModel) (bool, reply, error) {
 	kind := sink.InsertCommand
 	switch cmd {
 	case cmdUpdate:
@@ -541,9 +557,10 @@ func (r *Replayer) rawCommand(ctx context.Context, ns catalog.Namespace, cmd cmd
 	b, ok := sink.AppendWriteCommand((*buf)[:0], ns.Coll, kind, models, cmd != cmdInsert, r.o.WriteConcern)
 	*buf = b
 	if !ok {
-		return false, nil
+		return false, reply{}, nil
 	}
-	return true, sink.RunWriteCommand(ctx, r.o.Target.Database(ns.DB), b, models)
+	raw, err := sink.RunWriteCommand(ctx, r.o.Target.Database(ns.DB), b, models)
+	return true, replyOf(cmd, raw), err
 }
 
 // errWriteTimeout marks a bulk write abandoned after WriteTimeout.

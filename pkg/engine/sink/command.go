@@ -242,17 +242,40 @@ func RawUpdate(v any) (bsoncore.Type, []byte, bool) {
 }
 
 // RunWriteCommand runs cmd, a command AppendWriteCommand built of
-// models, on db; its error is the one the driver's BulkWrite would
-// return (write errors as a mongo.BulkWriteException).
-func RunWriteCommand(ctx context.Context, db *mongo.Database, cmd bson.Raw, models []mongo.WriteModel) error {
+// models, on db, and returns its reply (nil when the command failed as a
+// whole); its error is the one the driver's BulkWrite would return
+// (write errors as a mongo.BulkWriteException).
+func RunWriteCommand(ctx context.Context, db *mongo.Database, cmd bson.Raw, models []mongo.WriteModel) (bson.Raw, error) {
 	reply, err := db.RunCommand(ctx, cmd).Raw()
 	var we mongo.WriteException
 	if err != nil && (!errors.As(err, &we) || len(reply) == 0) {
-		return err
+		return nil, err
 	}
 	// The reply holds writeErrors or a writeConcernError (RunCommand's
 	// WriteException): read them as BulkWrite reports them.
-	return WriteCommandResult(reply, models)
+	return reply, WriteCommandResult(reply, models)
+}
+
+// Upserted returns the indexes of the writes that inserted a document,
+// from the reply of an update command (its upserted array).
+func Upserted(reply bson.Raw) []int {
+	arr, ok := reply.Lookup("upserted").ArrayOK()
+	if !ok {
+		return nil
+	}
+	vals, err := arr.Values()
+	if err != nil {
+		return nil
+	}
+	idx := make([]int, 0, len(vals))
+	for _, v := range vals {
+		if d, ok := v.DocumentOK(); ok {
+			if i, ok := d.Lookup("index").AsInt64OK(); ok {
+				idx = append(idx, int(i))
+			}
+		}
+	}
+	return idx
 }
 
 // WriteCommandResult reads the reply to an insert, update or delete

@@ -107,7 +107,7 @@ func TestWriteCommandsOnAServer(t *testing.T) {
 					if !ok {
 						t.Fatalf("command not covered")
 					}
-					err = RunWriteCommand(ctx, coll.Database(), b, cmd.models)
+					_, err = RunWriteCommand(ctx, coll.Database(), b, cmd.models)
 				}
 				results[j].err = err
 				cur, ferr := coll.Find(ctx, bson.D{}, options.Find().SetSort(bson.D{{Key: "_id", Value: 1}}))
