@@ -426,6 +426,11 @@ func TestInvalidSpec(t *testing.T) {
 			func(st *syncv1alpha1.SyncTask) {
 				st.Spec.WorkerTemplate = &syncv1alpha1.WorkerTemplate{VolumeMounts: []corev1.VolumeMount{{Name: "certs", MountPath: "/etc/certs"}}}
 			}},
+		{"badfilter", "spec.namespaces.filters[0].query: $where: operator cannot be evaluated on a document: it runs JavaScript on the server; " +
+			"express the condition with query operators such as $eq, $in and $regex",
+			func(st *syncv1alpha1.SyncTask) {
+				st.Spec.Namespaces.Filters = []config.Filter{{Namespace: "shop.orders", Query: config.Query(`{"$where": "this.tenant == 'acme'"}`)}}
+			}},
 		{long, `metadata.name: "` + long + `" is 46 characters: the workers' StatefulSet ` + long +
 			"-worker and its pods need a name of at most 45 characters; recreate the task under a shorter name", nil},
 	} {
