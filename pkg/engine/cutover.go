@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -54,7 +53,7 @@ func (e *Engine) loadCutover(rec checkpoint.TaskRecord) {
 		return
 	}
 	// The newest position a cut-over trusts is one read after it began.
-	e.finishAsked.CompareAndSwap(0, time.Now().UnixNano())
+	e.finish.began()
 }
 
 // SetCutoverHook sets Options.OnCutoverStep on an opened engine, before
@@ -63,13 +62,6 @@ func (e *Engine) SetCutoverHook(f func(step string)) { e.opts.OnCutoverStep = f 
 
 // cutoverStep returns the cut-over's current step, "" when none runs.
 func (e *Engine) cutoverStep() string { return e.cut.Step() }
-
-// driveCutover runs the cut-over's steps that need replay running:
-// CatchingUp, BlockingWrites and Draining. It returns nil once replay has
-// applied everything up to the drain position and may stop.
-func (e *Engine) driveCutover(ctx context.Context, r Replayer) error {
-	return e.cut.Drive(ctx, r, cutoverSource{e.source}, func() bool { return e.freshNewest(e.tailer.Load()) })
-}
 
 // finishCutover runs the steps after the drain: Verifying, Finalizing and
 // Complete, skipping those a previous run finished.

@@ -3,9 +3,10 @@
 // Completed or Failed) in one state machine (phases.go), composing the
 // full copy (fullsync), oplog replay (replay) and verification (verify),
 // the first two through the Copier and Replayer interfaces (engine.go),
-// and reading the source's changes through a streamer, replica set or
-// sharded (streamer.go); a sharded source runs one subtask per shard, all
-// in one process or one per worker (package shardedsource). The
+// and reading the source's changes through a streamer, replica set
+// (streamer.go, stream.go) or sharded; a sharded source runs one subtask
+// per shard, all in one process or one per worker (package
+// shardedsource). The
 // cut-over is package cutover's state machine, given the engine's parts
 // in cutover.go (a sharded source's in shardedsource). Status is a value
 // snapshot for /status, metrics and progress output. It never imports
@@ -113,21 +114,14 @@ type Engine struct {
 	// lease is the task's lease, held while the run writes (lease.go).
 	lease  *lease
 	copier Copier
-	// newReplayer makes the Streaming phase's replayer (newReplayer;
-	// tests give fakes).
-	newReplayer func(replay.Options) Replayer
 	// targetSharding shards a sharded target's collections before the
 	// copy writes to them (nil for a target that is not sharded).
 	targetSharding *targetsharding.Preparer
 	mapper         *catalog.Mapper
-	replayer       atomic.Pointer[Replayer]
-	tailer         atomic.Pointer[source.Tailer]
 	recorded       atomic.Bool // the run is recorded in the checkpoint database
-	untilCaughtUp  atomic.Bool
-	// finishAsked is when FinishWhenCaughtUp was called (UnixNano; 0 when
-	// not, or with UntilCaughtUp from the start): a cut-over trusts only
-	// newest positions read after it.
-	finishAsked atomic.Int64
+	// finish says when replay ends once caught up (Options.UntilCaughtUp,
+	// FinishWhenCaughtUp, a cut-over); the streamer reads it.
+	finish *finishRequest
 
 	// shards supervises a sharded source read shard by shard (package
 	// shardedsource); nil for a source read as one (a replica set, or
@@ -151,8 +145,6 @@ type Engine struct {
 	finished time.Time
 	// windows are the source oplogs' windows, read by watchWindows.
 	windows []OplogWindow
-	// streamAt is when replay started in this run.
-	streamAt time.Time
 	// onPhase, when set, is told every phase the task enters, once the
 	// checkpoint records it (tests).
 	onPhase func(Phase)
@@ -165,8 +157,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{task: task, opts: opts, log: log.With("task", task.Name), phase: PhasePending, newReplayer: newReplayer}
-	e.untilCaughtUp.Store(opts.UntilCaughtUp)
+	e := &Engine{task: task, opts: opts, log: log.With("task", task.Name), phase: PhasePending, finish: newFinishRequest(opts.UntilCaughtUp)}
 	var err error
 	if e.source, err = conn.Open(ctx, "source", task.Source, conn.Options{AppName: "mongoferry"}); err != nil {
 		return nil, err
@@ -204,7 +195,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	replayStatus := func() *replay.Status { return e.Status().Replay }
 	e.verification = &verification{task: task, source: e.source, target: e.target, mapper: e.mapper, log: e.log,
 		partial: e.streaming.Partial(), replayStatus: replayStatus,
-		positions: &replayPositions{source: e.source, replayStatus: replayStatus, tailer: e.tailer.Load, scripted: opts.Reader != nil}}
+		positions: &replayPositions{source: e.source, replayStatus: replayStatus, tailer: e.streaming.OplogTailer, scripted: opts.Reader != nil}}
 	if e.targetSharding, err = e.openTargetSharding(ctx); err != nil {
 		e.Close()
 		return nil, err
