@@ -29,7 +29,6 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
-	"github.com/mongoferry/mongoferry/pkg/engine/cutover"
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/shardedsource"
@@ -127,9 +126,9 @@ type Engine struct {
 	// shardedsource); nil for a source read as one (a replica set, or
 	// through mongos).
 	shards *shardedsource.Source
-	// cut is the cut-over's state machine (package cutover), made in
-	// Open once the store is.
-	cut *cutover.Machine
+	// cut runs the cut-over's state machine (package cutover), made in
+	// Open once the store is (cutover.go).
+	cut *cutoverDriver
 	// streaming is how this run reads the source's changes (streamer.go),
 	// picked in Open once openShards found which kind of source it is.
 	streaming streamer
@@ -182,7 +181,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		"target", e.dstProfile.Flavor, "targetVersion", e.dstProfile.Version, "sourceUpdates", e.srcProfile.UpdateShape.String())
 	e.store = checkpoint.NewStore(e.target, task.Checkpoint.Database, task.Name)
 	e.lease = &lease{store: e.store, key: opts.Shard, log: e.log}
-	e.cut = e.newCutover()
+	e.cut = newCutoverDriver(task, e.store, e.target, e.log, e.finish, opts.OnCutoverStep)
 	if e.mapper, err = catalog.NewMapper(task.Namespaces, task.Checkpoint.Database); err != nil {
 		e.Close()
 		return nil, err
@@ -196,6 +195,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	e.verification = &verification{task: task, source: e.source, target: e.target, mapper: e.mapper, log: e.log,
 		partial: e.streaming.Partial(), replayStatus: replayStatus,
 		positions: &replayPositions{source: e.source, replayStatus: replayStatus, tailer: e.streaming.OplogTailer, scripted: opts.Reader != nil}}
+	e.cut.attach(e.streaming, e.verification)
 	if e.targetSharding, err = e.openTargetSharding(ctx); err != nil {
 		e.Close()
 		return nil, err
@@ -259,7 +259,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	var err error
 	if e.opts.CopyOnly {
 		err = e.runCopyOnly(ctx)
-	} else if err = e.checkCutover(); err == nil {
+	} else if err = e.cut.check(); err == nil {
 		if err = e.checkGivenStart(ctx); err == nil {
 			err = e.lease.run(ctx, e.runWatched)
 		}

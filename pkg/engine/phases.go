@@ -39,7 +39,7 @@ func (e *Engine) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.loadCutover(rec)
+	e.cut.load(rec)
 	return e.walkPhases(ctx, e.firstPhase(rec))
 }
 
@@ -121,7 +121,7 @@ func (e *Engine) recordRun(ctx context.Context, start runStart) (checkpoint.Task
 // or the copy's state.
 func (e *Engine) firstPhase(rec checkpoint.TaskRecord) Phase {
 	withReplay := e.task.Mode != config.ModeFull
-	switch step := e.cutoverStep(); {
+	switch step := e.cut.step(); {
 	case step == workerapi.CutoverComplete:
 		e.log.Info("the cut-over is complete; nothing left to do", "sourceTS", rec.Cutover.SourceTS, "targetTS", rec.Cutover.TargetTS)
 		return PhaseCompleted
@@ -197,8 +197,8 @@ func (e *Engine) fullSync(ctx context.Context) error {
 // task's verification, then the options the sync deferred restored.
 func (e *Engine) verifyPhase(ctx context.Context) error {
 	spec := &e.task.Spec
-	if e.cutoverStep() != "" {
-		if err := e.finishCutover(ctx); err != nil {
+	if e.cut.step() != "" {
+		if err := e.cut.finishSteps(ctx); err != nil {
 			return err
 		}
 	} else if spec.Verify.Mode != config.VerifyNone && e.streaming.Partial() {
@@ -209,7 +209,7 @@ func (e *Engine) verifyPhase(ctx context.Context) error {
 		}
 	}
 	if spec.Mode != config.ModeFull {
-		return e.restoreDeferred(ctx)
+		return e.cut.restoreDeferred(ctx)
 	}
 	return nil
 }

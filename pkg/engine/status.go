@@ -133,7 +133,7 @@ func (e *Engine) Status() Status {
 		s.Error = e.err.Error()
 	}
 	s.StartupSeconds, s.Starting = e.startup(copyStatus, streamAt)
-	s.Cutover = e.cutoverStatus(verifyProg)
+	s.Cutover = e.cut.status(verifyProg)
 	if !e.started.IsZero() {
 		end := e.finished
 		if end.IsZero() {
@@ -142,7 +142,7 @@ func (e *Engine) Status() Status {
 		s.ElapsedSeconds = end.Sub(e.started).Seconds()
 	}
 	verifyMode := string(e.task.Verify.Mode)
-	if e.cut != nil && e.cut.Running() {
+	if e.cut.running() {
 		verifyMode = string(e.task.Cutover.Verify)
 	}
 	switch {

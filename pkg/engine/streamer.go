@@ -89,7 +89,7 @@ func (e *Engine) pickStreamer() streamer {
 	}
 	return &replicaSetStreamer{task: e.task, shard: e.opts.Shard, log: e.log, baseLog: e.baseLog(),
 		source: e.source, target: e.target, srcProfile: e.srcProfile, dstProfile: e.dstProfile,
-		store: e.store, mapper: e.mapper, cut: e.cut, finish: e.finish, newReplayer: newReplayer,
+		store: e.store, mapper: e.mapper, cut: e.cut.machine, finish: e.finish, newReplayer: newReplayer,
 		reader: e.opts.Reader, checkpointInterval: e.opts.CheckpointInterval, observeReplay: e.opts.ObserveReplay,
 		whileStreaming: func(ctx context.Context) { e.verification.whileStreaming(ctx) }, shardKeys: e.replayShardKeys}
 }
@@ -111,7 +111,7 @@ func (shardedStreamer) StreamAt() time.Time { return time.Time{} }
 func (e *Engine) openShards(ctx context.Context) error {
 	e.shards = shardedsource.New(shardedsource.Config{
 		Task: e.task, Log: e.log, BaseLog: e.baseLog(), Source: e.source, Target: e.target,
-		SourceProfile: e.srcProfile, TargetProfile: e.dstProfile, Store: e.store, Mapper: e.mapper, Cutover: e.cut,
+		SourceProfile: e.srcProfile, TargetProfile: e.dstProfile, Store: e.store, Mapper: e.mapper, Cutover: e.cut.machine,
 		Options: shardedsource.Options{Shard: e.opts.Shard, ShardReader: e.opts.ShardReader, TopologyInterval: e.opts.TopologyInterval,
 			CheckpointInterval: e.opts.CheckpointInterval, ObserveReplay: e.opts.ObserveReplay, ObserveWrite: e.opts.ObserveWrite},
 		Run: shardedsource.Run{
