@@ -33,7 +33,6 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/shardedsource"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
-	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
@@ -115,7 +114,7 @@ type Engine struct {
 	copier Copier
 	// targetSharding shards a sharded target's collections before the
 	// copy writes to them (nil for a target that is not sharded).
-	targetSharding *targetsharding.Preparer
+	targetSharding *targetSharding
 	mapper         *catalog.Mapper
 	recorded       atomic.Bool // the run is recorded in the checkpoint database
 	// finish says when replay ends once caught up (Options.UntilCaughtUp,
@@ -196,7 +195,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		partial: e.streaming.Partial(), replayStatus: replayStatus,
 		positions: &replayPositions{source: e.source, replayStatus: replayStatus, tailer: e.streaming.OplogTailer, scripted: opts.Reader != nil}}
 	e.cut.attach(e.streaming, e.verification)
-	if e.targetSharding, err = e.openTargetSharding(ctx); err != nil {
+	if e.targetSharding, err = openTargetSharding(ctx, task, e.source, e.target, e.dstProfile, e.log); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -204,9 +203,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		Task: task.Name, Spec: &task.Spec, Source: e.source, Target: e.target, Store: e.store,
 		SourceProfile: e.srcProfile, TargetProfile: e.dstProfile, Log: log, ObserveWrite: opts.ObserveWrite, Hook: opts.CopyHook,
 	}
-	if e.targetSharding != nil {
-		copyOpts.ShardTarget = e.shardTarget(e.targetSharding)
-	}
+	copyOpts.ShardTarget = e.targetSharding.shardTarget()
 	if e.shards != nil {
 		if copyOpts.PerShard, err = e.shards.PerShardCopy(); err != nil {
 			e.Close()

@@ -111,7 +111,7 @@ type VerifyStatus struct {
 func (e *Engine) Status() Status {
 	copyStatus := e.copier.Status()
 	replayStatus := e.streaming.ReplayStatus()
-	targetSharding := e.targetShardingStatus()
+	targetSharding := e.targetSharding.status()
 	var src *SourceStatus
 	if t := e.streaming.OplogTailer(); t != nil {
 		ts := t.Stats()

@@ -91,7 +91,8 @@ func (e *Engine) pickStreamer() streamer {
 		source: e.source, target: e.target, srcProfile: e.srcProfile, dstProfile: e.dstProfile,
 		store: e.store, mapper: e.mapper, cut: e.cut.machine, finish: e.finish, newReplayer: newReplayer,
 		reader: e.opts.Reader, checkpointInterval: e.opts.CheckpointInterval, observeReplay: e.opts.ObserveReplay,
-		whileStreaming: func(ctx context.Context) { e.verification.whileStreaming(ctx) }, shardKeys: e.replayShardKeys}
+		whileStreaming: func(ctx context.Context) { e.verification.whileStreaming(ctx) },
+		shardKeys:      func() replay.ShardKeys { return e.targetSharding.replayShardKeys() }}
 }
 
 // shardedStreamer is a sharded source as the engine's streamer: its
@@ -122,7 +123,7 @@ func (e *Engine) openShards(ctx context.Context) error {
 			ReplayParams: func(ctx context.Context) (map[string]bool, []catalog.Namespace, error) {
 				return replayParams(ctx, e.source, e.mapper)
 			},
-			ShardKeys: e.replayShardKeys,
+			ShardKeys: func() replay.ShardKeys { return e.targetSharding.replayShardKeys() },
 			HelpCopy:  func(ctx context.Context) (int, error) { return e.copier.HelpCopy(ctx) },
 			Copied:    func(ns, target string, docs, bytes int64) { e.copier.Copied(ns, target, docs, bytes) },
 		},
@@ -166,7 +167,7 @@ type replicaSetStreamer struct {
 	observeReplay      func(op string, d time.Duration)
 	// whileStreaming runs the streaming verification while replay runs,
 	// until ctx ends; shardKeys is what replay needs to know of a sharded
-	// target (Engine.replayShardKeys).
+	// target (targetSharding.replayShardKeys).
 	whileStreaming func(ctx context.Context)
 	shardKeys      func() replay.ShardKeys
 
