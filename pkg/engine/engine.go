@@ -257,7 +257,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	if e.opts.CopyOnly {
 		err = e.runCopyOnly(ctx)
 	} else if err = e.cut.check(); err == nil {
-		if err = e.checkGivenStart(ctx); err == nil {
+		if err = e.preflight().checkGivenStart(ctx); err == nil {
 			err = e.lease.run(ctx, e.runWatched)
 		}
 	}

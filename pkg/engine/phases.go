@@ -22,10 +22,11 @@ func (e *Engine) run(ctx context.Context) error {
 	// whose oplog position rolled away, a target that is not empty.
 	prev, err := e.store.Task(ctx)
 	exists := err == nil
-	if err := e.checkOplogs(ctx); err != nil {
+	checks := e.preflight()
+	if err := checks.checkOplogs(ctx); err != nil {
 		return err
 	}
-	if err := e.checkSameSelection(prev, exists); err != nil {
+	if err := checks.checkSameSelection(prev, exists); err != nil {
 		return err
 	}
 	if e.streaming.Follows() {
@@ -65,7 +66,7 @@ func (e *Engine) checkBeforeWrites(ctx context.Context, prev checkpoint.TaskReco
 			return start, err
 		}
 	}
-	if err := e.checkSelection(ctx); err != nil {
+	if err := e.preflight().checkSelection(ctx); err != nil {
 		return start, err
 	}
 	colls, err := catalog.List(ctx, e.source, e.mapper)
@@ -230,7 +231,7 @@ func (e *Engine) checkResumeWindow(ctx context.Context, prev checkpoint.TaskReco
 // in time, checked as such against the oplog's window later.
 func (e *Engine) replayStart(ctx context.Context, useOplog bool) (ts bson.Timestamp, empty bool, shards map[string]bson.Timestamp, err error) {
 	if e.task.Incremental.StartAt != "" {
-		ts, shards, err = e.givenStart(ctx, useOplog)
+		ts, shards, err = e.preflight().givenStart(ctx, useOplog)
 		return ts, false, shards, err
 	}
 	return e.streaming.NewestStart(ctx, useOplog)
