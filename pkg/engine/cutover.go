@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+	"log/slog"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -19,8 +19,8 @@ import (
 )
 
 // The cut-over's steps are package cutover's state machine; this file
-// gives it the engine's parts (the source, the target, the subtasks) and
-// keeps the engine's names for its calls.
+// gives it the engine's parts (the source, the target, the subtasks)
+// through cutoverDriver.
 
 // ErrCutoverNotSupported is returned for a cut-over this build cannot
 // run.
@@ -31,61 +31,84 @@ var ErrCutoverNotSupported = cutover.ErrNotSupported
 // something changes (the request's options, the deployment).
 var ErrCutoverFailed = cutover.ErrFailed
 
-// newCutover makes the engine's cut-over machine, once the store is open.
-func (e *Engine) newCutover() *cutover.Machine {
-	return cutover.New(cutover.Config{
-		Options: &e.task.Cutover, Store: e.store, Log: e.log, ErrVerify: ErrVerificationFailed,
+// cutoverDriver runs the task's cut-over: it owns package cutover's
+// Machine and gives it what the steps after the drain need
+// (cutoverTarget), and restores on the target the options the sync
+// deferred. The streamers drive the steps that need replay running with
+// the machine itself. The run's streamer and verification, made after the
+// machine (they are given it), are attached once Open made them.
+type cutoverDriver struct {
+	task    *config.Task
+	log     *slog.Logger
+	target  *mongo.Client
+	machine *cutover.Machine
+	// finish is told when a cut-over began (finishRequest.began).
+	finish *finishRequest
+	// onStep is Options.OnCutoverStep (SetCutoverHook).
+	onStep func(step string)
+	// streaming and verification are the run's (attach).
+	streaming    streamer
+	verification *verification
+}
+
+// newCutoverDriver makes the engine's cut-over machine, once the store is
+// open.
+func newCutoverDriver(task *config.Task, store *checkpoint.Store, target *mongo.Client, log *slog.Logger, finish *finishRequest, onStep func(string)) *cutoverDriver {
+	d := &cutoverDriver{task: task, log: log, target: target, finish: finish, onStep: onStep}
+	d.machine = cutover.New(cutover.Config{
+		Options: &task.Cutover, Store: store, Log: log, ErrVerify: ErrVerificationFailed,
 		OnStep: func(step string) {
-			if e.opts.OnCutoverStep != nil {
-				e.opts.OnCutoverStep(step)
+			if d.onStep != nil {
+				d.onStep(step)
 			}
 		},
 	})
+	return d
 }
 
-// checkCutover refuses, before anything is written, a cut-over this build
-// cannot run.
-func (e *Engine) checkCutover() error { return cutover.Check(e.task) }
+// attach gives the driver the run's streamer and verification.
+func (d *cutoverDriver) attach(s streamer, v *verification) { d.streaming, d.verification = s, v }
 
-// loadCutover sets the cut-over's state from the task record at the start
-// of a run (cutover.Machine.Load).
-func (e *Engine) loadCutover(rec checkpoint.TaskRecord) {
-	if !e.cut.Load(rec) {
+// check refuses, before anything is written, a cut-over this build
+// cannot run.
+func (d *cutoverDriver) check() error { return cutover.Check(d.task) }
+
+// load sets the cut-over's state from the task record at the start of a
+// run (cutover.Machine.Load).
+func (d *cutoverDriver) load(rec checkpoint.TaskRecord) {
+	if !d.machine.Load(rec) {
 		return
 	}
 	// The newest position a cut-over trusts is one read after it began.
-	e.finishAsked.CompareAndSwap(0, time.Now().UnixNano())
+	d.finish.began()
 }
 
 // SetCutoverHook sets Options.OnCutoverStep on an opened engine, before
 // Run (tests that stop the run from the hook need the engine first).
-func (e *Engine) SetCutoverHook(f func(step string)) { e.opts.OnCutoverStep = f }
+func (e *Engine) SetCutoverHook(f func(step string)) { e.cut.onStep = f }
 
-// cutoverStep returns the cut-over's current step, "" when none runs.
-func (e *Engine) cutoverStep() string { return e.cut.Step() }
+// step returns the cut-over's current step, "" when none runs.
+func (d *cutoverDriver) step() string { return d.machine.Step() }
 
-// driveCutover runs the cut-over's steps that need replay running:
-// CatchingUp, BlockingWrites and Draining. It returns nil once replay has
-// applied everything up to the drain position and may stop.
-func (e *Engine) driveCutover(ctx context.Context, r Replayer) error {
-	return e.cut.Drive(ctx, r, cutoverSource{e.source}, func() bool { return e.freshNewest(e.tailer.Load()) })
-}
-
-// finishCutover runs the steps after the drain: Verifying, Finalizing and
+// finishSteps runs the steps after the drain: Verifying, Finalizing and
 // Complete, skipping those a previous run finished.
-func (e *Engine) finishCutover(ctx context.Context) error {
-	return e.cut.Finish(ctx, cutoverTarget{task: e.task, streaming: e.streaming, verification: e.verification,
-		finalize: e.finalizeTarget, position: e.targetPosition})
+func (d *cutoverDriver) finishSteps(ctx context.Context) error {
+	return d.machine.Finish(ctx, cutoverTarget{task: d.task, streaming: d.streaming, verification: d.verification,
+		finalize: d.finalizeTarget, position: d.targetPosition})
 }
 
-// cutoverStatus is the cut-over as /status reports it, with p the
-// progress of the verification that runs. Called with e.mu held.
-func (e *Engine) cutoverStatus(p verifyProgress) *workerapi.Cutover {
-	if e.cut == nil {
+// status is the cut-over as /status reports it, with p the progress of
+// the verification that runs. Called with Engine.mu held.
+func (d *cutoverDriver) status(p verifyProgress) *workerapi.Cutover {
+	if d == nil {
 		return nil
 	}
-	return e.cut.Status(cutover.Progress{NS: p.NS, Done: p.Done, Total: p.Total})
+	return d.machine.Status(cutover.Progress{NS: p.NS, Done: p.Done, Total: p.Total})
 }
+
+// running reports whether a cut-over runs: its verification is then the
+// one /status reports.
+func (d *cutoverDriver) running() bool { return d != nil && d.machine.Running() }
 
 // cutoverSource is a replica set as the cut-over acts on it (a sharded
 // source's is shardCutoverSource).
@@ -169,11 +192,11 @@ func (t cutoverTarget) Finalize(ctx context.Context) error { return t.finalize(c
 // back is logged with its manual fix and stays listed by
 // holdback.Pending. Not to be confused with the writes replay holds
 // after a chunk migration (package replay, the shard board).
-func (e *Engine) restoreDeferred(ctx context.Context) error {
-	if e.streaming.Partial() {
+func (d *cutoverDriver) restoreDeferred(ctx context.Context) error {
+	if d.streaming.Partial() {
 		return nil
 	}
-	return e.finalizeTarget(ctx)
+	return d.finalizeTarget(ctx)
 }
 
 // finalizeTarget restores on the target the options the sync deferred so
@@ -181,19 +204,19 @@ func (e *Engine) restoreDeferred(ctx context.Context) error {
 // holdback). The cut-over runs it once the target is drained and
 // verified, and again after a restart in the Finalizing step:
 // holdback.Restore is idempotent.
-func (e *Engine) finalizeTarget(ctx context.Context) error {
-	rep, err := holdback.Restore(ctx, e.target, e.task.Checkpoint.Database, e.task.Name)
+func (d *cutoverDriver) finalizeTarget(ctx context.Context) error {
+	rep, err := holdback.Restore(ctx, d.target, d.task.Checkpoint.Database, d.task.Name)
 	if err != nil {
 		return err
 	}
 	for _, h := range rep.Restored {
-		e.log.InfoContext(ctx, "restored what the sync held back", "ns", h.NS, "held", h.String())
+		d.log.InfoContext(ctx, "restored what the sync held back", "ns", h.NS, "held", h.String())
 	}
 	for _, h := range rep.Gone {
-		e.log.InfoContext(ctx, "held-back option of a collection or index the target no longer has", "ns", h.NS, "held", h.String())
+		d.log.InfoContext(ctx, "held-back option of a collection or index the target no longer has", "ns", h.NS, "held", h.String())
 	}
 	for _, m := range rep.Manual {
-		e.log.WarnContext(ctx, "the target cannot take back what the sync held back; restore it by hand", "ns", m.Held.NS, "held", m.Held.String(), "fix", m.Note)
+		d.log.WarnContext(ctx, "the target cannot take back what the sync held back; restore it by hand", "ns", m.Held.NS, "held", m.Held.String(), "fix", m.Note)
 	}
 	return nil
 }
@@ -206,10 +229,10 @@ func (t cutoverTarget) Position(ctx context.Context) (bson.Timestamp, error) {
 // targetPosition is the target's newest oplog position (its current time
 // when its oplog is empty): a reverse sync replays the target's oplog
 // after it.
-func (e *Engine) targetPosition(ctx context.Context) (bson.Timestamp, error) {
-	ts, _, err := source.StartPosition(ctx, e.target)
+func (d *cutoverDriver) targetPosition(ctx context.Context) (bson.Timestamp, error) {
+	ts, _, err := source.StartPosition(ctx, d.target)
 	if err != nil {
-		e.log.Warn("the target's oplog position is unknown: a reverse sync cannot start from the cut-over", "err", err)
+		d.log.Warn("the target's oplog position is unknown: a reverse sync cannot start from the cut-over", "err", err)
 		return bson.Timestamp{}, nil
 	}
 	return ts, nil

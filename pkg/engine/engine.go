@@ -3,9 +3,10 @@
 // Completed or Failed) in one state machine (phases.go), composing the
 // full copy (fullsync), oplog replay (replay) and verification (verify),
 // the first two through the Copier and Replayer interfaces (engine.go),
-// and reading the source's changes through a streamer, replica set or
-// sharded (streamer.go); a sharded source runs one subtask per shard, all
-// in one process or one per worker (package shardedsource). The
+// and reading the source's changes through a streamer, replica set
+// (streamer.go, stream.go) or sharded; a sharded source runs one subtask
+// per shard, all in one process or one per worker (package
+// shardedsource). The
 // cut-over is package cutover's state machine, given the engine's parts
 // in cutover.go (a sharded source's in shardedsource). Status is a value
 // snapshot for /status, metrics and progress output. It never imports
@@ -28,12 +29,10 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
-	"github.com/mongoferry/mongoferry/pkg/engine/cutover"
 	"github.com/mongoferry/mongoferry/pkg/engine/fullsync"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/shardedsource"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
-	"github.com/mongoferry/mongoferry/pkg/engine/targetsharding"
 	"github.com/mongoferry/mongoferry/pkg/workerapi"
 )
 
@@ -113,29 +112,22 @@ type Engine struct {
 	// lease is the task's lease, held while the run writes (lease.go).
 	lease  *lease
 	copier Copier
-	// newReplayer makes the Streaming phase's replayer (newReplayer;
-	// tests give fakes).
-	newReplayer func(replay.Options) Replayer
 	// targetSharding shards a sharded target's collections before the
 	// copy writes to them (nil for a target that is not sharded).
-	targetSharding *targetsharding.Preparer
+	targetSharding *targetSharding
 	mapper         *catalog.Mapper
-	replayer       atomic.Pointer[Replayer]
-	tailer         atomic.Pointer[source.Tailer]
 	recorded       atomic.Bool // the run is recorded in the checkpoint database
-	untilCaughtUp  atomic.Bool
-	// finishAsked is when FinishWhenCaughtUp was called (UnixNano; 0 when
-	// not, or with UntilCaughtUp from the start): a cut-over trusts only
-	// newest positions read after it.
-	finishAsked atomic.Int64
+	// finish says when replay ends once caught up (Options.UntilCaughtUp,
+	// FinishWhenCaughtUp, a cut-over); the streamer reads it.
+	finish *finishRequest
 
 	// shards supervises a sharded source read shard by shard (package
 	// shardedsource); nil for a source read as one (a replica set, or
 	// through mongos).
 	shards *shardedsource.Source
-	// cut is the cut-over's state machine (package cutover), made in
-	// Open once the store is.
-	cut *cutover.Machine
+	// cut runs the cut-over's state machine (package cutover), made in
+	// Open once the store is (cutover.go).
+	cut *cutoverDriver
 	// streaming is how this run reads the source's changes (streamer.go),
 	// picked in Open once openShards found which kind of source it is.
 	streaming streamer
@@ -151,8 +143,6 @@ type Engine struct {
 	finished time.Time
 	// windows are the source oplogs' windows, read by watchWindows.
 	windows []OplogWindow
-	// streamAt is when replay started in this run.
-	streamAt time.Time
 	// onPhase, when set, is told every phase the task enters, once the
 	// checkpoint records it (tests).
 	onPhase func(Phase)
@@ -165,8 +155,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{task: task, opts: opts, log: log.With("task", task.Name), phase: PhasePending, newReplayer: newReplayer}
-	e.untilCaughtUp.Store(opts.UntilCaughtUp)
+	e := &Engine{task: task, opts: opts, log: log.With("task", task.Name), phase: PhasePending, finish: newFinishRequest(opts.UntilCaughtUp)}
 	var err error
 	if e.source, err = conn.Open(ctx, "source", task.Source, conn.Options{AppName: "mongoferry"}); err != nil {
 		return nil, err
@@ -191,7 +180,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		"target", e.dstProfile.Flavor, "targetVersion", e.dstProfile.Version, "sourceUpdates", e.srcProfile.UpdateShape.String())
 	e.store = checkpoint.NewStore(e.target, task.Checkpoint.Database, task.Name)
 	e.lease = &lease{store: e.store, key: opts.Shard, log: e.log}
-	e.cut = e.newCutover()
+	e.cut = newCutoverDriver(task, e.store, e.target, e.log, e.finish, opts.OnCutoverStep)
 	if e.mapper, err = catalog.NewMapper(task.Namespaces, task.Checkpoint.Database); err != nil {
 		e.Close()
 		return nil, err
@@ -204,8 +193,9 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	replayStatus := func() *replay.Status { return e.Status().Replay }
 	e.verification = &verification{task: task, source: e.source, target: e.target, mapper: e.mapper, log: e.log,
 		partial: e.streaming.Partial(), replayStatus: replayStatus,
-		positions: &replayPositions{source: e.source, replayStatus: replayStatus, tailer: e.tailer.Load, scripted: opts.Reader != nil}}
-	if e.targetSharding, err = e.openTargetSharding(ctx); err != nil {
+		positions: &replayPositions{source: e.source, replayStatus: replayStatus, tailer: e.streaming.OplogTailer, scripted: opts.Reader != nil}}
+	e.cut.attach(e.streaming, e.verification)
+	if e.targetSharding, err = openTargetSharding(ctx, task, e.source, e.target, e.dstProfile, e.log); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -213,9 +203,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 		Task: task.Name, Spec: &task.Spec, Source: e.source, Target: e.target, Store: e.store,
 		SourceProfile: e.srcProfile, TargetProfile: e.dstProfile, Log: log, ObserveWrite: opts.ObserveWrite, Hook: opts.CopyHook,
 	}
-	if e.targetSharding != nil {
-		copyOpts.ShardTarget = e.shardTarget(e.targetSharding)
-	}
+	copyOpts.ShardTarget = e.targetSharding.shardTarget()
 	if e.shards != nil {
 		if copyOpts.PerShard, err = e.shards.PerShardCopy(); err != nil {
 			e.Close()
@@ -268,8 +256,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	var err error
 	if e.opts.CopyOnly {
 		err = e.runCopyOnly(ctx)
-	} else if err = e.checkCutover(); err == nil {
-		if err = e.checkGivenStart(ctx); err == nil {
+	} else if err = e.cut.check(); err == nil {
+		if err = e.preflight().checkGivenStart(ctx); err == nil {
 			err = e.lease.run(ctx, e.runWatched)
 		}
 	}

@@ -22,10 +22,11 @@ func (e *Engine) run(ctx context.Context) error {
 	// whose oplog position rolled away, a target that is not empty.
 	prev, err := e.store.Task(ctx)
 	exists := err == nil
-	if err := e.checkOplogs(ctx); err != nil {
+	checks := e.preflight()
+	if err := checks.checkOplogs(ctx); err != nil {
 		return err
 	}
-	if err := e.checkSameSelection(prev, exists); err != nil {
+	if err := checks.checkSameSelection(prev, exists); err != nil {
 		return err
 	}
 	if e.streaming.Follows() {
@@ -39,7 +40,7 @@ func (e *Engine) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	e.loadCutover(rec)
+	e.cut.load(rec)
 	return e.walkPhases(ctx, e.firstPhase(rec))
 }
 
@@ -65,7 +66,7 @@ func (e *Engine) checkBeforeWrites(ctx context.Context, prev checkpoint.TaskReco
 			return start, err
 		}
 	}
-	if err := e.checkSelection(ctx); err != nil {
+	if err := e.preflight().checkSelection(ctx); err != nil {
 		return start, err
 	}
 	colls, err := catalog.List(ctx, e.source, e.mapper)
@@ -121,7 +122,7 @@ func (e *Engine) recordRun(ctx context.Context, start runStart) (checkpoint.Task
 // or the copy's state.
 func (e *Engine) firstPhase(rec checkpoint.TaskRecord) Phase {
 	withReplay := e.task.Mode != config.ModeFull
-	switch step := e.cutoverStep(); {
+	switch step := e.cut.step(); {
 	case step == workerapi.CutoverComplete:
 		e.log.Info("the cut-over is complete; nothing left to do", "sourceTS", rec.Cutover.SourceTS, "targetTS", rec.Cutover.TargetTS)
 		return PhaseCompleted
@@ -197,8 +198,8 @@ func (e *Engine) fullSync(ctx context.Context) error {
 // task's verification, then the options the sync deferred restored.
 func (e *Engine) verifyPhase(ctx context.Context) error {
 	spec := &e.task.Spec
-	if e.cutoverStep() != "" {
-		if err := e.finishCutover(ctx); err != nil {
+	if e.cut.step() != "" {
+		if err := e.cut.finishSteps(ctx); err != nil {
 			return err
 		}
 	} else if spec.Verify.Mode != config.VerifyNone && e.streaming.Partial() {
@@ -209,7 +210,7 @@ func (e *Engine) verifyPhase(ctx context.Context) error {
 		}
 	}
 	if spec.Mode != config.ModeFull {
-		return e.restoreDeferred(ctx)
+		return e.cut.restoreDeferred(ctx)
 	}
 	return nil
 }
@@ -230,7 +231,7 @@ func (e *Engine) checkResumeWindow(ctx context.Context, prev checkpoint.TaskReco
 // in time, checked as such against the oplog's window later.
 func (e *Engine) replayStart(ctx context.Context, useOplog bool) (ts bson.Timestamp, empty bool, shards map[string]bson.Timestamp, err error) {
 	if e.task.Incremental.StartAt != "" {
-		ts, shards, err = e.givenStart(ctx, useOplog)
+		ts, shards, err = e.preflight().givenStart(ctx, useOplog)
 		return ts, false, shards, err
 	}
 	return e.streaming.NewestStart(ctx, useOplog)

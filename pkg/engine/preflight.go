@@ -4,13 +4,38 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 )
+
+// preflight runs the checks that stop a task before anything is written:
+// the selection, the source's oplogs and incremental.startAt. It is made
+// for each use from the engine's parts (Engine.preflight).
+type preflight struct {
+	task      *config.Task
+	source    *mongo.Client
+	mapper    *catalog.Mapper
+	store     *checkpoint.Store
+	streaming streamer
+	// log is the logger without the task key (Engine.baseLog).
+	log *slog.Logger
+	// scripted: Options.Reader or Options.ShardReader replaces the oplog
+	// readers (tests).
+	scripted bool
+}
+
+// preflight returns the checks before anything is written, given the
+// engine's parts.
+func (e *Engine) preflight() preflight {
+	return preflight{task: e.task, source: e.source, mapper: e.mapper, store: e.store, streaming: e.streaming,
+		log: e.baseLog(), scripted: e.opts.Reader != nil || e.opts.ShardReader != nil}
+}
 
 // checkSelection applies the task's namespace rules to the source's
 // collections before anything is written: it warns about include patterns
@@ -19,23 +44,23 @@ import (
 // full, or because namespaces.exclude removed what include selected; a
 // replaying task whose include matches nothing yet may wait for the
 // collections to be created).
-func (e *Engine) checkSelection(ctx context.Context) error {
-	names, err := catalog.Names(ctx, e.source, e.mapper)
+func (p preflight) checkSelection(ctx context.Context) error {
+	names, err := catalog.Names(ctx, p.source, p.mapper)
 	if err != nil {
 		return err
 	}
-	sel := e.mapper.Select(names)
-	if msg := sel.Waiting(e.task.Namespaces.Include); msg != "" && e.task.Mode != config.ModeFull {
-		e.baseLog().WarnContext(ctx, msg)
+	sel := p.mapper.Select(names)
+	if msg := sel.Waiting(p.task.Namespaces.Include); msg != "" && p.task.Mode != config.ModeFull {
+		p.log.WarnContext(ctx, msg)
 	} else {
 		for _, why := range sel.Warnings {
-			e.baseLog().WarnContext(ctx, why)
+			p.log.WarnContext(ctx, why)
 		}
 	}
-	if err := sel.Err(); err != nil && (e.task.Mode == config.ModeFull || sel.Excluded) {
+	if err := sel.Err(); err != nil && (p.task.Mode == config.ModeFull || sel.Excluded) {
 		return err
 	}
-	return e.mapper.Collisions(sel.Selected)
+	return p.mapper.Collisions(sel.Selected)
 }
 
 // checkOplogs fails with source.ErrNoOplog, before anything is written,
@@ -43,16 +68,16 @@ func (e *Engine) checkSelection(ctx context.Context) error {
 // replays (every shard, for the process that runs the copy), that keeps
 // none: the copy would finish and replay would wait
 // forever for changes. Scripted readers (tests) need no oplog.
-func (e *Engine) checkOplogs(ctx context.Context) error {
-	spec := &e.task.Spec
-	if spec.Mode == config.ModeFull || spec.Incremental.Method == config.MethodChangeStream || e.opts.Reader != nil || e.opts.ShardReader != nil {
+func (p preflight) checkOplogs(ctx context.Context) error {
+	spec := &p.task.Spec
+	if spec.Mode == config.ModeFull || spec.Incremental.Method == config.MethodChangeStream || p.scripted {
 		return nil
 	}
 	what := "mode: " + string(spec.Mode)
 	if spec.Mode == config.ModeIncremental {
 		what += " with incremental.method: oplog"
 	}
-	return e.streaming.CheckOplogs(ctx, what)
+	return p.streaming.CheckOplogs(ctx, what)
 }
 
 // ErrSelectionChanged means a task's namespaces differ from those its
@@ -64,11 +89,11 @@ var ErrSelectionChanged = errors.New("the task's namespaces changed since its ch
 // written, when the task's checkpoint (prev, if it exists) was written
 // for other namespaces. Checkpoints from before the namespaces were kept
 // are taken as they are.
-func (e *Engine) checkSameSelection(prev checkpoint.TaskRecord, exists bool) error {
+func (p preflight) checkSameSelection(prev checkpoint.TaskRecord, exists bool) error {
 	if !exists || prev.Selection == nil {
 		return nil
 	}
-	changes := config.SelectionChanges(*prev.Selection, e.task.Namespaces)
+	changes := config.SelectionChanges(*prev.Selection, p.task.Namespaces)
 	if changes == "" {
 		return nil
 	}
@@ -83,15 +108,15 @@ func (e *Engine) checkSameSelection(prev checkpoint.TaskRecord, exists bool) err
 // incremental.startAt is no longer in the source's oplog: nothing is
 // written for a task that cannot start. A task with a checkpoint resumes
 // from it and ignores startAt.
-func (e *Engine) checkGivenStart(ctx context.Context) error {
-	spec := &e.task.Spec
-	if spec.Incremental.StartAt == "" || spec.Mode == config.ModeFull || e.streaming.Follows() {
+func (p preflight) checkGivenStart(ctx context.Context) error {
+	spec := &p.task.Spec
+	if spec.Incremental.StartAt == "" || spec.Mode == config.ModeFull || p.streaming.Follows() {
 		return nil
 	}
-	if prev, err := e.store.Task(ctx); err == nil && prev.HasStart() {
+	if prev, err := p.store.Task(ctx); err == nil && prev.HasStart() {
 		return nil
 	}
-	_, _, err := e.givenStart(ctx, spec.Incremental.Method != config.MethodChangeStream)
+	_, _, err := p.givenStart(ctx, spec.Incremental.Method != config.MethodChangeStream)
 	return err
 }
 
@@ -101,11 +126,11 @@ func (e *Engine) checkGivenStart(ctx context.Context) error {
 // than the source's (or a shard's) oldest entry fails with
 // ErrOplogWindowLost before anything is recorded or written, since the
 // changes between it and the oldest entry are gone.
-func (e *Engine) givenStart(ctx context.Context, useOplog bool) (bson.Timestamp, map[string]bson.Timestamp, error) {
-	ts, err := config.ParseStartAt(e.task.Incremental.StartAt)
+func (p preflight) givenStart(ctx context.Context, useOplog bool) (bson.Timestamp, map[string]bson.Timestamp, error) {
+	ts, err := config.ParseStartAt(p.task.Incremental.StartAt)
 	if err != nil {
 		return ts, nil, fmt.Errorf("incremental.startAt: %w", err)
 	}
-	starts, err := e.streaming.CheckGivenStart(ctx, ts, useOplog)
+	starts, err := p.streaming.CheckGivenStart(ctx, ts, useOplog)
 	return ts, starts, err
 }

@@ -287,7 +287,7 @@ func runOnce(t *testing.T, task *config.Task, want smRun) smResult {
 	copier := &fakeCopier{act: want.copier, suspend: cancel}
 	var res smResult
 	e.copier = copier
-	e.newReplayer = func(o replay.Options) Replayer {
+	e.streaming.(*replicaSetStreamer).newReplayer = func(o replay.Options) Replayer {
 		res.from, res.streams = o.From, true
 		return &fakeReplayer{act: want.replayer, suspend: cancel, opts: o}
 	}

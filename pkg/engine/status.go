@@ -65,15 +65,16 @@ type Status struct {
 type TopologyStatus = workerapi.Topology
 
 // startup returns the run's start-up time and whether it is still
-// starting. Called with e.mu held.
-func (e *Engine) startup(c fullsync.Status) (float64, bool) {
+// starting, given when replay started (zero before). Called with e.mu
+// held.
+func (e *Engine) startup(c fullsync.Status, streamAt time.Time) (float64, bool) {
 	switch {
 	case e.started.IsZero():
 		return 0, false
 	case !c.FirstDocumentAt.IsZero():
 		return c.FirstDocumentAt.Sub(e.started).Seconds(), false
-	case !e.streamAt.IsZero():
-		return e.streamAt.Sub(e.started).Seconds(), false
+	case !streamAt.IsZero():
+		return streamAt.Sub(e.started).Seconds(), false
 	case e.phase != PhasePending && e.phase != PhaseFullSync:
 		return 0, false
 	}
@@ -109,14 +110,10 @@ type VerifyStatus struct {
 // Status returns a snapshot; it is cheap and safe to call at any time.
 func (e *Engine) Status() Status {
 	copyStatus := e.copier.Status()
-	var replayStatus *replay.Status
-	if r := e.replayer.Load(); r != nil {
-		rs := (*r).Status()
-		replayStatus = &rs
-	}
-	targetSharding := e.targetShardingStatus()
+	replayStatus := e.streaming.ReplayStatus()
+	targetSharding := e.targetSharding.status()
 	var src *SourceStatus
-	if t := e.tailer.Load(); t != nil {
+	if t := e.streaming.OplogTailer(); t != nil {
 		ts := t.Stats()
 		src = &SourceStatus{TailerStats: ts, OplogQueries: ts.Reopens + ts.NewestReads}
 	}
@@ -125,6 +122,7 @@ func (e *Engine) Status() Status {
 		replayStatus = shardedsource.AggregateReplay(shards)
 	}
 	streaming := e.StreamVerifyStatus()
+	streamAt := e.streaming.StreamAt()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	// Read with e.mu held: a report is kept before the phase moves on.
@@ -134,8 +132,8 @@ func (e *Engine) Status() Status {
 	if e.err != nil {
 		s.Error = e.err.Error()
 	}
-	s.StartupSeconds, s.Starting = e.startup(copyStatus)
-	s.Cutover = e.cutoverStatus(verifyProg)
+	s.StartupSeconds, s.Starting = e.startup(copyStatus, streamAt)
+	s.Cutover = e.cut.status(verifyProg)
 	if !e.started.IsZero() {
 		end := e.finished
 		if end.IsZero() {
@@ -144,7 +142,7 @@ func (e *Engine) Status() Status {
 		s.ElapsedSeconds = end.Sub(e.started).Seconds()
 	}
 	verifyMode := string(e.task.Verify.Mode)
-	if e.cut != nil && e.cut.Running() {
+	if e.cut.running() {
 		verifyMode = string(e.task.Cutover.Verify)
 	}
 	switch {

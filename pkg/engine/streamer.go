@@ -3,20 +3,26 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
+	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
 	"github.com/mongoferry/mongoferry/pkg/engine/conn"
+	"github.com/mongoferry/mongoferry/pkg/engine/cutover"
+	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/shardedsource"
 	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
 // streamer is how a run reads the source's changes: one oplog for a
 // replica set (replicaSetStreamer), one subtask per shard for a sharded
-// source (shardedsource.Source). The engine's phases, the
+// source (shardedsource.Source, as shardedStreamer). The engine's phases, the
 // cut-over and /status go through it; pickStreamer is the one place that
 // asks which kind of source this is.
 type streamer interface {
@@ -63,17 +69,41 @@ type streamer interface {
 	// drain position: where ("" or " of shard s"), the drain position
 	// and the newest entry; ok false when none is (or none can be read).
 	NewestAfterDrain(ctx context.Context, c checkpoint.CutoverRecord) (where string, drained, newest bson.Timestamp, ok bool)
+	// ReplayStatus is a snapshot of the replay this run started, nil
+	// before it starts and for a sharded source (whose ShardStatuses
+	// Status sums).
+	ReplayStatus() *replay.Status
+	// OplogTailer is the oplog tailer replay reads, nil while none does
+	// (always for a sharded source, whose subtasks read their shards).
+	OplogTailer() *source.Tailer
+	// StreamAt is when replay started in this run, zero before it starts
+	// and for a sharded source.
+	StreamAt() time.Time
 }
 
 // pickStreamer picks how this run reads the source, once Open found
 // which kind it is (openShards).
 func (e *Engine) pickStreamer() streamer {
 	if e.shards != nil {
-		return e.shards
+		return shardedStreamer{e.shards}
 	}
-	return &replicaSetStreamer{task: e.task, shard: e.opts.Shard, source: e.source, srcProfile: e.srcProfile,
-		store: e.store, scripted: e.opts.Reader != nil, replay: e.stream}
+	return &replicaSetStreamer{task: e.task, shard: e.opts.Shard, log: e.log, baseLog: e.baseLog(),
+		source: e.source, target: e.target, srcProfile: e.srcProfile, dstProfile: e.dstProfile,
+		store: e.store, mapper: e.mapper, cut: e.cut.machine, finish: e.finish, newReplayer: newReplayer,
+		reader: e.opts.Reader, checkpointInterval: e.opts.CheckpointInterval, observeReplay: e.opts.ObserveReplay,
+		whileStreaming: func(ctx context.Context) { e.verification.whileStreaming(ctx) },
+		shardKeys:      func() replay.ShardKeys { return e.targetSharding.replayShardKeys() }}
 }
+
+// shardedStreamer is a sharded source as the engine's streamer: its
+// subtasks replay, each reading its shard's oplog (ShardStatuses).
+type shardedStreamer struct{ *shardedsource.Source }
+
+func (shardedStreamer) ReplayStatus() *replay.Status { return nil }
+
+func (shardedStreamer) OplogTailer() *source.Tailer { return nil }
+
+func (shardedStreamer) StreamAt() time.Time { return time.Time{} }
 
 // openShards finds whether the source is read shard by shard and, if so,
 // connects to its shards (shardedsource.Source.Open): e.shards
@@ -82,18 +112,20 @@ func (e *Engine) pickStreamer() streamer {
 func (e *Engine) openShards(ctx context.Context) error {
 	e.shards = shardedsource.New(shardedsource.Config{
 		Task: e.task, Log: e.log, BaseLog: e.baseLog(), Source: e.source, Target: e.target,
-		SourceProfile: e.srcProfile, TargetProfile: e.dstProfile, Store: e.store, Mapper: e.mapper, Cutover: e.cut,
+		SourceProfile: e.srcProfile, TargetProfile: e.dstProfile, Store: e.store, Mapper: e.mapper, Cutover: e.cut.machine,
 		Options: shardedsource.Options{Shard: e.opts.Shard, ShardReader: e.opts.ShardReader, TopologyInterval: e.opts.TopologyInterval,
 			CheckpointInterval: e.opts.CheckpointInterval, ObserveReplay: e.opts.ObserveReplay, ObserveWrite: e.opts.ObserveWrite},
 		Run: shardedsource.Run{
-			UntilCaughtUp:  e.untilCaughtUp.Load,
+			UntilCaughtUp:  e.finish.untilCaughtUp,
 			SetPhase:       e.setPhase,
 			TakeLease:      e.lease.take,
 			WhileStreaming: func(ctx context.Context) { e.verification.whileStreaming(ctx) },
-			ReplayParams:   e.replayParams,
-			ShardKeys:      e.replayShardKeys,
-			HelpCopy:       func(ctx context.Context) (int, error) { return e.copier.HelpCopy(ctx) },
-			Copied:         func(ns, target string, docs, bytes int64) { e.copier.Copied(ns, target, docs, bytes) },
+			ReplayParams: func(ctx context.Context) (map[string]bool, []catalog.Namespace, error) {
+				return replayParams(ctx, e.source, e.mapper)
+			},
+			ShardKeys: func() replay.ShardKeys { return e.targetSharding.replayShardKeys() },
+			HelpCopy:  func(ctx context.Context) (int, error) { return e.copier.HelpCopy(ctx) },
+			Copied:    func(ns, target string, docs, bytes int64) { e.copier.Copied(ns, target, docs, bytes) },
 		},
 	})
 	sharded, err := e.shards.Open(ctx)
@@ -107,18 +139,42 @@ func (e *Engine) openShards(ctx context.Context) error {
 }
 
 // replicaSetStreamer reads a replica set's oplog (or a change stream,
-// through mongos too) in one replay, which the engine runs (replay).
+// through mongos too) in one replay (stream.go). It owns the replay's
+// state and knows the engine only through its fields: the engine's parts,
+// its options, and what it needs of the run as functions.
 type replicaSetStreamer struct {
 	task *config.Task
 	// shard is Options.Shard.
-	shard      string
-	source     *mongo.Client
-	srcProfile conn.Profile
-	store      *checkpoint.Store
-	// scripted: Options.Reader replaces the oplog tailer (tests).
-	scripted bool
-	// replay is the Streaming phase's replay (Engine.stream).
-	replay func(ctx context.Context) error
+	shard string
+	// log names the task; baseLog does not (for the replayer, which adds
+	// it itself).
+	log, baseLog           *slog.Logger
+	source, target         *mongo.Client
+	srcProfile, dstProfile conn.Profile
+	store                  *checkpoint.Store
+	mapper                 *catalog.Mapper
+	// cut is the task's cut-over, which drives replay once it runs.
+	cut *cutover.Machine
+	// finish says when replay ends once caught up (shared with the
+	// engine, which asks).
+	finish *finishRequest
+	// newReplayer makes the replayer (newReplayer; tests give fakes).
+	newReplayer func(replay.Options) Replayer
+	// reader, Options.Reader, replaces the oplog tailer (tests).
+	reader func(from bson.Timestamp) source.OplogReader
+	// checkpointInterval and observeReplay are Options'.
+	checkpointInterval time.Duration
+	observeReplay      func(op string, d time.Duration)
+	// whileStreaming runs the streaming verification while replay runs,
+	// until ctx ends; shardKeys is what replay needs to know of a sharded
+	// target (targetSharding.replayShardKeys).
+	whileStreaming func(ctx context.Context)
+	shardKeys      func() replay.ShardKeys
+
+	replayer atomic.Pointer[Replayer]
+	tailer   atomic.Pointer[source.Tailer]
+	// streamAt is when replay started in this run.
+	streamAt atomic.Pointer[time.Time]
 }
 
 func (*replicaSetStreamer) Follows() bool { return false }
@@ -147,7 +203,7 @@ func (s *replicaSetStreamer) CheckWindow(ctx context.Context, prev checkpoint.Ta
 }
 
 func (s *replicaSetStreamer) CheckGivenStart(ctx context.Context, ts bson.Timestamp, useOplog bool) (map[string]bson.Timestamp, error) {
-	if useOplog && !s.scripted {
+	if useOplog && s.reader == nil {
 		if err := source.CheckWindow(ctx, s.source, ts, false); err != nil {
 			return nil, fmt.Errorf("incremental.startAt %s: %w", s.task.Incremental.StartAt, err)
 		}
@@ -176,8 +232,6 @@ func (s *replicaSetStreamer) CopyEnd(ctx context.Context, useOplog bool) (bson.T
 	}
 	return endTS, err
 }
-
-func (s *replicaSetStreamer) Stream(ctx context.Context) error { return s.replay(ctx) }
 
 func (s *replicaSetStreamer) OplogSides(ctx context.Context) ([]source.OplogSide, error) {
 	rec, err := s.store.Task(ctx)

@@ -25,8 +25,8 @@ func TestTargetPositionWarning(t *testing.T) {
 	}
 	defer func() { _ = target.Disconnect(context.Background()) }()
 	var logged bytes.Buffer
-	e := &Engine{log: slog.New(slog.NewTextHandler(&logged, nil)), target: target}
-	if ts, err := e.targetPosition(context.Background()); err != nil || !ts.IsZero() {
+	d := &cutoverDriver{log: slog.New(slog.NewTextHandler(&logged, nil)), target: target}
+	if ts, err := d.targetPosition(context.Background()); err != nil || !ts.IsZero() {
 		t.Fatalf("targetPosition: %v, %v; want no position and no error", ts, err)
 	}
 	if out := logged.String(); !strings.Contains(out, "the target's oplog position is unknown") || strings.Contains(out, "source") {
