@@ -24,7 +24,10 @@
 //     writes to documents in memory and checks that each document's
 //     writes arrive in the cluster's order, none from a fromMigrate entry
 //     and none twice except when a restarted subtask replays after its
-//     checkpoint. Optionally it forwards them to a real FerretDB target;
+//     checkpoint. Such a replay may land behind a later write its earlier
+//     instance applied, when that instance applied the write first or had
+//     it refused on _id first (stepped over, or settled from the source).
+//     Optionally it forwards them to a real FerretDB target;
 //   - Target, optionally, makes that target a sharded cluster of a given
 //     version (5.0 to 8.0) and shard key: the task's pre-split plan
 //     (targetsharding.MakePlan from the model's chunks) is applied to its chunk

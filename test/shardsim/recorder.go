@@ -25,6 +25,11 @@ type Recorder struct {
 	// they arrived, and the subtask steps over those that meet a newer
 	// document.
 	refused map[WriteKey]int
+	// lastRefused is, per write and instance of its shard's subtask, the
+	// event at which that instance last had the write refused so; events
+	// counts the writes applied and refused.
+	lastRefused map[refusal]int
+	events      int
 	// deletes are, per _id, the numbers of the model's deletes that end
 	// a document (deletedBetween).
 	deletes map[int64][]int
@@ -42,6 +47,13 @@ type Recorder struct {
 type applied struct {
 	w    Write
 	inst int
+	at   int // its number among the events (Recorder.events)
+}
+
+// refusal is a write refused to one instance of its shard's subtask.
+type refusal struct {
+	k    WriteKey
+	inst int
 }
 
 type start struct {
@@ -51,7 +63,8 @@ type start struct {
 
 // NewRecorder returns an empty target for m's writes.
 func NewRecorder(m *Model) *Recorder {
-	return &Recorder{m: m, docs: map[int64]Doc{}, applied: map[int64][]applied{}, starts: map[string][]start{}, count: map[WriteKey]int{}, refused: map[WriteKey]int{}}
+	return &Recorder{m: m, docs: map[int64]Doc{}, applied: map[int64][]applied{}, starts: map[string][]start{}, count: map[WriteKey]int{}, refused: map[WriteKey]int{},
+		lastRefused: map[refusal]int{}}
 }
 
 // Started records that instance inst of shard's subtask starts after from.
@@ -133,13 +146,16 @@ func (r *Recorder) Apply(_ context.Context, shard string, inst int, models []mon
 			// index; the writes after it in the ordered command are not
 			// applied.
 			r.refused[key]++
+			r.events++
+			r.lastRefused[refusal{k: key, inst: inst}] = r.events
 			return mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{Index: i, Code: 11000,
 				Message: fmt.Sprintf("E11000 duplicate key error collection: %s index: _id_ dup key: { _id: %d }", r.m.NS, id),
 				Details: bson.Raw(dupDetails)}}}}
 		}
 		r.checkOrder(w, inst, effect)
 		r.count[key]++
-		r.applied[id] = append(r.applied[id], applied{w: w, inst: inst})
+		r.events++
+		r.applied[id] = append(r.applied[id], applied{w: w, inst: inst, at: r.events})
 		if effect {
 			if next == nil {
 				delete(r.docs, id)
@@ -196,6 +212,16 @@ func (r *Recorder) checkOrder(w Write, inst int, effect bool) {
 		if replay && (!effect || a.w.Shard == w.Shard && a.inst < inst) {
 			continue
 		}
+		// The same for a write the earlier instance had refused on
+		// _id (another shard's document with its _id) and never
+		// applied: it stepped the write over, or wrote the source's
+		// document, after its last refusal (replay's conflict.go,
+		// stale.go), and only then applied the newer write. This
+		// instance, started below the write, applies both again, in
+		// order.
+		if r.refusedBefore(w, a) && r.restartedBelow(w.Shard, inst, w.TS) && inst > a.inst {
+			continue
+		}
 		// A write filtered on a document key the document on the target
 		// does not have changes nothing: the old shard's part of a
 		// shard-key change may land after the new shard's later writes
@@ -218,6 +244,13 @@ func (r *Recorder) checkOrder(w Write, inst int, effect bool) {
 			w.ID, w.TS.T, w.TS.I, w.Shard, w.Seq, a.w.Seq, a.w.TS.T, a.w.TS.I, a.w.Shard)
 		return
 	}
+}
+
+// refusedBefore reports whether the instance that applied a, of w's
+// shard, last met a duplicate key on _id with w before it applied a.
+func (r *Recorder) refusedBefore(w Write, a applied) bool {
+	at, ok := r.lastRefused[refusal{k: w.WriteKey, inst: a.inst}]
+	return ok && a.w.Shard == w.Shard && at < a.at
 }
 
 // deletedBetween reports whether the model deleted document id with a
