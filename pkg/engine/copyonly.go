@@ -68,7 +68,7 @@ func (e *Engine) runCopyOnly(ctx context.Context) error {
 				return err
 			}
 			e.log.Info("copy-only worker: the task's run recorded the full copy done; nothing left for this worker")
-			e.setPhase(PhaseCompleted)
+			e.state.setPhase(PhaseCompleted)
 			return nil
 		case err != nil && !errors.Is(err, mongo.ErrNoDocuments):
 			return err
@@ -78,7 +78,7 @@ func (e *Engine) runCopyOnly(ctx context.Context) error {
 			return err
 		}
 		if e.copier.Status().CopiedThisRun > 0 || open > 0 {
-			e.setPhase(PhaseFullSync)
+			e.state.setPhase(PhaseFullSync)
 		}
 		if time.Since(waiting) > 30*time.Second {
 			e.log.Info("copy-only worker: waiting for the task's run", "rangesNotDone", open, "documentsCopied", e.copier.Status().CopiedThisRun)

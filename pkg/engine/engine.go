@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -136,16 +135,9 @@ type Engine struct {
 	// while replay runs (verifyrun.go, streamverify.go).
 	verification *verification
 
-	mu       sync.Mutex
-	phase    Phase
-	err      error
-	started  time.Time
-	finished time.Time
-	// windows are the source oplogs' windows, read by watchWindows.
-	windows []OplogWindow
-	// onPhase, when set, is told every phase the task enters, once the
-	// checkpoint records it (tests).
-	onPhase func(Phase)
+	// state is what the run reports: its phase, error, times and the
+	// source oplogs' windows (runstate.go).
+	state runState
 }
 
 // Open connects to the task's source and target and checks that they are
@@ -155,7 +147,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{task: task, opts: opts, log: log.With("task", task.Name), phase: PhasePending, finish: newFinishRequest(opts.UntilCaughtUp)}
+	e := &Engine{task: task, opts: opts, log: log.With("task", task.Name), state: runState{phase: PhasePending}, finish: newFinishRequest(opts.UntilCaughtUp)}
 	var err error
 	if e.source, err = conn.Open(ctx, "source", task.Source, conn.Options{AppName: "mongoferry"}); err != nil {
 		return nil, err
@@ -250,9 +242,7 @@ func (e *Engine) Target() *mongo.Client { return e.target }
 // restarted task resumes from its checkpoint: the same path as a first
 // start.
 func (e *Engine) Run(ctx context.Context) error {
-	e.mu.Lock()
-	e.started = time.Now()
-	e.mu.Unlock()
+	e.state.start()
 	var err error
 	if e.opts.CopyOnly {
 		err = e.runCopyOnly(ctx)
@@ -262,12 +252,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	}
 	err = explainBlockedWrites(err)
-	e.mu.Lock()
-	e.finished = time.Now()
-	if err != nil && ctx.Err() == nil {
-		e.phase, e.err = PhaseFailed, err
-	}
-	e.mu.Unlock()
+	e.state.end(err, err != nil && ctx.Err() == nil)
 	// A failure before the run was recorded (bad input, OplogWindowLost)
 	// leaves the target untouched.
 	if err != nil && ctx.Err() == nil && e.recorded.Load() {
@@ -284,12 +269,6 @@ func (e *Engine) runWatched(ctx context.Context) error {
 	err := e.run(ctx)
 	stopWindows()
 	return err
-}
-
-func (e *Engine) setPhase(p Phase) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.phase = p
 }
 
 // baseLog is the logger without the task key, for parts that add it

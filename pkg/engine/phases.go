@@ -141,15 +141,13 @@ func (e *Engine) firstPhase(rec checkpoint.TaskRecord) Phase {
 func (e *Engine) walkPhases(ctx context.Context, next Phase) error {
 	withReplay := e.task.Mode != config.ModeFull
 	for {
-		e.setPhase(next)
+		e.state.setPhase(next)
 		if next != PhaseCompleted {
 			if err := e.store.SetPhase(ctx, string(next), false); err != nil {
 				return err
 			}
 		}
-		if e.onPhase != nil {
-			e.onPhase(next)
-		}
+		e.state.entered(next)
 		e.log.Info("phase", "phase", next)
 		switch next {
 		case PhaseFullSync:

@@ -117,7 +117,7 @@ func (e *Engine) openShards(ctx context.Context) error {
 			CheckpointInterval: e.opts.CheckpointInterval, ObserveReplay: e.opts.ObserveReplay, ObserveWrite: e.opts.ObserveWrite},
 		Run: shardedsource.Run{
 			UntilCaughtUp:  e.finish.untilCaughtUp,
-			SetPhase:       e.setPhase,
+			SetPhase:       e.state.setPhase,
 			TakeLease:      e.lease.take,
 			WhileStreaming: func(ctx context.Context) { e.verification.whileStreaming(ctx) },
 			ReplayParams: func(ctx context.Context) (map[string]bool, []catalog.Namespace, error) {

@@ -36,8 +36,8 @@ type verification struct {
 	// positions answer the streaming verifier (replayPositions).
 	positions verify.Positions
 
-	// mu may be taken with Engine.mu held (Status); nothing is called
-	// with it held that takes Engine.mu.
+	// mu may be taken with runState.mu held (Status); nothing is called
+	// with it held that takes runState.mu.
 	mu         sync.Mutex
 	verifyRes  *verify.Report
 	verifyProg verifyProgress

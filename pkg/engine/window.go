@@ -60,9 +60,7 @@ func (e *Engine) watchWindows(ctx context.Context) {
 			}
 		}
 		if out != nil {
-			e.mu.Lock()
-			e.windows = out
-			e.mu.Unlock()
+			e.state.setWindows(out)
 		}
 		select {
 		case <-ctx.Done():
