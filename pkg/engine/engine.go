@@ -101,20 +101,18 @@ type Options struct {
 
 // Engine runs one task.
 type Engine struct {
-	task           *config.Task
-	opts           Options
-	log            *slog.Logger
-	source, target *mongo.Client
-	// profiles of the source and target servers, found once in Open.
-	srcProfile, dstProfile conn.Profile
-	store                  *checkpoint.Store
+	task *config.Task
+	opts Options
+	log  *slog.Logger
+	// endpoints are the clients, profiles, checkpoint store and mapper
+	// Open finds once.
+	endpoints
 	// lease is the task's lease, held while the run writes (lease.go).
 	lease  *lease
 	copier Copier
 	// targetSharding shards a sharded target's collections before the
 	// copy writes to them (nil for a target that is not sharded).
 	targetSharding *targetSharding
-	mapper         *catalog.Mapper
 	recorded       atomic.Bool // the run is recorded in the checkpoint database
 	// finish says when replay ends once caught up (Options.UntilCaughtUp,
 	// FinishWhenCaughtUp, a cut-over); the streamer reads it.
@@ -138,6 +136,18 @@ type Engine struct {
 	// state is what the run reports: its phase, error, times and the
 	// source oplogs' windows (runstate.go).
 	state runState
+}
+
+// endpoints are what Open connects to and finds once, shared by the
+// engine's parts: the source and target clients, the profiles of their
+// servers, the task's checkpoint store on the target and the mapper of
+// its namespaces.
+type endpoints struct {
+	source, target *mongo.Client
+	// profiles of the source and target servers, found once in Open.
+	srcProfile, dstProfile conn.Profile
+	store                  *checkpoint.Store
+	mapper                 *catalog.Mapper
 }
 
 // Open connects to the task's source and target and checks that they are
@@ -183,7 +193,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	}
 	e.streaming = e.pickStreamer()
 	replayStatus := func() *replay.Status { return e.Status().Replay }
-	e.verification = &verification{task: task, source: e.source, target: e.target, mapper: e.mapper, log: e.log,
+	e.verification = &verification{task: task, endpoints: e.endpoints, log: e.log,
 		partial: e.streaming.Partial(), replayStatus: replayStatus,
 		positions: &replayPositions{source: e.source, replayStatus: replayStatus, tailer: e.streaming.OplogTailer, scripted: opts.Reader != nil}}
 	e.cut.attach(e.streaming, e.verification)

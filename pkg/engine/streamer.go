@@ -13,7 +13,6 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/checkpoint"
-	"github.com/mongoferry/mongoferry/pkg/engine/conn"
 	"github.com/mongoferry/mongoferry/pkg/engine/cutover"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
 	"github.com/mongoferry/mongoferry/pkg/engine/shardedsource"
@@ -88,8 +87,7 @@ func (e *Engine) pickStreamer() streamer {
 		return shardedStreamer{e.shards}
 	}
 	return &replicaSetStreamer{task: e.task, shard: e.opts.Shard, log: e.log, baseLog: e.baseLog(),
-		source: e.source, target: e.target, srcProfile: e.srcProfile, dstProfile: e.dstProfile,
-		store: e.store, mapper: e.mapper, cut: e.cut.machine, finish: e.finish, newReplayer: newReplayer,
+		endpoints: e.endpoints, cut: e.cut.machine, finish: e.finish, newReplayer: newReplayer,
 		reader: e.opts.Reader, checkpointInterval: e.opts.CheckpointInterval, observeReplay: e.opts.ObserveReplay,
 		whileStreaming: func(ctx context.Context) { e.verification.whileStreaming(ctx) },
 		shardKeys:      func() replay.ShardKeys { return e.targetSharding.replayShardKeys() }}
@@ -148,11 +146,8 @@ type replicaSetStreamer struct {
 	shard string
 	// log names the task; baseLog does not (for the replayer, which adds
 	// it itself).
-	log, baseLog           *slog.Logger
-	source, target         *mongo.Client
-	srcProfile, dstProfile conn.Profile
-	store                  *checkpoint.Store
-	mapper                 *catalog.Mapper
+	log, baseLog *slog.Logger
+	endpoints
 	// cut is the task's cut-over, which drives replay once it runs.
 	cut *cutover.Machine
 	// finish says when replay ends once caught up (shared with the
