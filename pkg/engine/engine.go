@@ -212,7 +212,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 			return nil, err
 		}
 	}
-	if copyOpts.Leaser, copyOpts.Processes, err = e.copyLeaser(); err != nil {
+	if copyOpts.Leaser, copyOpts.Processes, err = copyLeaser(task, opts, e.shards, e.target); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -255,7 +255,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.state.start()
 	var err error
 	if e.opts.CopyOnly {
-		err = e.runCopyOnly(ctx)
+		err = runCopyOnly(ctx, e.log, e.store, e.copier, &e.state)
 	} else if err = e.cut.check(); err == nil {
 		if err = e.preflight().checkGivenStart(ctx); err == nil {
 			err = e.lease.run(ctx, e.runWatched)
