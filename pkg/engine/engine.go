@@ -275,7 +275,9 @@ func (e *Engine) Run(ctx context.Context) error {
 // oplogs' windows.
 func (e *Engine) runWatched(ctx context.Context) error {
 	wctx, stopWindows := context.WithCancel(ctx)
-	go e.watchWindows(wctx)
+	if watchesWindows(e.task, e.opts) {
+		go e.state.watchWindows(wctx, e.streaming)
+	}
 	err := e.run(ctx)
 	stopWindows()
 	return err
