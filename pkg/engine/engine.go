@@ -3,8 +3,8 @@
 // Completed or Failed) in one state machine (phases.go), composing the
 // full copy (fullsync), oplog replay (replay) and verification (verify),
 // the first two through the Copier and Replayer interfaces (engine.go),
-// and reading the source's changes through a streamer, replica set
-// (streamer.go, stream.go) or sharded; a sharded source runs one subtask
+// and reading the source's changes through a streamer (streamer.go),
+// replica set (stream.go) or sharded; a sharded source runs one subtask
 // per shard, all in one process or one per worker (package
 // shardedsource). The
 // cut-over is package cutover's state machine, given the engine's parts
