@@ -99,7 +99,10 @@ type Options struct {
 	OnCutoverStep func(step string)
 }
 
-// Engine runs one task.
+// Engine runs one task. Open connects (endpoints) and makes its parts:
+// the copier, the streamer, the cut-over driver and the verification.
+// Run walks the phases over them (phases.go), under the task's lease;
+// Status reports the run's state (runstate.go) with theirs.
 type Engine struct {
 	task *config.Task
 	opts Options
