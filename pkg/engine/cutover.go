@@ -98,7 +98,7 @@ func (d *cutoverDriver) finishSteps(ctx context.Context) error {
 }
 
 // status is the cut-over as /status reports it, with p the progress of
-// the verification that runs. Called with Engine.mu held.
+// the verification that runs. Called with runState.mu held.
 func (d *cutoverDriver) status(p verifyProgress) *workerapi.Cutover {
 	if d == nil {
 		return nil

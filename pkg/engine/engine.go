@@ -3,8 +3,8 @@
 // Completed or Failed) in one state machine (phases.go), composing the
 // full copy (fullsync), oplog replay (replay) and verification (verify),
 // the first two through the Copier and Replayer interfaces (engine.go),
-// and reading the source's changes through a streamer, replica set
-// (streamer.go, stream.go) or sharded; a sharded source runs one subtask
+// and reading the source's changes through a streamer (streamer.go),
+// replica set (stream.go) or sharded; a sharded source runs one subtask
 // per shard, all in one process or one per worker (package
 // shardedsource). The
 // cut-over is package cutover's state machine, given the engine's parts
@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -100,22 +99,23 @@ type Options struct {
 	OnCutoverStep func(step string)
 }
 
-// Engine runs one task.
+// Engine runs one task. Open connects (endpoints) and makes its parts:
+// the copier, the streamer, the cut-over driver and the verification.
+// Run walks the phases over them (phases.go), under the task's lease;
+// Status reports the run's state (runstate.go) with theirs.
 type Engine struct {
-	task           *config.Task
-	opts           Options
-	log            *slog.Logger
-	source, target *mongo.Client
-	// profiles of the source and target servers, found once in Open.
-	srcProfile, dstProfile conn.Profile
-	store                  *checkpoint.Store
+	task *config.Task
+	opts Options
+	log  *slog.Logger
+	// endpoints are the clients, profiles, checkpoint store and mapper
+	// Open finds once.
+	endpoints
 	// lease is the task's lease, held while the run writes (lease.go).
 	lease  *lease
 	copier Copier
 	// targetSharding shards a sharded target's collections before the
 	// copy writes to them (nil for a target that is not sharded).
 	targetSharding *targetSharding
-	mapper         *catalog.Mapper
 	recorded       atomic.Bool // the run is recorded in the checkpoint database
 	// finish says when replay ends once caught up (Options.UntilCaughtUp,
 	// FinishWhenCaughtUp, a cut-over); the streamer reads it.
@@ -136,16 +136,21 @@ type Engine struct {
 	// while replay runs (verifyrun.go, streamverify.go).
 	verification *verification
 
-	mu       sync.Mutex
-	phase    Phase
-	err      error
-	started  time.Time
-	finished time.Time
-	// windows are the source oplogs' windows, read by watchWindows.
-	windows []OplogWindow
-	// onPhase, when set, is told every phase the task enters, once the
-	// checkpoint records it (tests).
-	onPhase func(Phase)
+	// state is what the run reports: its phase, error, times and the
+	// source oplogs' windows (runstate.go).
+	state runState
+}
+
+// endpoints are what Open connects to and finds once, shared by the
+// engine's parts: the source and target clients, the profiles of their
+// servers, the task's checkpoint store on the target and the mapper of
+// its namespaces.
+type endpoints struct {
+	source, target *mongo.Client
+	// profiles of the source and target servers, found once in Open.
+	srcProfile, dstProfile conn.Profile
+	store                  *checkpoint.Store
+	mapper                 *catalog.Mapper
 }
 
 // Open connects to the task's source and target and checks that they are
@@ -155,7 +160,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{task: task, opts: opts, log: log.With("task", task.Name), phase: PhasePending, finish: newFinishRequest(opts.UntilCaughtUp)}
+	e := &Engine{task: task, opts: opts, log: log.With("task", task.Name), state: runState{phase: PhasePending}, finish: newFinishRequest(opts.UntilCaughtUp)}
 	var err error
 	if e.source, err = conn.Open(ctx, "source", task.Source, conn.Options{AppName: "mongoferry"}); err != nil {
 		return nil, err
@@ -191,7 +196,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 	}
 	e.streaming = e.pickStreamer()
 	replayStatus := func() *replay.Status { return e.Status().Replay }
-	e.verification = &verification{task: task, source: e.source, target: e.target, mapper: e.mapper, log: e.log,
+	e.verification = &verification{task: task, endpoints: e.endpoints, log: e.log,
 		partial: e.streaming.Partial(), replayStatus: replayStatus,
 		positions: &replayPositions{source: e.source, replayStatus: replayStatus, tailer: e.streaming.OplogTailer, scripted: opts.Reader != nil}}
 	e.cut.attach(e.streaming, e.verification)
@@ -210,7 +215,7 @@ func Open(ctx context.Context, task *config.Task, opts Options) (*Engine, error)
 			return nil, err
 		}
 	}
-	if copyOpts.Leaser, copyOpts.Processes, err = e.copyLeaser(); err != nil {
+	if copyOpts.Leaser, copyOpts.Processes, err = copyLeaser(task, opts, e.shards, e.target); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -250,24 +255,17 @@ func (e *Engine) Target() *mongo.Client { return e.target }
 // restarted task resumes from its checkpoint: the same path as a first
 // start.
 func (e *Engine) Run(ctx context.Context) error {
-	e.mu.Lock()
-	e.started = time.Now()
-	e.mu.Unlock()
+	e.state.start()
 	var err error
 	if e.opts.CopyOnly {
-		err = e.runCopyOnly(ctx)
+		err = runCopyOnly(ctx, e.log, e.store, e.copier, &e.state)
 	} else if err = e.cut.check(); err == nil {
 		if err = e.preflight().checkGivenStart(ctx); err == nil {
 			err = e.lease.run(ctx, e.runWatched)
 		}
 	}
 	err = explainBlockedWrites(err)
-	e.mu.Lock()
-	e.finished = time.Now()
-	if err != nil && ctx.Err() == nil {
-		e.phase, e.err = PhaseFailed, err
-	}
-	e.mu.Unlock()
+	e.state.end(err, err != nil && ctx.Err() == nil)
 	// A failure before the run was recorded (bad input, OplogWindowLost)
 	// leaves the target untouched.
 	if err != nil && ctx.Err() == nil && e.recorded.Load() {
@@ -280,16 +278,12 @@ func (e *Engine) Run(ctx context.Context) error {
 // oplogs' windows.
 func (e *Engine) runWatched(ctx context.Context) error {
 	wctx, stopWindows := context.WithCancel(ctx)
-	go e.watchWindows(wctx)
+	if watchesWindows(e.task, e.opts) {
+		go e.state.watchWindows(wctx, e.streaming)
+	}
 	err := e.run(ctx)
 	stopWindows()
 	return err
-}
-
-func (e *Engine) setPhase(p Phase) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.phase = p
 }
 
 // baseLog is the logger without the task key, for parts that add it

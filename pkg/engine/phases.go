@@ -62,7 +62,10 @@ func (e *Engine) checkBeforeWrites(ctx context.Context, prev checkpoint.TaskReco
 	useOplog := spec.Incremental.Method != config.MethodChangeStream
 	var start runStart
 	if withReplay && useOplog && exists && prev.HasStart() {
-		if err := e.checkResumeWindow(ctx, prev); err != nil {
+		// A resumed task stops here when the source's oplog (a shard's,
+		// for a sharded source) no longer holds the position replay goes
+		// on from.
+		if err := e.streaming.CheckWindow(ctx, prev); err != nil {
 			return start, err
 		}
 	}
@@ -141,15 +144,13 @@ func (e *Engine) firstPhase(rec checkpoint.TaskRecord) Phase {
 func (e *Engine) walkPhases(ctx context.Context, next Phase) error {
 	withReplay := e.task.Mode != config.ModeFull
 	for {
-		e.setPhase(next)
+		e.state.setPhase(next)
 		if next != PhaseCompleted {
 			if err := e.store.SetPhase(ctx, string(next), false); err != nil {
 				return err
 			}
 		}
-		if e.onPhase != nil {
-			e.onPhase(next)
-		}
+		e.state.entered(next)
 		e.log.Info("phase", "phase", next)
 		switch next {
 		case PhaseFullSync:
@@ -213,13 +214,6 @@ func (e *Engine) verifyPhase(ctx context.Context) error {
 		return e.cut.restoreDeferred(ctx)
 	}
 	return nil
-}
-
-// checkResumeWindow stops a resumed task, before anything is written, when
-// the source's oplog (a shard's, for a sharded source) no longer holds the
-// position replay goes on from.
-func (e *Engine) checkResumeWindow(ctx context.Context, prev checkpoint.TaskRecord) error {
-	return e.streaming.CheckWindow(ctx, prev)
 }
 
 // replayStart returns the replay start position of a task's first run,

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
@@ -18,10 +17,9 @@ import (
 // the selection, the source's oplogs and incremental.startAt. It is made
 // for each use from the engine's parts (Engine.preflight).
 type preflight struct {
-	task      *config.Task
-	source    *mongo.Client
-	mapper    *catalog.Mapper
-	store     *checkpoint.Store
+	task *config.Task
+	// endpoints: the source, the mapper and the store.
+	endpoints
 	streaming streamer
 	// log is the logger without the task key (Engine.baseLog).
 	log *slog.Logger
@@ -33,7 +31,7 @@ type preflight struct {
 // preflight returns the checks before anything is written, given the
 // engine's parts.
 func (e *Engine) preflight() preflight {
-	return preflight{task: e.task, source: e.source, mapper: e.mapper, store: e.store, streaming: e.streaming,
+	return preflight{task: e.task, endpoints: e.endpoints, streaming: e.streaming,
 		log: e.baseLog(), scripted: e.opts.Reader != nil || e.opts.ShardReader != nil}
 }
 

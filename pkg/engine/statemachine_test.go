@@ -292,7 +292,7 @@ func runOnce(t *testing.T, task *config.Task, want smRun) smResult {
 		return &fakeReplayer{act: want.replayer, suspend: cancel, opts: o}
 	}
 	res.phases = []Phase{e.Status().Phase}
-	e.onPhase = func(p Phase) { res.phases = append(res.phases, p) }
+	e.state.onPhase = func(p Phase) { res.phases = append(res.phases, p) }
 	res.err = e.Run(ctx)
 	if last := e.Status().Phase; last != res.phases[len(res.phases)-1] {
 		res.phases = append(res.phases, last)

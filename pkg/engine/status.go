@@ -64,27 +64,6 @@ type Status struct {
 // TopologyStatus is the source's topology as a worker discovered it.
 type TopologyStatus = workerapi.Topology
 
-// startup returns the run's start-up time and whether it is still
-// starting, given when replay started (zero before). Called with e.mu
-// held.
-func (e *Engine) startup(c fullsync.Status, streamAt time.Time) (float64, bool) {
-	switch {
-	case e.started.IsZero():
-		return 0, false
-	case !c.FirstDocumentAt.IsZero():
-		return c.FirstDocumentAt.Sub(e.started).Seconds(), false
-	case !streamAt.IsZero():
-		return streamAt.Sub(e.started).Seconds(), false
-	case e.phase != PhasePending && e.phase != PhaseFullSync:
-		return 0, false
-	}
-	end := e.finished
-	if end.IsZero() {
-		end = time.Now()
-	}
-	return end.Sub(e.started).Seconds(), e.finished.IsZero()
-}
-
 // SourceStatus counts the oplog reader's queries on the source.
 type SourceStatus struct {
 	source.TailerStats
@@ -123,28 +102,19 @@ func (e *Engine) Status() Status {
 	}
 	streaming := e.StreamVerifyStatus()
 	streamAt := e.streaming.StreamAt()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	// Read with e.mu held: a report is kept before the phase moves on.
-	verifyRes, verifyProg := e.verification.last()
-	s := Status{Contract: workerapi.ContractVersion, Task: e.task.Name, Mode: string(e.task.Mode), Phase: e.phase, Copy: copyStatus, Replay: replayStatus, Source: src, Shards: shards, StartedAt: e.started, TargetSharding: targetSharding, StreamingVerify: streaming}
-	s.OplogWindows = append([]OplogWindow(nil), e.windows...)
-	if e.err != nil {
-		s.Error = e.err.Error()
-	}
-	s.StartupSeconds, s.Starting = e.startup(copyStatus, streamAt)
-	s.Cutover = e.cut.status(verifyProg)
-	if !e.started.IsZero() {
-		end := e.finished
-		if end.IsZero() {
-			end = time.Now()
-		}
-		s.ElapsedSeconds = end.Sub(e.started).Seconds()
-	}
+	s := Status{Contract: workerapi.ContractVersion, Task: e.task.Name, Mode: string(e.task.Mode), Copy: copyStatus, Replay: replayStatus, Source: src, Shards: shards, TargetSharding: targetSharding, StreamingVerify: streaming}
+	var verifyRes *verify.Report
+	var verifyProg verifyProgress
 	verifyMode := string(e.task.Verify.Mode)
-	if e.cut.running() {
-		verifyMode = string(e.task.Cutover.Verify)
-	}
+	e.state.report(&s, copyStatus, streamAt, func() {
+		// Read with the run's state locked: a report is kept before the
+		// phase moves on.
+		verifyRes, verifyProg = e.verification.last()
+		s.Cutover = e.cut.status(verifyProg)
+		if e.cut.running() {
+			verifyMode = string(e.task.Cutover.Verify)
+		}
+	})
 	switch {
 	case verifyRes != nil:
 		v := &VerifyStatus{Mode: verifyMode, OK: verifyRes.OK()}
@@ -154,7 +124,7 @@ func (e *Engine) Status() Status {
 			}
 		}
 		s.Verify = v
-	case e.phase == PhaseVerifying:
+	case s.Phase == PhaseVerifying:
 		s.Verify = &VerifyStatus{Mode: verifyMode, Running: true,
 			CurrentNS: verifyProg.NS, Done: verifyProg.Done, Total: verifyProg.Total}
 	}

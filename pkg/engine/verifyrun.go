@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"sync"
 
-	"go.mongodb.org/mongo-driver/v2/mongo"
-
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
 	"github.com/mongoferry/mongoferry/pkg/engine/replay"
@@ -23,10 +21,10 @@ import (
 // Open makes it: whether this process replays one shard only, the
 // replay's status and the positions the streaming verifier asks about.
 type verification struct {
-	task           *config.Task
-	source, target *mongo.Client
-	mapper         *catalog.Mapper
-	log            *slog.Logger
+	task *config.Task
+	// endpoints: the source, the target and the mapper.
+	endpoints
+	log *slog.Logger
 	// partial says that this process replays one shard only
 	// (streamer.partial): the other shards' positions are not its to judge.
 	partial bool
@@ -36,8 +34,8 @@ type verification struct {
 	// positions answer the streaming verifier (replayPositions).
 	positions verify.Positions
 
-	// mu may be taken with Engine.mu held (Status); nothing is called
-	// with it held that takes Engine.mu.
+	// mu may be taken with runState.mu held (Status); nothing is called
+	// with it held that takes runState.mu.
 	mu         sync.Mutex
 	verifyRes  *verify.Report
 	verifyProg verifyProgress

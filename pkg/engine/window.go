@@ -37,21 +37,21 @@ type OplogWindow struct {
 }
 
 // watchWindows reads the window of every source oplog the task replays
-// (each shard's this process runs, for a sharded source) until ctx ends.
-// A failed read keeps the last figures: the tailer reports the source's
-// problems.
-func (e *Engine) watchWindows(ctx context.Context) {
-	if e.task.Mode == config.ModeFull || e.task.Incremental.Method == config.MethodChangeStream || e.opts.Reader != nil {
-		return
-	}
+// (each shard's this process runs, for a sharded source) until ctx ends,
+// and keeps them in r. The oplogs to watch, with their checkpoints, are
+// the streamer's (streamer.OplogSides: read from the checkpoint store,
+// what a restart resumes from). A failed read keeps the last figures: the
+// tailer reports the source's problems. The run watches only a task that
+// tails an oplog (watchesWindows).
+func (r *runState) watchWindows(ctx context.Context, s streamer) {
 	t := time.NewTicker(windowInterval)
 	defer t.Stop()
 	for {
 		var out []OplogWindow
-		sides, err := e.oplogSides(ctx)
+		sides, err := s.OplogSides(ctx)
 		if err == nil {
-			for _, s := range sides {
-				w, err := readWindow(ctx, s)
+			for _, side := range sides {
+				w, err := readWindow(ctx, side)
 				if err != nil {
 					out = nil
 					break
@@ -60,9 +60,7 @@ func (e *Engine) watchWindows(ctx context.Context) {
 			}
 		}
 		if out != nil {
-			e.mu.Lock()
-			e.windows = out
-			e.mu.Unlock()
+			r.setWindows(out)
 		}
 		select {
 		case <-ctx.Done():
@@ -72,10 +70,11 @@ func (e *Engine) watchWindows(ctx context.Context) {
 	}
 }
 
-// oplogSides lists the oplogs to watch with their checkpoints, read from
-// the checkpoint store (what a restart resumes from).
-func (e *Engine) oplogSides(ctx context.Context) ([]source.OplogSide, error) {
-	return e.streaming.OplogSides(ctx)
+// watchesWindows reports whether a run of task reads its source oplogs'
+// windows: one that replays an oplog through the tailer (not mode full,
+// change streams or the tests' scripted reader, Options.Reader).
+func watchesWindows(task *config.Task, opts Options) bool {
+	return task.Mode != config.ModeFull && task.Incremental.Method != config.MethodChangeStream && opts.Reader == nil
 }
 
 // readWindow reads an oplog's oldest and newest positions. On a source
