@@ -161,21 +161,15 @@ func (r *Replayer) runRecheck(ctx context.Context, c *recheck) error {
 }
 
 // writeSourceDoc makes the target hold what the source holds with the
-// _id of filter ({_id}): its document with that _id deleted, then doc,
+// _id of filter ({_id}): its document with that _id deleted (on a target
+// sharded by another key, only where it holds one: routeWrites), then doc,
 // when not nil, written under its own document key (fields). The writes
 // carry its namespace and ts; meeting a document with the _id again,
 // they step over.
 func (r *Replayer) writeSourceDoc(ctx context.Context, it item, filter bson.Raw, fields targetsharding.Key, doc bson.Raw) error {
-	var ws []item
-	present, err := r.onShardedTarget(ctx, it, filter)
-	if err != nil {
-		return err
-	}
-	if present {
-		del := it
-		del.model = mongo.NewDeleteOneModel().SetFilter(filter)
-		ws = append(ws, del)
-	}
+	del := it
+	del.model = mongo.NewDeleteOneModel().SetFilter(filter)
+	ws := []item{del}
 	if doc != nil {
 		put := it
 		put.key = documentKey(fields, doc)
@@ -190,30 +184,6 @@ func (r *Replayer) writeSourceDoc(ctx context.Context, it item, filter bson.Raw,
 		}
 	}
 	return nil
-}
-
-// onShardedTarget reports whether the target may hold a document with the
-// _id of filter ({_id}): true where the target is not sharded, or shards
-// by _id alone (the delete goes by {_id} as before); on a target sharded
-// by another key, whether it holds one now. Where it holds none, the
-// delete is left out: by {_id} alone it would carry no shard key, and the
-// only document it could meet is one another subtask wrote since; the
-// recheck every such write leaves (or is) reads the source again once
-// every subtask is past this read, and writes what it holds then.
-func (r *Replayer) onShardedTarget(ctx context.Context, it item, filter bson.Raw) (bool, error) {
-	if it.tk == nil || it.tk.idOnly || r.o.ShardKeys == nil {
-		return true, nil
-	}
-	id, err := filter.LookupErr("_id")
-	if err != nil {
-		return true, nil
-	}
-	r.keyReads.Add(1)
-	found, err := r.o.ShardKeys.Current(ctx, it.ns, it.tk.key, []bson.RawValue{id})
-	if err != nil {
-		return false, fmt.Errorf("read the shard key of %s %s on the target: %w", it.ns, filter, err)
-	}
-	return len(found) > 0, nil
 }
 
 // retireRechecks lets a removed shard's subtask, read to its end and

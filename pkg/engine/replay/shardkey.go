@@ -145,7 +145,8 @@ type docState struct {
 
 // routeWrites gives the writes of one command (models, built from batch)
 // filters that hold the target's whole shard key, as the rules above say.
-// It replaces the models it changes, never the items' own.
+// It replaces the models it changes, never the items' own; a model it
+// sets to nil is not sent (command).
 func (r *Replayer) routeWrites(ctx context.Context, batch []item, models []mongo.WriteModel) error {
 	tk := batch[0].tk
 	if tk == nil || tk.idOnly {
@@ -203,6 +204,16 @@ func (r *Replayer) routeWrites(ctx context.Context, batch []item, models []mongo
 		if st == nil {
 			// Not read: its filter holds the whole key, and it places no
 			// document.
+			continue
+		}
+		if _, del := m.(*mongo.DeleteOneModel); del && len(batch) == 1 && batch[0].settled && !st.present && !st.unknown {
+			// A recheck's or a settle's delete (writeSourceDoc, sent
+			// alone) where the target holds no document with the _id:
+			// nothing goes. By {_id} alone it would carry no shard key,
+			// and the only document it could meet is one another
+			// subtask wrote since the read above; the recheck's next
+			// read of the source covers it.
+			models[i] = nil
 			continue
 		}
 		models[i] = tk.route(m, f, id, st)

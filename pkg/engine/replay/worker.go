@@ -459,6 +459,9 @@ func (r *Replayer) command(ctx context.Context, cmd cmdKind, batch []item) (repl
 	if err := r.routeWrites(ctx, batch, models); err != nil {
 		return reply{}, err
 	}
+	if len(models) == 1 && models[0] == nil {
+		return reply{}, nil // nothing to send (routeWrites)
+	}
 	r.sent(cmd, len(batch))
 	started := time.Now()
 	actx, cancel := context.WithTimeout(ctx, r.writeTimeout())
