@@ -11,11 +11,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"github.com/mongoferry/mongoferry/internal/testserver"
-	"github.com/mongoferry/mongoferry/pkg/config"
-	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
-	"github.com/mongoferry/mongoferry/pkg/engine/conn"
-	"github.com/mongoferry/mongoferry/pkg/engine/oplog"
-	"github.com/mongoferry/mongoferry/pkg/engine/source"
 )
 
 // TestReplayUpdateLoggedAfterItsDelete replays a FerretDB source's oplog
@@ -75,21 +70,7 @@ func TestReplayUpdateLoggedAfterItsDelete(t *testing.T) {
 	last := newestOplogTS(t, sc)
 	t.Logf("the source's oplog holds %d updates logged after their document's delete", phantoms)
 
-	spec := config.Spec{}
-	spec.SetDefaults()
-	mapper, err := catalog.NewMapper(spec.Namespaces, spec.Checkpoint.Database)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tailer := source.NewTailer(sc, from)
-	tailer.Settle = 2 * time.Second
-	tailer.NewestFromReads = true
-	p := conn.FerretDBProfile
-	r := New(Options{Task: "phantom", Spec: &spec, Reader: tailer, Source: sc, Target: dc, Mapper: mapper, From: from,
-		SaveApplied:   func(context.Context, bson.Timestamp) error { return nil },
-		MaxWriteBatch: p.MaxWriteBatch, SerialUpdates: p.SerialUpdates, IndexesOneByOne: p.IndexesOneByOne,
-		ReinsertReplacements: p.ReinsertReplacements,
-		Translator:           oplog.Translator{WholeDocumentUpdates: true}})
+	r, _ := ferretReplayer(t, "phantom", sc, dc, from, nil)
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)

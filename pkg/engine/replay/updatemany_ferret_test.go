@@ -59,16 +59,6 @@ func TestUpdateManyReplayOnFerretDB(t *testing.T) {
 	t.Logf("updateMany of %d documents on the source: %s", res.ModifiedCount, time.Since(started))
 	last := newestOplogTS(t, sc)
 
-	spec := config.Spec{}
-	spec.SetDefaults()
-	mapper, err := catalog.NewMapper(spec.Namespaces, spec.Checkpoint.Database)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tailer := source.NewTailer(sc, from)
-	tailer.Settle = 2 * time.Second
-	tailer.NewestFromReads = true
-	p := conn.FerretDBProfile
 	var mu sync.Mutex
 	spent := map[string]time.Duration{} // time in commands, by kind
 	observe := func(op string, d time.Duration) {
@@ -76,11 +66,7 @@ func TestUpdateManyReplayOnFerretDB(t *testing.T) {
 		spent[op] += d
 		mu.Unlock()
 	}
-	r := New(Options{Task: "updatemany", Spec: &spec, Reader: tailer, Source: sc, Target: dc, Mapper: mapper, From: from,
-		SaveApplied: func(context.Context, bson.Timestamp) error { return nil }, ObserveWrite: observe,
-		MaxWriteBatch: p.MaxWriteBatch, SerialUpdates: p.SerialUpdates, IndexesOneByOne: p.IndexesOneByOne,
-		ReinsertReplacements: p.ReinsertReplacements,
-		Translator:           oplog.Translator{WholeDocumentUpdates: true}})
+	r, tailer := ferretReplayer(t, "updatemany", sc, dc, from, observe)
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	done := make(chan error, 1)
@@ -153,3 +139,27 @@ func sortedDocs(t *testing.T, c *mongo.Client) []bson.Raw {
 }
 
 func bytesEqualRaw(a, b bson.Raw) bool { return string(a) == string(b) }
+
+// ferretReplayer is a Replayer of a FerretDB source's oplog from from
+// onto a FerretDB target, with the options a task gives such a pair
+// (stream.go): the tailer's settle window, conn.FerretDBProfile's write
+// options and whole-document updates. observe may be nil.
+func ferretReplayer(t *testing.T, task string, sc, dc *mongo.Client, from bson.Timestamp, observe func(string, time.Duration)) (*Replayer, *source.Tailer) {
+	t.Helper()
+	spec := config.Spec{}
+	spec.SetDefaults()
+	mapper, err := catalog.NewMapper(spec.Namespaces, spec.Checkpoint.Database)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tailer := source.NewTailer(sc, from)
+	tailer.Settle = 2 * time.Second
+	tailer.NewestFromReads = true
+	p := conn.FerretDBProfile
+	r := New(Options{Task: task, Spec: &spec, Reader: tailer, Source: sc, Target: dc, Mapper: mapper, From: from,
+		SaveApplied: func(context.Context, bson.Timestamp) error { return nil }, ObserveWrite: observe,
+		MaxWriteBatch: p.MaxWriteBatch, SerialUpdates: p.SerialUpdates, IndexesOneByOne: p.IndexesOneByOne,
+		ReinsertReplacements: p.ReinsertReplacements,
+		Translator:           oplog.Translator{WholeDocumentUpdates: true}})
+	return r, tailer
+}
