@@ -3,13 +3,13 @@ package chaos
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mongoferry/mongoferry/test/internal/gobuild"
 )
 
 // TestChaos runs the chaos schedule: CHAOS_CYCLES faults (20 by default,
@@ -71,11 +71,8 @@ func TestChaos(t *testing.T) {
 func buildFerry(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "ferry")
-	_, file, _, _ := runtime.Caller(0)
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/ferry")
-	cmd.Dir = filepath.Join(filepath.Dir(file), "..", "..")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build ferry: %v\n%s", err, b)
+	if err := gobuild.Command("./cmd/ferry", out); err != nil {
+		t.Fatalf("build ferry: %v", err)
 	}
 	return out
 }

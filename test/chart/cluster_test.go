@@ -30,6 +30,7 @@ import (
 	syncv1alpha1 "github.com/mongoferry/mongoferry/api/v1alpha1"
 	"github.com/mongoferry/mongoferry/internal/envtestutil"
 	"github.com/mongoferry/mongoferry/internal/testutil"
+	"github.com/mongoferry/mongoferry/test/internal/gobuild"
 )
 
 func testContext(t *testing.T, d time.Duration) context.Context {
@@ -201,10 +202,8 @@ func TestManagerWithChartRBAC(t *testing.T) {
 	convert(t, findOne(t, objs, "Deployment", releaseName), &d)
 
 	bin := filepath.Join(t.TempDir(), "manager")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/manager")
-	build.Dir = repoRoot(t)
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/manager: %v\n%s", err, out)
+	if err := gobuild.Command("./cmd/manager", bin); err != nil {
+		t.Fatal(err)
 	}
 
 	// A kubeconfig acting as the chart's ServiceAccount.

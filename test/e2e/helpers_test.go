@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"github.com/mongoferry/mongoferry/pkg/config"
 	"github.com/mongoferry/mongoferry/pkg/engine"
 	"github.com/mongoferry/mongoferry/pkg/engine/catalog"
+	"github.com/mongoferry/mongoferry/test/internal/gobuild"
 )
 
 // docsByID reads every document of a collection, keyed by the raw bytes of
@@ -170,12 +170,8 @@ func ferryBinary(t *testing.T) string {
 			return
 		}
 		ferryPath = filepath.Join(dir, "ferry")
-		_, file, _, _ := runtime.Caller(0)
-		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("go", "build", "-o", ferryPath, "./cmd/ferry")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			ferryErr = fmt.Errorf("build ferry: %v\n%s", err, out)
+		if err := gobuild.Command("./cmd/ferry", ferryPath); err != nil {
+			ferryErr = fmt.Errorf("build ferry: %w", err)
 		}
 	})
 	if ferryErr != nil {
