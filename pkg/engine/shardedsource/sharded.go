@@ -184,7 +184,29 @@ func (s *Source) Open(ctx context.Context) (sharded bool, err error) {
 		}
 	}
 	s.log.Info("sharded source: one replay subtask per shard", "shards", shardNames(shards), "shard", s.opts.Shard)
+	if msg := orphanWritesWarning(s.srcProfile); msg != "" {
+		s.log.Warn(msg)
+	}
 	return true, nil
+}
+
+// orphanWritesWarning names, for a source before MongoDB 6.0, the writes
+// its shards apply to orphan documents and log like any other, which a
+// shard's replay cannot tell from the live document's (docs/sharded.md,
+// "Writes to orphans, sources before 6.0"), and what keeps a sync exact.
+// It is empty from 6.0 on, where shards filter orphans out of every write
+// (PreWriteFilter), and on servers whose version is unknown.
+func orphanWritesWarning(p conn.Profile) string {
+	if p.Flavor != conn.FlavorMongoDB || p.Major == 0 || p.Major >= 6 {
+		return ""
+	}
+	return fmt.Sprintf("the source cluster runs MongoDB %s: before 6.0, an update or delete that mongos sends to more than one shard outside a transaction "+
+		"(a multi-update or multi-delete whose filter does not name the shard key, or an update or delete by _id alone) is applied to orphans too, "+
+		"the documents a chunk migration leaves on a shard until its range deleter runs (orphanCleanupDelaySecs after the commit), "+
+		"and each shard logs it like any write. The replay cannot tell those entries from the live document's, so such a document can end "+
+		"different on the target (docs/sharded.md, \"Writes to orphans, sources before 6.0\"). To keep the sync exact, send those writes "+
+		"with the shard key or in a transaction, or upgrade the source to 6.0; verify.continuous: true finds a document that differs while the task streams",
+		p.Version)
 }
 
 // addShard connects to a shard and registers its (not yet running)
