@@ -170,7 +170,7 @@ func (c *Cluster) PrepareShard(ctx context.Context) (int, error) {
 	defer c.mu.Unlock()
 	i := len(c.Shards)
 	c.Shards, c.Names, c.clients = append(c.Shards, s), append(c.Names, fmt.Sprintf("shard%d", i)), append(c.clients, cl)
-	return i, nil
+	return i, c.initiate(ctx, i)
 }
 
 // ListShard lists shard i in config.shards: the shard joins the cluster.
@@ -230,8 +230,23 @@ func (c *Cluster) ResetOplogs(ctx context.Context) error {
 		if err := c.Shards[i].CreateOplog(ctx, DefaultOplogBytes); err != nil {
 			return err
 		}
+		if err := c.initiate(ctx, i); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// initiate writes the entry a replica set's oplog begins with, mongod's
+// {op: "n", o: {msg: "initiating set"}}, a second in the past: a MongoDB
+// shard's oplog is never empty, and its oldest entry is older than any
+// position a task takes on it. Without it, a start position taken on an
+// empty oplog can lie below the first entry injected in the same second
+// (the injected ones sort after FerretDB's own), and a task resuming from
+// it would see its window lost.
+func (c *Cluster) initiate(ctx context.Context, i int) error {
+	sec := uint32(time.Now().Unix()) - 1
+	return c.inject(ctx, i, sec, []bson.D{{{Key: "op", Value: "n"}, {Key: "ns", Value: ""}, {Key: "o", Value: bson.D{{Key: "msg", Value: "initiating set"}}}}})
 }
 
 // DropOplog removes shard i's oplog for good, as on a shard that keeps
