@@ -73,7 +73,8 @@ type Tailer struct {
 	// own reads have seen, waiting for a read that starts after the call
 	// when the tailer has handed out everything it saw, instead of
 	// querying the oplog: for servers where reading the newest entry reads
-	// the whole oplog (conn.Profile.OplogQueriesScan). Settle mode only.
+	// the whole oplog (conn.Profile.OplogQueriesScan). Settle mode only:
+	// set it only with Settle.
 	NewestFromReads bool
 	// SkipDatabases are left out by the server: entries on their
 	// collections are never applied (local, config, the checkpoint
@@ -518,8 +519,12 @@ func (t *Tailer) pruneSeen(from bson.Timestamp) {
 // with was read after it asked. It queries the oplog itself only when
 // within newestWait no read was under way or started (the reader is not
 // being driven), or when none finished within readCap.
+//
+// Newest runs beside Next (the replay's lag watch): it reads only the
+// tailer's configuration, its reads' record (t.reads) and its counters,
+// never Settle, which Next lengthens.
 func (t *Tailer) Newest(ctx context.Context) (bson.Timestamp, error) {
-	if t.NewestFromReads && t.Settle > 0 {
+	if t.NewestFromReads {
 		ts, ok, err := t.reads.newest(ctx, newestWait(t))
 		if err != nil {
 			return ts, err
@@ -547,9 +552,10 @@ func (t *Tailer) Newest(ctx context.Context) (bson.Timestamp, error) {
 func (t *Tailer) NewestReadAt() time.Time { return t.reads.answeredAt() }
 
 // newestWait is how long Newest waits for the tailer's next read before it
-// queries the oplog itself.
+// queries the oplog itself: longer than the tailer ever waits between two
+// reads (Settle grows up to maxSettle).
 func newestWait(t *Tailer) time.Duration {
-	return max(t.MaxPoll, t.Poll, t.Settle) + 20*time.Second
+	return max(t.MaxPoll, t.Poll, t.maxSettle()) + 20*time.Second
 }
 
 // ClusterTime returns the deployment's current cluster time (from a
