@@ -254,6 +254,13 @@ func (s *shared) copier(coll catalog.Collection) *sourceshardcopy.Copier {
 		Leaser: s.leaser, Writer: c.writer,
 		BatchDocs: c.opts.Spec.Cache.BatchSize, BatchBytes: sourceshardcopy.BatchBytes(c.maxBytes, c.opts.Spec.Threads.Readers),
 		Conflict: c.opts.Spec.FullSync.OnConflict, Limiter: s.limiter, ObserveWrite: c.opts.ObserveWrite,
+		// A helper may claim a range before the task's run has marked the
+		// shared copy's ranges started (copyShared): it marks its own, so
+		// that a later run without leases clears the range before it
+		// copies it again, whoever was killed first.
+		Claimed: func(ctx context.Context, r sourceshardcopy.Range) error {
+			return c.opts.Store.MarkStartedMany(ctx, []string{r.ID})
+		},
 		Written: func(docs, bytes int64) {
 			c.progress.batchWritten(ns, docs, bytes, sink.Result{})
 			if c.opts.Hook != nil {

@@ -106,6 +106,11 @@ type Copier struct {
 	// Limiter, when set, paces the documents written (rateLimit): shared
 	// by every copier of the process.
 	Limiter *rate.Limiter
+	// Claimed, when set, is called once a range is claimed, before
+	// anything of it is read or written; an error stops the copy with it.
+	// The shared copy records the range started there, so that a range
+	// holding documents is never still pending in the checkpoint.
+	Claimed func(ctx context.Context, r Range) error
 	// Hook, when set, is called after each batch is written; an error
 	// stops the copy with it (tests kill a copier mid-range).
 	Hook func(r Range, docs int) error
@@ -174,7 +179,13 @@ func (c *Copier) CopyClaimable(ctx context.Context, table *Table, ranges []Range
 		if lease.TakenOver {
 			c.stats.takenOver.Add(1)
 		}
-		docs, bytes, err := c.copyRange(ctx, table, r, lease)
+		var docs, bytes int64
+		if c.Claimed != nil {
+			err = c.Claimed(ctx, r)
+		}
+		if err == nil {
+			docs, bytes, err = c.copyRange(ctx, table, r, lease)
+		}
 		if err == nil {
 			err = c.Leaser.Finish(ctx, lease, docs, bytes)
 		}
