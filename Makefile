@@ -111,7 +111,7 @@ test-e2e: ferretdb envtest-assets prometheus postgres-server $(BIN)/helm ## Run 
 .PHONY: test-race
 test-race: ferretdb envtest-assets prometheus postgres-server $(BIN)/helm ## Run the integration and end-to-end tiers with -race (the unit tier has it in make test): every test that starts a server, and the ferry and manager processes they start, with the race detector on (hours; part of make test-long).
 	$(GO) test -race -count=1 -timeout 90m $(UNIT_PKGS)
-	cd $(TEST_MOD) && GORACE=halt_on_error=1 $(GO) test -race -count=1 -timeout 4h ./...
+	cd $(TEST_MOD) && $(GO) test -race -count=1 -timeout 4h ./...
 
 .PHONY: test-long
 test-long: ## Run the long suites one after another: test-race, replay-invariant (REPLAY_SCHEDULES), chaos (CYCLES), sim-long (SIM_SEEDS) and memory-adversarial.
