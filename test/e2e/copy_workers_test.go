@@ -240,8 +240,8 @@ func assertCaughtUpSame(t *testing.T, w *shardWorker, sc, dc *mongo.Client, coll
 // fullSync.workers: 1, as a user who gives up on the extra workers does.
 // The run copies without leases now, and meets ranges the killed
 // processes partly wrote: it must clear and copy each again (a process
-// marks a range started when it claims it, and the task's run marks all
-// of them when it begins to share the copy) instead of stopping on
+// marks a range started when it claims it, before it writes any of it)
+// instead of stopping on
 // documents already there (onConflict fail, the default), and the
 // target must end equal to the source with every range done.
 func TestCopyWorkersLowered(t *testing.T) {
@@ -274,8 +274,7 @@ func TestCopyWorkersLowered(t *testing.T) {
 	helper.kill(t)
 	run.kill(t)
 	// A range a process claimed may hold its documents: it must not be
-	// pending, whether or not the run had begun to share the copy. A
-	// range nobody claimed holds nothing and may be.
+	// pending. A range nobody claimed holds nothing and may be.
 	claimed := map[string]bool{}
 	for _, r := range rangeRecords(ctx, t, meta, task) {
 		claimed[r.Range] = true

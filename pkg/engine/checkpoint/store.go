@@ -364,9 +364,10 @@ func (s *Store) MarkStarted(ctx context.Context, id string) error {
 }
 
 // MarkStartedMany marks every range of ids that is pending as started at
-// once: ranges a shared copy leases out, any of which another process may
-// have partly written, so that a later copy in one process clears what is
-// there before it copies them (fullsync's readRange).
+// once (a done or started range is left as it is): a shared copy marks
+// each range it claims before writing any of it, so that a later copy in
+// one process clears what is there before it copies it (fullsync's
+// readRange).
 func (s *Store) MarkStartedMany(ctx context.Context, ids []string) error {
 	if len(ids) == 0 {
 		return nil

@@ -68,16 +68,10 @@ func (c *Copier) copyShared(ctx context.Context, todo []checkpoint.Range, byNS m
 		return nil
 	}
 	c.progress.setStage("copying (ranges shared with other processes)")
-	// Any range may be partly written by another process from here on:
-	// a later run without leases (fullSync.workers lowered to 1) then
-	// clears each before copying it, as a range it started itself.
-	ids := make([]string, len(todo))
-	for i, r := range todo {
-		ids[i] = r.ID
-	}
-	if err := c.opts.Store.MarkStartedMany(ctx, ids); err != nil {
-		return err
-	}
+	// Every process marks a range started when it claims it (copier's
+	// Claimed), before anything of it is written: a later run without
+	// leases (fullSync.workers lowered to 1) clears such a range before
+	// copying it, as a range it started itself.
 	s := c.newShared()
 	// The ranges other workers finish reach the progress and the
 	// checkpoint as they finish, not only once this process finds nothing
@@ -254,10 +248,9 @@ func (s *shared) copier(coll catalog.Collection) *sourceshardcopy.Copier {
 		Leaser: s.leaser, Writer: c.writer,
 		BatchDocs: c.opts.Spec.Cache.BatchSize, BatchBytes: sourceshardcopy.BatchBytes(c.maxBytes, c.opts.Spec.Threads.Readers),
 		Conflict: c.opts.Spec.FullSync.OnConflict, Limiter: s.limiter, ObserveWrite: c.opts.ObserveWrite,
-		// A helper may claim a range before the task's run has marked the
-		// shared copy's ranges started (copyShared): it marks its own, so
-		// that a later run without leases clears the range before it
-		// copies it again, whoever was killed first.
+		// Marked started on its claim, by whichever process claims it,
+		// so that a range holding documents is never pending: a later
+		// run without leases clears it before it copies it again.
 		Claimed: func(ctx context.Context, r sourceshardcopy.Range) error {
 			return c.opts.Store.MarkStartedMany(ctx, []string{r.ID})
 		},
