@@ -41,7 +41,16 @@ func (e *Engine) run(ctx context.Context) error {
 		return err
 	}
 	e.cut.load(rec)
-	return e.walkPhases(ctx, e.firstPhase(rec))
+	first := e.firstPhase(rec)
+	// A run of a task its record calls Completed (a full copy, verified)
+	// only verifies again: a StatefulSet restarts a worker that exited, and
+	// the operator stops it while it checks. The record stays Completed
+	// unless this verification fails.
+	recheck := first == PhaseVerifying && rec.Phase == string(PhaseCompleted)
+	if recheck {
+		e.log.Info("the task is complete; verifying again (the record stays Completed unless a difference is found)")
+	}
+	return e.walkPhases(ctx, first, recheck)
 }
 
 // runStart is a first run's replay start, read before anything is
@@ -140,12 +149,13 @@ func (e *Engine) firstPhase(rec checkpoint.TaskRecord) Phase {
 }
 
 // walkPhases is the task's state machine: it records each phase, runs
-// it, and goes to the next until Completed or an error.
-func (e *Engine) walkPhases(ctx context.Context, next Phase) error {
+// it, and goes to the next until Completed or an error. With recheck the
+// task is already complete: Verifying is run but not recorded.
+func (e *Engine) walkPhases(ctx context.Context, next Phase, recheck bool) error {
 	withReplay := e.task.Mode != config.ModeFull
 	for {
 		e.state.setPhase(next)
-		if next != PhaseCompleted {
+		if next != PhaseCompleted && (!recheck || next != PhaseVerifying) {
 			if err := e.store.SetPhase(ctx, string(next), false); err != nil {
 				return err
 			}

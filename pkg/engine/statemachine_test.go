@@ -139,6 +139,9 @@ type smRun struct {
 	// from is where this run's replay started: "start" or "previous" (the
 	// checkpoint the previous run saved); "" when it did not stream.
 	from string
+	// stopIn stops the worker as soon as the task enters this phase (and
+	// its record is written), as the operator's scale-down does.
+	stopIn Phase
 }
 
 // TestStateMachine walks the engine's phases with a fake copier and a
@@ -181,6 +184,11 @@ func TestStateMachine(t *testing.T) {
 	}{
 		{"full: copy, verify, complete", config.ModeFull, []smRun{
 			{copier: actDone, phases: []Phase{pending, fullSync, verifying, completed}, phase: completed, copyDone: true},
+		}},
+		{"full: complete, then a restarted worker stopped while it verifies again: the record stays Completed", config.ModeFull, []smRun{
+			{copier: actDone, phases: []Phase{pending, fullSync, verifying, completed}, phase: completed, copyDone: true},
+			{stopIn: verifying, phases: []Phase{pending, verifying}, err: context.Canceled, phase: completed, copyDone: true},
+			{phases: []Phase{pending, verifying, completed}, phase: completed, copyDone: true},
 		}},
 		{"full: verification finds a difference", config.ModeFull, []smRun{
 			{copier: actDone, differ: true, phases: []Phase{pending, fullSync, verifying, failed}, err: ErrVerificationFailed,
@@ -292,7 +300,12 @@ func runOnce(t *testing.T, task *config.Task, want smRun) smResult {
 		return &fakeReplayer{act: want.replayer, suspend: cancel, opts: o}
 	}
 	res.phases = []Phase{e.Status().Phase}
-	e.state.onPhase = func(p Phase) { res.phases = append(res.phases, p) }
+	e.state.onPhase = func(p Phase) {
+		res.phases = append(res.phases, p)
+		if p == want.stopIn {
+			cancel()
+		}
+	}
 	res.err = e.Run(ctx)
 	if last := e.Status().Phase; last != res.phases[len(res.phases)-1] {
 		res.phases = append(res.phases, last)
