@@ -55,6 +55,14 @@ type Behaviours struct {
 	// IDReuse adds the event: _id X deleted on one shard and inserted with
 	// a shard key another shard owns.
 	IDReuse bool
+	// LateCommit delivers a committed transaction's commitTransaction to
+	// some participants only after the client, acknowledged once the
+	// decision was durable, wrote again the documents the committed
+	// participants hold (an update, or a move to a third shard): the
+	// coordinator fulfils the decision the router waits on before it
+	// sends the commits (TransactionCoordinator::runCommit,
+	// s/transaction_coordinator.cpp).
+	LateCommit bool
 }
 
 // With sets the model's behaviours (before its first write): the shards'
@@ -74,7 +82,7 @@ var versions = []int{44, 50, 60, 70, 80}
 // AllBehaviours returns every behaviour on, at a version rng picks.
 func AllBehaviours(rng *rand.Rand) Behaviours {
 	b := Behaviours{Version: versions[rng.IntN(len(versions))], Clocks: true, ConfigDocs: true,
-		RecordIDClone: true, EmptyMigrations: true, Sessions: true, Coordinator: true, IDReuse: true}
+		RecordIDClone: true, EmptyMigrations: true, Sessions: true, Coordinator: true, IDReuse: true, LateCommit: true}
 	if b.Version == 60 && rng.IntN(2) == 0 {
 		b.FCV = 50 // upgraded binaries, FCV not raised yet (inserts carry o2 all the same)
 	}
@@ -90,7 +98,7 @@ func (b Behaviours) With(name string) Behaviours { return b.set(name, true) }
 
 func (b Behaviours) set(name string, on bool) Behaviours {
 	flags := map[string]*bool{"Clocks": &b.Clocks, "ConfigDocs": &b.ConfigDocs, "RecordIDClone": &b.RecordIDClone,
-		"EmptyMigrations": &b.EmptyMigrations, "Sessions": &b.Sessions, "Coordinator": &b.Coordinator, "IDReuse": &b.IDReuse}
+		"EmptyMigrations": &b.EmptyMigrations, "Sessions": &b.Sessions, "Coordinator": &b.Coordinator, "IDReuse": &b.IDReuse, "LateCommit": &b.LateCommit}
 	if f := flags[name]; f != nil {
 		*f = on
 	}
@@ -98,7 +106,7 @@ func (b Behaviours) set(name string, on bool) Behaviours {
 }
 
 // BehaviourNames names the switches of Behaviours.
-var BehaviourNames = []string{"Clocks", "ConfigDocs", "RecordIDClone", "EmptyMigrations", "Sessions", "Coordinator", "IDReuse"}
+var BehaviourNames = []string{"Clocks", "ConfigDocs", "RecordIDClone", "EmptyMigrations", "Sessions", "Coordinator", "IDReuse", "LateCommit"}
 
 // epoch is the wall second of the model's first entry.
 const epoch = 1_700_000_000

@@ -480,8 +480,14 @@ func (m *Model) ChangeKey(id, sk int64, between func()) bool {
 	seq := m.nextSeq(id)
 	del := &part{shard: from, ops: []bson.D{m.inner("d", d.key(), nil)}, writes: []Write{{WriteKey: WriteKey{ID: id}, Seq: seq, Kind: 'd'}}}
 	ins := &part{shard: to, ops: []bson.D{m.inner("i", nd.raw(), m.insertKey(nd))}, writes: []Write{{WriteKey: WriteKey{ID: id}, Seq: seq, Kind: 'i'}}}
-	m.prepared([]*part{del, ins}, between)
-	m.Docs[id] = nd
+	// The model's documents change as of the decision, right after
+	// between: a late commit's client writes see the new document.
+	m.prepared([]*part{del, ins}, func() {
+		if between != nil {
+			between()
+		}
+		m.Docs[id] = nd
+	})
 	m.KeyChanges++
 	return true
 }

@@ -24,6 +24,9 @@ type Txn struct {
 	prep     map[*Shard]bson.Timestamp
 	CommitTS bson.Timestamp
 	decided  bool
+	// acked is the cluster time the client's commit reply carries: the
+	// coordinator's clock once the decision is durable.
+	acked bson.Timestamp
 }
 
 // NewTxn starts a transaction of parts, the first one's shard its
@@ -109,6 +112,7 @@ func (t *Txn) Decide(commit bool) {
 	if m.B.Coordinator {
 		m.log(t.coord, m.at(t.coord), m.cfgCRUD("u", nsCoordinators, t.coordDoc(decision), bson.D{{Key: "_id", Value: t.id()}}))
 	}
+	t.acked = t.coord.hlc
 }
 
 // Commit logs commitTransaction on s and records its writes there.
@@ -189,12 +193,57 @@ func (m *Model) coordinated(parts []*part, between func(), mayAbort bool) bool {
 		between()
 	}
 	m.rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	for _, p := range order {
+	late := len(order)
+	if m.B.LateCommit && len(order) > 1 && m.rng.IntN(2) == 0 {
+		late = 1 + m.rng.IntN(len(order)-1)
+	}
+	for _, p := range order[:late] {
+		t.Commit(p.shard)
+	}
+	if late < len(order) {
+		m.afterDecision(t, order[:late], order[late:])
+		m.Fired["LateCommit"]++
+	}
+	for _, p := range order[late:] {
 		t.Commit(p.shard)
 	}
 	t.End()
 	m.Txns++
 	return true
+}
+
+// afterDecision is the client, acknowledged once t's decision was
+// durable, writing again before the commits of the pending parts reach
+// their shards: each document a committed part inserted or updated, and
+// that still lives on that part's shard, is updated there or, with even
+// odds, moved to a shard where no part is pending (a delete, then an
+// insert of its _id with a shard key that shard owns). A pending shard
+// keeps its prepared documents locked, so nothing is written there.
+func (m *Model) afterDecision(t *Txn, committed, pending []*part) {
+	for _, p := range committed {
+		for _, w := range p.writes {
+			d, ok := m.Docs[w.ID]
+			if w.Kind == 'd' || !ok || m.owner[d.SK/chunkWidth] != p.shard {
+				continue
+			}
+			if t.acked.After(m.lastWrite[w.ID]) {
+				m.lastWrite[w.ID] = t.acked // the cluster time the client brings
+			}
+			var to []int
+			for c, s := range m.owner {
+				if s != p.shard && !m.holdsOrphan(s, w.ID) && !slices.ContainsFunc(pending, func(q *part) bool { return q.shard == s }) {
+					to = append(to, c)
+				}
+			}
+			if len(to) == 0 || m.rng.IntN(2) == 0 {
+				m.Update(w.ID)
+				continue
+			}
+			c := to[m.rng.IntN(len(to))]
+			m.Delete(w.ID)
+			m.InsertID(w.ID, int64(c*chunkWidth+m.rng.IntN(chunkWidth)))
+		}
+	}
 }
 
 // TxnWrite is one write of a transaction built by Parts.
