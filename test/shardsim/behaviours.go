@@ -56,12 +56,17 @@ type Behaviours struct {
 	// a shard key another shard owns.
 	IDReuse bool
 	// LateCommit delivers a committed transaction's commitTransaction to
-	// some participants only after the client, acknowledged once the
-	// decision was durable, wrote again the documents the committed
-	// participants hold (an update, or a move to a third shard): the
-	// coordinator fulfils the decision the router waits on before it
-	// sends the commits (TransactionCoordinator::runCommit,
-	// s/transaction_coordinator.cpp).
+	// some participants only after a client wrote again the documents the
+	// committed participants hold (an update, or a move to a third
+	// shard). The coordinator sends the commits once its decision is
+	// durable and each participant logs its own when the message comes
+	// (TransactionCoordinator::runCommit, s/transaction_coordinator.cpp).
+	// The router answers the committing client at the decision on 5.0 to
+	// 6.0 (coordinateCommitReturnImmediatelyAfterPersistingDecision,
+	// true by default there) and after every participant's
+	// acknowledgement on 4.4 and from 6.1; on every version another
+	// client can read a committed participant's document, and write it,
+	// before a late participant logs its commit.
 	LateCommit bool
 }
 

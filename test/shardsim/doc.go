@@ -99,13 +99,16 @@
 //     shard's clock is behind); scenarios_rehome_test.go names the
 //     interleavings, during migrations too.
 //   - LateCommit: in half the committed multi-shard transactions, some
-//     participants' commitTransaction comes only after the client,
-//     acknowledged once the decision is durable (the coordinator fulfils
-//     the decision the router waits on before it sends the commits:
-//     TransactionCoordinator::runCommit, s/transaction_coordinator.cpp),
-//     has updated the committed participants' documents or moved them to
-//     a third shard; scenarios_latecommit_test.go adds another
-//     transaction on the late shard before its commit.
+//     participants' commitTransaction comes only after a client that
+//     learnt of the commit has updated the committed participants'
+//     documents or moved them to a third shard: the coordinator sends the
+//     commits once its decision is durable
+//     (TransactionCoordinator::runCommit, s/transaction_coordinator.cpp),
+//     and the router answers at the decision on 5.0 to 6.0
+//     (coordinateCommitReturnImmediatelyAfterPersistingDecision), after
+//     the participants' acknowledgements on 4.4 and from 6.1, while any
+//     client can read a committed participant; scenarios_latecommit_test.go
+//     adds another transaction on the late shard before its commit.
 //
 // Inserts carry their document key in o2 from the 5.3 binary on, at any
 // FCV (fcv.go): at 4.4 and 5.0 they are logged without it, and the

@@ -8,13 +8,15 @@ import (
 )
 
 // The scenarios of this file deliver a transaction's commit to one
-// participant late. The coordinator fulfils the decision the router
-// waits on once the decision is durable, and only then sends
-// commitTransaction to the participants (TransactionCoordinator::runCommit,
-// s/transaction_coordinator.cpp): the client is acknowledged, and writes
-// again, while a participant still holds its part prepared, so that
-// shard logs its commit entry after the client's later writes on other
-// shards, and after other transactions of its own.
+// participant late. The coordinator sends commitTransaction to the
+// participants once its decision is durable, and each logs its commit
+// when the message comes (TransactionCoordinator::runCommit,
+// s/transaction_coordinator.cpp). A client that learnt of the commit
+// (the router's reply, at the decision on 5.0 to 6.0, or a read of a
+// participant that has committed) can write again while another
+// participant still holds its part prepared, so that shard logs its
+// commit entry after those writes on other shards, and after other
+// transactions of its own.
 
 // changeKeyLate prepares a shard-key change of x from its shard to sk
 // (a delete there and an insert on sk's owner, one transaction),
@@ -35,14 +37,14 @@ func changeKeyLate(m *Model, x Doc, sk int64) (*Txn, *Shard) {
 	m.KeyChanges++
 	t.Commit(to)
 	if t.acked.After(m.lastWrite[x.ID]) {
-		m.lastWrite[x.ID] = t.acked // the client's reply carries the decision's cluster time
+		m.lastWrite[x.ID] = t.acked // what a client that learnt of the commit brings
 	}
 	return t, from
 }
 
 // TestScenarioLateCommitBesideCommitWait: a shard-key change moves X
 // from A to B in a transaction whose commit reaches B at once and A
-// late. The acknowledged client writes X on B again (an update, or a
+// late. A client writes X on B again (an update, or a
 // move on to C), and a second transaction, on A and B, prepares and
 // commits on A before A logs the first one's commit. Until A's subtask
 // reads that late commit, the target holds A's older X, which B's (or

@@ -24,8 +24,10 @@ type Txn struct {
 	prep     map[*Shard]bson.Timestamp
 	CommitTS bson.Timestamp
 	decided  bool
-	// acked is the cluster time the client's commit reply carries: the
-	// coordinator's clock once the decision is durable.
+	// acked is the cluster time a client that learnt of the commit
+	// carries at the least: the coordinator's clock once the decision is
+	// durable (the reply at the decision on 5.0 to 6.0; a reader of a
+	// committed participant brings that participant's commit ts, later).
 	acked bson.Timestamp
 }
 
@@ -212,9 +214,10 @@ func (m *Model) coordinated(parts []*part, between func(), mayAbort bool) bool {
 	return true
 }
 
-// afterDecision is the client, acknowledged once t's decision was
-// durable, writing again before the commits of the pending parts reach
-// their shards: each document a committed part inserted or updated, and
+// afterDecision is a client that learnt of t's commit (its reply at the
+// decision, or a read of a committed participant) writing again before
+// the commits of the pending parts reach their shards: each document a
+// committed part inserted or updated, and
 // that still lives on that part's shard, is updated there or, with even
 // odds, moved to a shard where no part is pending (a delete, then an
 // insert of its _id with a shard key that shard owns). A pending shard
