@@ -217,11 +217,11 @@ func (m *Model) coordinated(parts []*part, between func(), mayAbort bool) bool {
 // afterDecision is a client that learnt of t's commit (its reply at the
 // decision, or a read of a committed participant) writing again before
 // the commits of the pending parts reach their shards: each document a
-// committed part inserted or updated, and
-// that still lives on that part's shard, is updated there or, with even
-// odds, moved to a shard where no part is pending (a delete, then an
-// insert of its _id with a shard key that shard owns). A pending shard
-// keeps its prepared documents locked, so nothing is written there.
+// committed part inserted or updated, and that still lives on that
+// part's shard, is updated there or, with even odds, moved to a shard
+// where no part is pending (a delete, then an insert of its _id with a
+// shard key that shard owns). A pending shard keeps its prepared
+// documents locked, so nothing is written there.
 func (m *Model) afterDecision(t *Txn, committed, pending []*part) {
 	for _, p := range committed {
 		for _, w := range p.writes {
@@ -230,7 +230,7 @@ func (m *Model) afterDecision(t *Txn, committed, pending []*part) {
 				continue
 			}
 			if t.acked.After(m.lastWrite[w.ID]) {
-				m.lastWrite[w.ID] = t.acked // the cluster time the client brings
+				m.lastWrite[w.ID] = t.acked // the cluster time such a client brings
 			}
 			var to []int
 			for c, s := range m.owner {
